@@ -1,0 +1,92 @@
+// roofline's public model API: load a Hugging Face model directory and generate from token ids.
+//
+// Example:
+//   roofline::ModelOptions options;
+//   options.model_dir = "path/to/model";
+//   auto model = roofline::Model::load(options);
+//   if (!model.ok()) { /* model.status().to_string() says what to fix */ }
+//   auto tokens = (*model)->generate({1, 2, 3}, {}, [](int32_t t) { return true; });
+//
+// The request-level engine (continuous batching, streaming, abort) builds on this in engine.h.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "roofline/status.h"
+
+namespace roofline {
+
+struct ModelOptions {
+  std::string model_dir;          // config.json + model.safetensors (or a sharded index)
+  int64_t kv_block_size = 16;     // tokens per KV-cache block
+  int64_t max_step_tokens = 512;  // tokens per forward step; longer prompts are prefilled in chunks
+  int64_t max_seqs = 8;           // sequences per step
+  int64_t max_model_len = 0;      // 0: the model's max_position_embeddings
+  int64_t kv_cache_tokens = 0;    // KV-cache capacity in tokens; 0: a default sized from the above
+  int num_threads = 0;            // CPU worker threads; 0: one per hardware thread
+  bool fuse = true;               // run the graph fusion passes
+};
+
+struct ModelInfo {
+  std::string architecture;  // e.g. "LlamaForCausalLM"
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t max_model_len = 0;
+  uint64_t weight_bytes = 0;
+  int32_t bos_token_id = -1;
+  std::vector<int32_t> eos_token_ids;
+};
+
+struct GenerateOptions {
+  int64_t max_new_tokens = 32;
+  float temperature = 0.0f;  // 0: greedy
+  int32_t top_k = 0;         // 0: no top-k cut
+  float top_p = 1.0f;
+  uint64_t seed = 0;
+  bool stop_at_eos = true;
+};
+
+struct GenerateStats {
+  int64_t prompt_tokens = 0;
+  int64_t generated_tokens = 0;
+  double prefill_ms = 0;  // up to and including the first generated token
+  double decode_ms = 0;   // the remaining tokens
+};
+
+class Model {
+ public:
+  static StatusOr<std::unique_ptr<Model>> load(const ModelOptions& options);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelInfo& info() const;
+
+  // Generates up to max_new_tokens tokens after `prompt`. on_token (may be empty) sees each token
+  // as soon as it exists; returning false from it stops generation. Returns the generated tokens.
+  StatusOr<std::vector<int32_t>> generate(const std::vector<int32_t>& prompt,
+                                          const GenerateOptions& options,
+                                          const std::function<bool(int32_t)>& on_token,
+                                          GenerateStats* stats = nullptr);
+
+  // Logits of the prompt's prefill (one row per prompt token) followed by decode_steps greedy
+  // decode steps (one row each): [prompt.size() + decode_steps, vocab_size], row-major.
+  // greedy_tokens (may be null) receives the decode_steps + 1 tokens chosen along the way.
+  StatusOr<std::vector<float>> logits(const std::vector<int32_t>& prompt, int64_t decode_steps,
+                                      std::vector<int32_t>* greedy_tokens);
+
+ private:
+  struct Impl;
+  explicit Model(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace roofline

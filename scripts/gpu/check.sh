@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The one command for the H200 host: configure the CUDA build against the staged dependencies,
+# build it with every core, run every test (CPU and GPU), and print a short table last.
+# Run scripts/stage_deps.sh here first and carry .staged with the call.
+#   scripts/gpu/check.sh OUTDIR
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${1:?usage: scripts/gpu/check.sh OUTDIR}
+mkdir -p "$out"
+start=$(date +%s)
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
+nvcc --version | tail -n 2 | tee -a "$out/gpu.txt"
+
+# Warnings stay visible in the log but do not stop the build: the host's gcc 13 may warn where
+# the development machines' gcc 12 does not, and a device run is too scarce to lose to that.
+cmake --preset cuda -DROOFLINE_WERROR=OFF -DROOFLINE_DEPS_DIR="$PWD/.staged" > "$out/configure.log" 2>&1
+configure_rc=$?
+cmake --build build/cuda -j16 > "$out/build.log" 2>&1
+build_rc=$?
+grep -E "warning" "$out/build.log" | head -20
+built=$(date +%s)
+
+ctest --test-dir build/cuda -j8 --output-on-failure > "$out/ctest.log" 2>&1
+test_rc=$?
+grep -E "tests passed|tests failed|Failed|device [0-9]" "$out/ctest.log" | head -30
+build/cuda/tests/core/device_test 2>&1 | grep -E "^device" | tee -a "$out/gpu.txt"
+done_at=$(date +%s)
+
+echo
+echo "| step | result | seconds |"
+echo "|---|---|---|"
+echo "| configure (cuda preset, sm_90a) | rc=$configure_rc | |"
+echo "| build -j16 | rc=$build_rc | $((built - start)) |"
+echo "| ctest | rc=$test_rc: $(grep -E 'tests passed' "$out/ctest.log" | tail -n 1) | $((done_at - built)) |"
+[ "$configure_rc" -eq 0 ] && [ "$build_rc" -eq 0 ] && [ "$test_rc" -eq 0 ]

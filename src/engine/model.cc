@@ -1,0 +1,159 @@
+// Model: the public API over ModelRunner for single-prompt generation and logits.
+#include "roofline/model.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/thread_pool.h"
+#include "runtime/model_runner.h"
+#include "runtime/sampler.h"
+
+namespace roofline {
+
+struct Model::Impl {
+  std::unique_ptr<ModelRunner> runner;
+  ModelInfo info;
+
+  // Appends `tokens` to `seq` in chunks of at most max_step_tokens. Returns the logits of every
+  // token when all_logits, else of the last token only.
+  Status feed(int32_t seq, const std::vector<int32_t>& tokens, bool all_logits,
+              std::vector<float>* out) {
+    const int64_t chunk = runner->options().max_step_tokens;
+    out->clear();
+    std::vector<float> part;
+    for (size_t begin = 0; begin < tokens.size(); begin += static_cast<size_t>(chunk)) {
+      const size_t end = std::min(tokens.size(), begin + static_cast<size_t>(chunk));
+      StepEntry e{seq, std::vector<int32_t>(tokens.begin() + begin, tokens.begin() + end)};
+      ROOFLINE_RETURN_IF_ERROR(runner->step({e}, all_logits, &part));
+      if (all_logits) out->insert(out->end(), part.begin(), part.end());
+      else *out = part;
+    }
+    return ok_status();
+  }
+};
+
+Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Model::~Model() = default;
+
+StatusOr<std::unique_ptr<Model>> Model::load(const ModelOptions& o) {
+  if (o.num_threads < 0 || o.num_threads > 1024)
+    return invalid_argument("--threads must be in [0, 1024], got " + std::to_string(o.num_threads));
+  if (o.num_threads > 0) ThreadPool::set_default_num_threads(o.num_threads);
+  RunnerOptions ro;
+  ro.model_dir = o.model_dir;
+  ro.kv_block_size = o.kv_block_size;
+  ro.max_step_tokens = o.max_step_tokens;
+  ro.max_seqs = o.max_seqs;
+  ro.max_model_len = o.max_model_len;
+  ro.kv_cache_tokens = o.kv_cache_tokens;
+  ro.fuse = o.fuse;
+  auto runner = ModelRunner::create(ro);
+  if (!runner.ok()) return runner.status().with_context("loading '" + o.model_dir + "'");
+  auto impl = std::make_unique<Impl>();
+  impl->runner = std::move(runner).value();
+  const ModelConfig& c = impl->runner->config();
+  ModelInfo& info = impl->info;
+  info.architecture = c.architecture_name;
+  info.vocab_size = c.vocab_size;
+  info.hidden_size = c.hidden_size;
+  info.num_layers = c.num_layers;
+  info.num_heads = c.num_heads;
+  info.num_kv_heads = c.num_kv_heads;
+  info.head_dim = c.head_dim;
+  info.max_model_len = impl->runner->options().max_model_len;
+  info.weight_bytes = impl->runner->weights().total_bytes();
+  info.bos_token_id = c.bos_token_id;
+  info.eos_token_ids = c.eos_token_ids;
+  return std::unique_ptr<Model>(new Model(std::move(impl)));
+}
+
+const ModelInfo& Model::info() const { return impl_->info; }
+
+namespace {
+
+// Releases a runner sequence on every exit path.
+class SequenceGuard {
+ public:
+  SequenceGuard(ModelRunner& r, int32_t seq) : r_(r), seq_(seq) {}
+  ~SequenceGuard() { (void)r_.release_sequence(seq_); }
+
+ private:
+  ModelRunner& r_;
+  int32_t seq_;
+};
+
+Status check_prompt(const std::vector<int32_t>& prompt) {
+  if (prompt.empty()) return invalid_argument("the prompt is empty: give at least one token id");
+  return ok_status();
+}
+
+}  // namespace
+
+StatusOr<std::vector<int32_t>> Model::generate(const std::vector<int32_t>& prompt,
+                                               const GenerateOptions& o,
+                                               const std::function<bool(int32_t)>& on_token,
+                                               GenerateStats* stats) {
+  ROOFLINE_RETURN_IF_ERROR(check_prompt(prompt));
+  if (o.max_new_tokens < 0) return invalid_argument("--max-tokens must not be negative");
+  if (o.top_p <= 0.0f || o.top_p > 1.0f) return invalid_argument("--top-p must be in (0, 1]");
+  if (o.top_k < 0) return invalid_argument("--top-k must not be negative");
+  if (!(o.temperature >= 0.0f)) return invalid_argument("--temperature must not be negative");
+  ModelRunner& runner = *impl_->runner;
+  ROOFLINE_ASSIGN_OR_RETURN(int32_t seq, runner.add_sequence());
+  SequenceGuard guard(runner, seq);
+  Sampler sampler(SamplingConfig{o.temperature, o.top_k, o.top_p}, o.seed);
+  const int64_t vocab = impl_->info.vocab_size;
+  std::vector<int32_t> out;
+  std::vector<float> logits;
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
+  auto t_first = t0;
+  std::vector<int32_t> next = prompt;
+  for (int64_t i = 0; i < o.max_new_tokens; ++i) {
+    ROOFLINE_RETURN_IF_ERROR(impl_->feed(seq, next, /*all_logits=*/false, &logits));
+    const int32_t token = sampler.sample(logits.data(), vocab);
+    if (token < 0)
+      return internal_error("the model produced NaN logits at generated token " + std::to_string(i) +
+                            ": the weights may be corrupt");
+    if (i == 0) t_first = clock::now();
+    out.push_back(token);
+    const bool eos = std::find(impl_->info.eos_token_ids.begin(), impl_->info.eos_token_ids.end(),
+                               token) != impl_->info.eos_token_ids.end();
+    const bool keep_going = !on_token || on_token(token);
+    if (!keep_going || (o.stop_at_eos && eos)) break;
+    if (runner.sequence_length(seq) + 1 > runner.options().max_model_len) break;
+    next.assign(1, token);
+  }
+  if (stats) {
+    auto t1 = clock::now();
+    stats->prompt_tokens = static_cast<int64_t>(prompt.size());
+    stats->generated_tokens = static_cast<int64_t>(out.size());
+    stats->prefill_ms = std::chrono::duration<double, std::milli>(t_first - t0).count();
+    stats->decode_ms = std::chrono::duration<double, std::milli>(t1 - t_first).count();
+  }
+  return out;
+}
+
+StatusOr<std::vector<float>> Model::logits(const std::vector<int32_t>& prompt, int64_t decode_steps,
+                                           std::vector<int32_t>* greedy_tokens) {
+  ROOFLINE_RETURN_IF_ERROR(check_prompt(prompt));
+  if (decode_steps < 0) return invalid_argument("--decode-steps must not be negative");
+  ModelRunner& runner = *impl_->runner;
+  ROOFLINE_ASSIGN_OR_RETURN(int32_t seq, runner.add_sequence());
+  SequenceGuard guard(runner, seq);
+  const int64_t vocab = impl_->info.vocab_size;
+  std::vector<float> all, step;
+  ROOFLINE_RETURN_IF_ERROR(impl_->feed(seq, prompt, /*all_logits=*/true, &all));
+  if (greedy_tokens) greedy_tokens->clear();
+  int32_t token = argmax_cpu(all.data() + (all.size() - static_cast<size_t>(vocab)), vocab);
+  for (int64_t i = 0;; ++i) {
+    if (greedy_tokens) greedy_tokens->push_back(token);
+    if (i == decode_steps) break;
+    ROOFLINE_RETURN_IF_ERROR(impl_->feed(seq, {token}, /*all_logits=*/true, &step));
+    all.insert(all.end(), step.begin(), step.end());
+    token = argmax_cpu(step.data(), vocab);
+  }
+  return all;
+}
+
+}  // namespace roofline

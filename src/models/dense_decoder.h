@@ -1,0 +1,40 @@
+// The dense decoder-only transformer shared by the Llama family (Llama 2/3, Mistral, Qwen2,
+// Qwen3): pre-norm blocks of GQA attention with RoPE and a SiLU-gated MLP. An architecture is a
+// DenseDecoderSpec (which optional pieces it has); everything else comes from the ModelConfig.
+#pragma once
+
+#include "graph/graph.h"
+#include "io/model_config.h"
+#include "io/weight_store.h"
+#include "roofline/status.h"
+
+namespace roofline {
+
+struct DenseDecoderSpec {
+  bool qkv_bias = false;  // q/k/v projections carry a bias (Qwen2; Llama with attention_bias)
+  bool o_bias = false;    // o projection carries a bias (Llama with attention_bias)
+  bool qk_norm = false;   // per-head RMSNorm of q and k before RoPE (Qwen3)
+};
+
+struct GraphOptions {
+  // true: logits for every token of the step ([T, vocab]); false: only for each sequence's last
+  // token ([B, vocab]), which is all generation needs and skips most of the LM head in prefill.
+  bool all_logits = false;
+};
+
+// Emits the graph; every weight it names is checked to exist in `weights` with the shape the
+// config implies, so a mismatched checkpoint fails here with the tensor's name.
+StatusOr<Graph> build_dense_decoder(const ModelConfig& config, const DenseDecoderSpec& spec,
+                                    const WeightStore& weights, const GraphOptions& options);
+
+// Dispatches on config.architecture to the family's builder (llama.cc, qwen.cc).
+StatusOr<Graph> build_model_graph(const ModelConfig& config, const WeightStore& weights,
+                                  const GraphOptions& options);
+
+// Per-architecture builders.
+StatusOr<Graph> build_llama_graph(const ModelConfig& config, const WeightStore& weights,
+                                  const GraphOptions& options);
+StatusOr<Graph> build_qwen_graph(const ModelConfig& config, const WeightStore& weights,
+                                 const GraphOptions& options);
+
+}  // namespace roofline

@@ -1,0 +1,147 @@
+// Shapes shared by the attention test and benchmark, and the builder that lays a batch's K/V out
+// in a paged cache (contiguously, or with its pages scattered in a given order).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "ops/attention/attention.h"
+
+namespace roofline {
+
+struct AttentionSeq {
+  int64_t seq_len;  // cached tokens including this step's
+  int64_t q_len;    // this step's queries, <= seq_len
+};
+
+struct AttentionShape {
+  std::vector<AttentionSeq> seqs;
+  int64_t num_heads;
+  int64_t num_kv_heads;
+  int64_t head_dim;
+  int64_t block_size;
+  int64_t sliding_window;  // 0: unlimited
+};
+
+// Awkward cases for correctness: GQA ratios 1, 4 and 7, block sizes 1, 5 and 16 with partly filled
+// last pages, chunked prefill (q_len < seq_len), decode, sliding windows, odd batch sizes.
+inline std::vector<AttentionShape> attention_test_shapes() {
+  return {
+      {{{1, 1}}, 4, 4, 16, 16, 0},
+      {{{19, 19}}, 4, 4, 16, 16, 0},
+      {{{7, 7}, {33, 1}, {20, 3}}, 8, 2, 32, 5, 0},
+      {{{3, 3}, {1, 1}, {12, 1}}, 7, 1, 64, 1, 0},
+      {{{40, 40}, {25, 1}, {17, 5}}, 4, 1, 16, 5, 4},
+      {{{40, 13}, {64, 1}}, 8, 2, 32, 16, 16},
+      {{{5, 2}, {9, 9}, {30, 1}, {2, 1}, {47, 11}}, 14, 2, 64, 16, 0},
+      {{{733, 733}}, 2, 1, 64, 16, 0},
+      {{{733, 1}}, 7, 7, 128, 5, 100},
+  };
+}
+
+// Real-model shapes for timing (Llama-3-8B heads: 32 q, 8 kv, head_dim 128, pages of 16).
+inline std::vector<AttentionShape> attention_bench_shapes() {
+  return {
+      {{{1024, 1}}, 32, 8, 128, 16, 0},
+      {{{512, 1}, {512, 1}, {512, 1}, {512, 1}, {512, 1}, {512, 1}, {512, 1}, {512, 1}},
+       32,
+       8,
+       128,
+       16,
+       0},
+      {{{4096, 1}}, 32, 8, 128, 16, 0},
+      {{{256, 256}}, 32, 8, 128, 16, 0},
+  };
+}
+
+// A batch in paged form. Cache slots no sequence owns hold NaN, so reading one poisons the output;
+// block-table entries past a sequence's pages are -1, which the op would reject if it read them.
+struct PagedBatch {
+  std::vector<float> q;        // [num_tokens, num_heads, head_dim]
+  std::vector<float> k_cache;  // [num_blocks, block_size, num_kv_heads, head_dim]
+  std::vector<float> v_cache;
+  std::vector<int32_t> block_tables;  // [num_seqs, max_blocks_per_seq]
+  std::vector<int32_t> seq_lens;
+  std::vector<int32_t> query_start;
+  int64_t num_blocks = 0;
+  int64_t max_blocks_per_seq = 0;
+
+  PagedAttentionParams params(const AttentionShape& shape, float* out) const {
+    PagedAttentionParams p;
+    p.q = q.data();
+    p.k_cache = k_cache.data();
+    p.v_cache = v_cache.data();
+    p.block_tables = block_tables.data();
+    p.seq_lens = seq_lens.data();
+    p.query_start = query_start.data();
+    p.out = out;
+    p.num_seqs = static_cast<int64_t>(seq_lens.size());
+    p.num_tokens = query_start.back();
+    p.num_heads = shape.num_heads;
+    p.num_kv_heads = shape.num_kv_heads;
+    p.head_dim = shape.head_dim;
+    p.block_size = shape.block_size;
+    p.max_blocks_per_seq = max_blocks_per_seq;
+    p.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+    p.sliding_window = shape.sliding_window;
+    return p;
+  }
+};
+
+inline int64_t pages_for(int64_t seq_len, int64_t block_size) {
+  return (seq_len + block_size - 1) / block_size;
+}
+
+// Physical blocks needed by the batch, plus spare blocks that stay NaN.
+inline int64_t attention_num_blocks(const AttentionShape& shape, int64_t spare = 3) {
+  int64_t n = spare;
+  for (const auto& s : shape.seqs) n += pages_for(s.seq_len, shape.block_size);
+  return n;
+}
+
+// k[s], v[s]: [seq_len, num_kv_heads, head_dim] of sequence s in position order; q: all queries.
+// block_order: a permutation of [0, attention_num_blocks) giving the physical block of each page,
+// sequences' pages taken in turn.
+inline PagedBatch build_paged_batch(const AttentionShape& shape, std::vector<float> q,
+                                    const std::vector<std::vector<float>>& k,
+                                    const std::vector<std::vector<float>>& v,
+                                    const std::vector<int32_t>& block_order) {
+  PagedBatch b;
+  const int64_t slot_elems = shape.num_kv_heads * shape.head_dim;
+  b.q = std::move(q);
+  b.num_blocks = static_cast<int64_t>(block_order.size());
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  b.k_cache.assign(static_cast<size_t>(b.num_blocks * shape.block_size * slot_elems), nan);
+  b.v_cache = b.k_cache;
+  for (const auto& s : shape.seqs) {
+    b.max_blocks_per_seq = std::max(b.max_blocks_per_seq, pages_for(s.seq_len, shape.block_size));
+  }
+  b.max_blocks_per_seq += 1;  // a spare column of -1 entries
+  b.block_tables.assign(shape.seqs.size() * static_cast<size_t>(b.max_blocks_per_seq), -1);
+  b.query_start.push_back(0);
+  size_t next_block = 0;
+  for (size_t s = 0; s < shape.seqs.size(); ++s) {
+    const int64_t seq_len = shape.seqs[s].seq_len;
+    b.seq_lens.push_back(static_cast<int32_t>(seq_len));
+    b.query_start.push_back(b.query_start.back() + static_cast<int32_t>(shape.seqs[s].q_len));
+    for (int64_t page = 0; page < pages_for(seq_len, shape.block_size); ++page) {
+      b.block_tables[s * static_cast<size_t>(b.max_blocks_per_seq) + static_cast<size_t>(page)] =
+          block_order[next_block++];
+    }
+    for (int64_t pos = 0; pos < seq_len; ++pos) {
+      const int64_t block = b.block_tables[s * static_cast<size_t>(b.max_blocks_per_seq) +
+                                           static_cast<size_t>(pos / shape.block_size)];
+      const int64_t slot = block * shape.block_size + pos % shape.block_size;
+      std::copy_n(k[s].begin() + pos * slot_elems, slot_elems,
+                  b.k_cache.begin() + slot * slot_elems);
+      std::copy_n(v[s].begin() + pos * slot_elems, slot_elems,
+                  b.v_cache.begin() + slot * slot_elems);
+    }
+  }
+  return b;
+}
+
+}  // namespace roofline

@@ -1,0 +1,215 @@
+// matmul_cpu / matmul_bias_cpu against naive double loops, plus: f16/bf16 weights give exactly the
+// f32 result over the converted weights, and y_row_stride writes only its own column range.
+#include "ops/matmul/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <tuple>
+
+#include "ops/matmul/matmul_shapes.h"
+#include "ops/testing/op_test_util.h"
+
+namespace roofline {
+namespace {
+
+using testing::all_close;
+using testing::all_equal;
+using testing::make_rng;
+using testing::poison;
+using testing::random_vector;
+
+// Inputs in [-1, 1]. A k-term fp32 sum accumulates rounding error that grows with k (up to
+// k·2^-24·sum|x·w| in the worst case, about sqrt(k) times smaller typically): 1e-5 holds for short
+// sums, and the absolute tolerance grows linearly with k beyond 256 (1.6e-4 at k = 4096).
+double atol_for(int64_t k) { return 1e-5 * std::max<double>(1.0, static_cast<double>(k) / 256.0); }
+constexpr double kRtol = 1e-5;
+
+// Weights held in a dtype, with their exact f32 values.
+struct Weights {
+  DType dtype;
+  std::vector<float> values;   // [n, k] what the op should compute with
+  std::vector<uint16_t> bits;  // [n, k] storage when dtype is f16 or bf16
+  const void* data() const {
+    return dtype == DType::kF32 ? static_cast<const void*>(values.data()) : bits.data();
+  }
+};
+
+Weights make_weights(DType dtype, int64_t count, std::mt19937_64& rng) {
+  Weights w{dtype, random_vector(count, rng), {}};
+  if (dtype == DType::kF32) return w;
+  for (float& v : w.values) {
+    const uint16_t b = dtype == DType::kF16 ? f32_to_f16_bits(v) : f32_to_bf16_bits(v);
+    w.bits.push_back(b);
+    v = dtype == DType::kF16 ? f16_bits_to_f32(b) : bf16_bits_to_f32(b);
+  }
+  return w;
+}
+
+// [m, n] = x · Wᵀ (+ bias) in double.
+std::vector<double> reference_matmul(const std::vector<float>& x, const std::vector<float>& w,
+                                     const std::vector<float>* bias, int64_t m, int64_t n,
+                                     int64_t k) {
+  std::vector<double> y(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = bias ? (*bias)[static_cast<size_t>(j)] : 0.0;
+      for (int64_t c = 0; c < k; ++c) {
+        sum += static_cast<double>(x[static_cast<size_t>(i * k + c)]) *
+               w[static_cast<size_t>(j * k + c)];
+      }
+      y[static_cast<size_t>(i * n + j)] = sum;
+    }
+  }
+  return y;
+}
+
+uint64_t salt(const MatmulShape& s, DType dtype, int variant) {
+  return ((static_cast<uint64_t>(s.m) * 10007 + s.n) * 10007 + s.k) * 64 +
+         static_cast<uint64_t>(dtype) * 8 + variant;
+}
+
+class MatmulTest : public ::testing::TestWithParam<std::tuple<MatmulShape, DType>> {};
+
+TEST_P(MatmulTest, MatchesReference) {
+  const auto [shape, dtype] = GetParam();
+  const auto [m, n, k] = shape;
+  auto rng = make_rng(salt(shape, dtype, 0));
+  auto x = random_vector(m * k, rng);
+  const Weights w = make_weights(dtype, n * k, rng);
+  std::vector<float> y(static_cast<size_t>(m * n));
+  poison(y);
+  MatmulParams p;
+  p.x = x.data();
+  p.w = w.data();
+  p.w_dtype = dtype;
+  p.y = y.data();
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.y_row_stride = n;
+  matmul_cpu(p);
+  EXPECT_TRUE(all_close(y, reference_matmul(x, w.values, nullptr, m, n, k), atol_for(k), kRtol));
+
+  // A half-precision weight must give exactly the f32 matmul over its converted values.
+  if (dtype != DType::kF32) {
+    std::vector<float> y_f32(y.size());
+    poison(y_f32);
+    MatmulParams p_f32 = p;
+    p_f32.w = w.values.data();
+    p_f32.w_dtype = DType::kF32;
+    p_f32.y = y_f32.data();
+    matmul_cpu(p_f32);
+    EXPECT_TRUE(all_equal(y, y_f32));
+  }
+}
+
+TEST_P(MatmulTest, BiasMatchesReference) {
+  const auto [shape, dtype] = GetParam();
+  const auto [m, n, k] = shape;
+  auto rng = make_rng(salt(shape, dtype, 1));
+  auto x = random_vector(m * k, rng);
+  const Weights w = make_weights(dtype, n * k, rng);
+  const Weights bias = make_weights(dtype, n, rng);  // biases come in the checkpoint's dtype
+  std::vector<float> y(static_cast<size_t>(m * n));
+  poison(y);
+  MatmulParams p;
+  p.x = x.data();
+  p.w = w.data();
+  p.w_dtype = dtype;
+  p.bias = bias.data();
+  p.bias_dtype = dtype;
+  p.y = y.data();
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.y_row_stride = n;
+  matmul_bias_cpu(p);
+  EXPECT_TRUE(
+      all_close(y, reference_matmul(x, w.values, &bias.values, m, n, k), atol_for(k), kRtol));
+}
+
+TEST_P(MatmulTest, RowStrideWritesOnlyItsColumns) {
+  // Two weights writing adjacent column ranges of one [m, left + n + right] buffer, as q|k|v do.
+  const auto [shape, dtype] = GetParam();
+  const auto [m, n, k] = shape;
+  constexpr int64_t kLeft = 5;
+  constexpr int64_t kRight = 3;
+  constexpr float kSentinel = 12345.0f;
+  const int64_t stride = kLeft + n + kRight;
+  auto rng = make_rng(salt(shape, dtype, 2));
+  auto x = random_vector(m * k, rng);
+  const Weights w = make_weights(dtype, n * k, rng);
+  std::vector<float> y(static_cast<size_t>(m * stride), kSentinel);
+  MatmulParams p;
+  p.x = x.data();
+  p.w = w.data();
+  p.w_dtype = dtype;
+  p.y = y.data() + kLeft;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.y_row_stride = stride;
+  matmul_cpu(p);
+  const auto expected = reference_matmul(x, w.values, nullptr, m, n, k);
+  std::vector<float> written;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < stride; ++j) {
+      const float v = y[static_cast<size_t>(i * stride + j)];
+      if (j < kLeft || j >= kLeft + n) {
+        ASSERT_EQ(v, kSentinel) << "row " << i << " column " << j << " is outside the range";
+      } else {
+        written.push_back(v);
+      }
+    }
+  }
+  EXPECT_TRUE(all_close(written, expected, atol_for(k), kRtol));
+}
+
+TEST(MatmulTest, HalfWeightSpecialValuesConvertExactly) {
+  // f16 zeros, subnormals, the largest normal and infinities, mixed with ordinary values in blocks
+  // of every alignment: the f16 weight must act exactly as its f32 conversion.
+  constexpr int64_t kM = 3, kN = 5, kK = 37;
+  const uint16_t specials[] = {0x0000, 0x8000, 0x0001, 0x83ff, 0x0200,
+                               0x7bff, 0xfbff, 0x7c00, 0x0400, 0x3c00};
+  auto rng = make_rng(11);
+  auto x = random_vector(kM * kK, rng);
+  std::vector<uint16_t> w16(static_cast<size_t>(kN * kK));
+  std::uniform_int_distribution<int> pick(0, 2 * static_cast<int>(std::size(specials)) - 1);
+  for (auto& b : w16) {
+    const int i = pick(rng);
+    b = i < static_cast<int>(std::size(specials))
+            ? specials[i]
+            : f32_to_f16_bits(std::uniform_real_distribution<float>(-1, 1)(rng));
+  }
+  std::vector<float> w32(w16.size());
+  for (size_t i = 0; i < w16.size(); ++i) w32[i] = f16_bits_to_f32(w16[i]);
+  std::vector<float> y16(static_cast<size_t>(kM * kN)), y32(y16.size());
+  poison(y16);
+  poison(y32);
+  MatmulParams p;
+  p.x = x.data();
+  p.w = w16.data();
+  p.w_dtype = DType::kF16;
+  p.y = y16.data();
+  p.m = kM;
+  p.n = kN;
+  p.k = kK;
+  p.y_row_stride = kN;
+  matmul_cpu(p);
+  p.w = w32.data();
+  p.w_dtype = DType::kF32;
+  p.y = y32.data();
+  matmul_cpu(p);
+  EXPECT_TRUE(all_equal(y16, y32));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, MatmulTest,
+                         ::testing::Combine(::testing::ValuesIn(kMatmulTestShapes),
+                                            ::testing::Values(DType::kF32, DType::kF16,
+                                                              DType::kBF16)));
+
+}  // namespace
+}  // namespace roofline

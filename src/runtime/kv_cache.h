@@ -1,0 +1,56 @@
+// The paged KV cache of the CPU backend and its block allocator.
+//
+// Every layer has a K and a V pool of num_blocks blocks of block_size token slots, laid out
+// [num_blocks, block_size, num_kv_heads, head_dim]; a sequence owns a list of blocks (its block
+// table) and token p of it lives in slot block_table[p / block_size] * block_size + p % block_size.
+// The same layout is used on the GPU, so block tables and slot maps are backend-independent.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "roofline/status.h"
+
+namespace roofline {
+
+struct KvCacheShape {
+  int64_t num_layers = 0;
+  int64_t num_blocks = 0;
+  int64_t block_size = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+
+  int64_t elements_per_layer() const { return num_blocks * block_size * num_kv_heads * head_dim; }
+  // K and V, all layers, f32.
+  int64_t total_bytes() const { return 2 * num_layers * elements_per_layer() * 4; }
+};
+
+class KvCache {
+ public:
+  static StatusOr<KvCache> allocate(const KvCacheShape& shape);
+  const KvCacheShape& shape() const { return shape_; }
+  float* k(int64_t layer) { return storage_.data() + (2 * layer) * shape_.elements_per_layer(); }
+  float* v(int64_t layer) { return storage_.data() + (2 * layer + 1) * shape_.elements_per_layer(); }
+
+ private:
+  KvCacheShape shape_;
+  std::vector<float> storage_;
+};
+
+// A free list over block ids [0, num_blocks). Block 0 is handed out like any other.
+class BlockAllocator {
+ public:
+  explicit BlockAllocator(int64_t num_blocks);
+  // A block id, or -1 when none is free.
+  int32_t allocate();
+  void release(int32_t block);
+  int64_t num_free() const { return static_cast<int64_t>(free_.size()); }
+  int64_t num_blocks() const { return num_blocks_; }
+
+ private:
+  int64_t num_blocks_;
+  std::vector<int32_t> free_;
+  std::vector<bool> in_use_;
+};
+
+}  // namespace roofline

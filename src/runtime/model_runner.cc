@@ -1,0 +1,241 @@
+// ModelRunner: loading, planning and stepping (see model_runner.h).
+#include "runtime/model_runner.h"
+
+#include <algorithm>
+#include <cstring>
+#include <unordered_set>
+
+#include "core/check.h"
+#include "core/log.h"
+#include "graph/passes.h"
+#include "models/dense_decoder.h"
+#include "models/rope.h"
+#include "runtime/cpu_executor.h"
+
+namespace roofline {
+
+namespace {
+
+// Default KV cache budget on the CPU when the user gives none: enough for max_seqs full-length
+// sequences, capped so a model with a 128k context does not ask for tens of GiB up front.
+constexpr int64_t kDefaultKvBudgetBytes = 1ll << 30;
+
+Status check_range(const char* flag, int64_t v, int64_t lo, int64_t hi) {
+  if (v < lo || v > hi)
+    return invalid_argument(std::string(flag) + " must be in [" + std::to_string(lo) + ", " +
+                            std::to_string(hi) + "], got " + std::to_string(v));
+  return ok_status();
+}
+
+}  // namespace
+
+std::vector<int64_t> token_buckets(int64_t max_step_tokens) {
+  std::vector<int64_t> b;
+  for (int64_t t = 16; t < max_step_tokens; t *= 2) b.push_back(t);
+  b.push_back(max_step_tokens);
+  return b;
+}
+
+ModelRunner::ModelRunner(const RunnerOptions& options, ModelConfig config,
+                         std::unique_ptr<WeightStore> weights, KvCache kv)
+    : options_(options),
+      config_(std::move(config)),
+      weights_(std::move(weights)),
+      kv_(std::move(kv)),
+      allocator_(kv_.shape().num_blocks) {}
+
+StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(const RunnerOptions& opts_in) {
+  RunnerOptions opts = opts_in;
+  ROOFLINE_RETURN_IF_ERROR(check_range("--kv-block-size", opts.kv_block_size, 1, 4096));
+  ROOFLINE_RETURN_IF_ERROR(check_range("--max-step-tokens", opts.max_step_tokens, 1, 1 << 20));
+  ROOFLINE_RETURN_IF_ERROR(check_range("--max-seqs", opts.max_seqs, 1, 4096));
+  if (opts.max_seqs > opts.max_step_tokens)
+    return invalid_argument("--max-seqs (" + std::to_string(opts.max_seqs) +
+                            ") cannot exceed --max-step-tokens (" +
+                            std::to_string(opts.max_step_tokens) + ")");
+  ROOFLINE_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(opts.model_dir));
+  ROOFLINE_ASSIGN_OR_RETURN(std::unique_ptr<WeightStore> weights, WeightStore::open(opts.model_dir));
+
+  if (opts.max_model_len == 0) opts.max_model_len = config.max_position_embeddings;
+  ROOFLINE_RETURN_IF_ERROR(check_range("--max-model-len", opts.max_model_len, 1, 1 << 24));
+  const int64_t bytes_per_token = 2 * config.num_layers * config.num_kv_heads * config.head_dim * 4;
+  if (opts.kv_cache_tokens == 0) {
+    opts.kv_cache_tokens = std::min(opts.max_seqs * opts.max_model_len,
+                                    std::max<int64_t>(kDefaultKvBudgetBytes / bytes_per_token,
+                                                      opts.max_model_len));
+  }
+  ROOFLINE_RETURN_IF_ERROR(check_range("--kv-cache-tokens", opts.kv_cache_tokens, 1, 1ll << 32));
+  KvCacheShape kv_shape;
+  kv_shape.num_layers = config.num_layers;
+  kv_shape.block_size = opts.kv_block_size;
+  kv_shape.num_blocks = (opts.kv_cache_tokens + opts.kv_block_size - 1) / opts.kv_block_size;
+  kv_shape.num_kv_heads = config.num_kv_heads;
+  kv_shape.head_dim = config.head_dim;
+  ROOFLINE_ASSIGN_OR_RETURN(KvCache kv, KvCache::allocate(kv_shape));
+
+  std::unique_ptr<ModelRunner> r(new ModelRunner(opts, std::move(config), std::move(weights), std::move(kv)));
+  const ModelConfig& c = r->config_;
+  PassOptions pass_options;
+  pass_options.fuse = opts.fuse;
+  for (bool all : {true, false}) {
+    GraphOptions go;
+    go.all_logits = all;
+    ROOFLINE_ASSIGN_OR_RETURN(Graph g, build_model_graph(c, *r->weights_, go));
+    run_passes(g, pass_options);
+    (all ? r->graph_all_ : r->graph_last_) = std::move(g);
+  }
+  const WeightStore& store = *r->weights_;
+  WeightResolver resolve = [&store](const std::string& name) { return store.get(name); };
+  int64_t workspace = 0;
+  for (int64_t tokens : token_buckets(opts.max_step_tokens)) {
+    const int64_t seqs = std::min(opts.max_seqs, tokens);
+    ROOFLINE_ASSIGN_OR_RETURN(Plan all, build_plan(r->graph_all_, tokens, seqs, resolve));
+    ROOFLINE_ASSIGN_OR_RETURN(Plan last, build_plan(r->graph_last_, tokens, seqs, resolve));
+    workspace = std::max({workspace, all.workspace_bytes, last.workspace_bytes});
+    r->plans_all_.push_back(std::move(all));
+    r->plans_last_.push_back(std::move(last));
+  }
+  try {
+    r->workspace_.assign(static_cast<size_t>(workspace), 0);
+  } catch (const std::bad_alloc&) {
+    return resource_exhausted("cannot allocate the " + std::to_string(workspace >> 20) +
+                              " MiB activation workspace: lower --max-step-tokens");
+  }
+  r->rope_inv_freq_ = rope_inv_freq(c.rope_theta, c.head_dim, c.rope_scaling);
+  ROOFLINE_LOG(kInfo, "loaded " << c.architecture_name << ": " << c.num_layers << " layers, hidden "
+                                << c.hidden_size << ", " << (store.total_bytes() >> 20)
+                                << " MiB of weights; KV cache " << kv_shape.num_blocks << " blocks x "
+                                << kv_shape.block_size << " tokens; workspace " << workspace << " B");
+  return r;
+}
+
+StatusOr<int32_t> ModelRunner::add_sequence() {
+  for (size_t i = 0; i < seqs_.size(); ++i) {
+    if (!seqs_[i].open) {
+      seqs_[i] = Sequence{true, 0, {}};
+      return static_cast<int32_t>(i);
+    }
+  }
+  if (static_cast<int64_t>(seqs_.size()) >= options_.max_seqs * 4)
+    return resource_exhausted("too many open sequences (" + std::to_string(seqs_.size()) +
+                              "): release finished ones first");
+  seqs_.push_back(Sequence{true, 0, {}});
+  return static_cast<int32_t>(seqs_.size() - 1);
+}
+
+Status ModelRunner::release_sequence(int32_t seq) {
+  if (seq < 0 || seq >= static_cast<int32_t>(seqs_.size()) || !seqs_[seq].open)
+    return invalid_argument("sequence " + std::to_string(seq) + " is not open");
+  for (int32_t b : seqs_[seq].blocks) allocator_.release(b);
+  seqs_[seq] = Sequence{};
+  return ok_status();
+}
+
+int64_t ModelRunner::sequence_length(int32_t seq) const {
+  if (seq < 0 || seq >= static_cast<int32_t>(seqs_.size()) || !seqs_[seq].open) return -1;
+  return seqs_[seq].length;
+}
+
+const Plan* ModelRunner::select_plan(int64_t num_tokens, int64_t num_seqs, bool all_logits) const {
+  for (const Plan& p : plans(all_logits))
+    if (p.max_tokens >= num_tokens && p.max_seqs >= num_seqs) return &p;
+  return nullptr;
+}
+
+Status ModelRunner::step(const std::vector<StepEntry>& entries, bool all_logits,
+                         std::vector<float>* logits) {
+  // Validate everything before changing anything.
+  if (entries.empty()) return invalid_argument("a step needs at least one sequence");
+  if (static_cast<int64_t>(entries.size()) > options_.max_seqs)
+    return invalid_argument("a step holds at most " + std::to_string(options_.max_seqs) +
+                            " sequences (--max-seqs), got " + std::to_string(entries.size()));
+  int64_t total_tokens = 0, new_blocks = 0;
+  std::unordered_set<int32_t> seen;
+  for (const StepEntry& e : entries) {
+    if (e.seq < 0 || e.seq >= static_cast<int32_t>(seqs_.size()) || !seqs_[e.seq].open)
+      return invalid_argument("sequence " + std::to_string(e.seq) + " is not open");
+    if (!seen.insert(e.seq).second)
+      return invalid_argument("sequence " + std::to_string(e.seq) + " appears twice in one step");
+    if (e.tokens.empty()) return invalid_argument("sequence " + std::to_string(e.seq) + " has no tokens in this step");
+    for (int32_t t : e.tokens)
+      if (t < 0 || t >= config_.vocab_size)
+        return invalid_argument("token id " + std::to_string(t) +
+                                " is out of range for this model's vocabulary of " +
+                                std::to_string(config_.vocab_size));
+    const Sequence& s = seqs_[e.seq];
+    const int64_t new_len = s.length + static_cast<int64_t>(e.tokens.size());
+    if (new_len > options_.max_model_len)
+      return out_of_range("sequence " + std::to_string(e.seq) + " would reach " +
+                          std::to_string(new_len) + " tokens, beyond the model length of " +
+                          std::to_string(options_.max_model_len) + " (--max-model-len)");
+    const int64_t bs = options_.kv_block_size;
+    new_blocks += (new_len + bs - 1) / bs - static_cast<int64_t>(s.blocks.size());
+    total_tokens += static_cast<int64_t>(e.tokens.size());
+  }
+  if (total_tokens > options_.max_step_tokens)
+    return invalid_argument("a step holds at most " + std::to_string(options_.max_step_tokens) +
+                            " tokens (--max-step-tokens), got " + std::to_string(total_tokens));
+  if (new_blocks > allocator_.num_free())
+    return resource_exhausted("the KV cache is full: this step needs " + std::to_string(new_blocks) +
+                              " more blocks and " + std::to_string(allocator_.num_free()) +
+                              " are free; raise --kv-cache-tokens or release sequences");
+  const Plan* plan = select_plan(total_tokens, static_cast<int64_t>(entries.size()), all_logits);
+  ROOFLINE_CHECK(plan != nullptr);
+
+  // Grow block lists, then fill the step buffers.
+  const int64_t bs = options_.kv_block_size;
+  int64_t width = 0;
+  for (const StepEntry& e : entries) {
+    Sequence& s = seqs_[e.seq];
+    const int64_t need = (s.length + static_cast<int64_t>(e.tokens.size()) + bs - 1) / bs;
+    while (static_cast<int64_t>(s.blocks.size()) < need) {
+      const int32_t b = allocator_.allocate();
+      ROOFLINE_CHECK(b >= 0);
+      s.blocks.push_back(b);
+    }
+    width = std::max<int64_t>(width, static_cast<int64_t>(s.blocks.size()));
+  }
+  StepBuffers& sb = step_;
+  sb.num_tokens = total_tokens;
+  sb.num_seqs = static_cast<int64_t>(entries.size());
+  sb.block_table_width = width;
+  sb.token_ids.clear();
+  sb.positions.clear();
+  sb.slot_mapping.clear();
+  sb.block_tables.assign(static_cast<size_t>(sb.num_seqs * width), -1);
+  sb.seq_lens.clear();
+  sb.query_start.assign(1, 0);
+  sb.last_token_index.clear();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const StepEntry& e = entries[i];
+    Sequence& s = seqs_[e.seq];
+    for (size_t j = 0; j < e.tokens.size(); ++j) {
+      const int64_t pos = s.length + static_cast<int64_t>(j);
+      sb.token_ids.push_back(e.tokens[j]);
+      sb.positions.push_back(static_cast<int32_t>(pos));
+      sb.slot_mapping.push_back(static_cast<int64_t>(s.blocks[pos / bs]) * bs + pos % bs);
+    }
+    std::copy(s.blocks.begin(), s.blocks.end(), sb.block_tables.begin() + static_cast<int64_t>(i) * width);
+    s.length += static_cast<int64_t>(e.tokens.size());
+    sb.seq_lens.push_back(static_cast<int32_t>(s.length));
+    sb.query_start.push_back(sb.query_start.back() + static_cast<int32_t>(e.tokens.size()));
+    sb.last_token_index.push_back(sb.query_start.back() - 1);
+  }
+
+  CpuExecContext ctx;
+  ctx.workspace = workspace_.data();
+  ctx.step = &sb;
+  ctx.kv = &kv_;
+  ctx.rope_inv_freq = rope_inv_freq_.data();
+  execute_plan_cpu(*plan, ctx, record_call_times_ ? &last_call_ms_ : nullptr);
+  last_plan_ = plan;
+
+  const BufferRef& out = plan->outputs[0];
+  const int64_t rows = out.shape[0].eval(sb.num_tokens, sb.num_seqs);
+  const int64_t vocab = out.shape[1].eval(sb.num_tokens, sb.num_seqs);
+  const float* src = reinterpret_cast<const float*>(workspace_.data() + out.offset_bytes);
+  logits->assign(src, src + rows * vocab);
+  return ok_status();
+}
+
+}  // namespace roofline

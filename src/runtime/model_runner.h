@@ -1,0 +1,96 @@
+// ModelRunner: one loaded model on the CPU backend with its plans, paged KV cache and sequences.
+//
+// It owns the path from model files to logits: config + weights -> graph -> passes -> a plan per
+// token bucket -> execution. A step is a list of (sequence, new tokens) entries — prefill, chunked
+// prefill and decode entries mix freely — and returns logits for each entry's last token, or for
+// every token. Scheduling across requests (issue 7) sits above this.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/plan.h"
+#include "io/model_config.h"
+#include "io/weight_store.h"
+#include "roofline/status.h"
+#include "runtime/kv_cache.h"
+#include "runtime/step_buffers.h"
+
+namespace roofline {
+
+struct RunnerOptions {
+  std::string model_dir;
+  int64_t kv_block_size = 16;
+  int64_t max_step_tokens = 512;  // largest token bucket; longer prompts are fed in chunks
+  int64_t max_seqs = 8;           // sequences in one step
+  int64_t max_model_len = 0;      // 0: the config's max_position_embeddings
+  int64_t kv_cache_tokens = 0;    // 0: max_seqs * max_model_len
+  bool fuse = true;               // run the fusion passes
+};
+
+struct StepEntry {
+  int32_t seq = -1;
+  std::vector<int32_t> tokens;  // appended to the sequence in this step; at least one
+};
+
+class ModelRunner {
+ public:
+  static StatusOr<std::unique_ptr<ModelRunner>> create(const RunnerOptions& options);
+
+  const ModelConfig& config() const { return config_; }
+  const RunnerOptions& options() const { return options_; }
+  const WeightStore& weights() const { return *weights_; }
+  // The plans for all-token and last-token logits, one per bucket, smallest first.
+  const std::vector<Plan>& plans(bool all_logits) const { return all_logits ? plans_all_ : plans_last_; }
+  const Graph& graph(bool all_logits) const { return all_logits ? graph_all_ : graph_last_; }
+
+  // A new empty sequence, or ResourceExhausted when max_seqs * 4 sequences are open.
+  StatusOr<int32_t> add_sequence();
+  // Frees the sequence's KV blocks.
+  Status release_sequence(int32_t seq);
+  int64_t sequence_length(int32_t seq) const;
+  int64_t free_kv_blocks() const { return allocator_.num_free(); }
+
+  // Runs one step. logits receives [entries, vocab] (all_logits false) or [total tokens, vocab].
+  // Bad entries (unknown sequence, token out of range, too long) fail before anything changes.
+  Status step(const std::vector<StepEntry>& entries, bool all_logits, std::vector<float>* logits);
+
+  // Wall time of each call of the last step's plan, and that plan (for `roofline profile`).
+  const std::vector<double>& last_call_ms() const { return last_call_ms_; }
+  const Plan* last_plan() const { return last_plan_; }
+  void set_record_call_times(bool on) { record_call_times_ = on; }
+
+ private:
+  struct Sequence {
+    bool open = false;
+    int64_t length = 0;               // tokens in the KV cache
+    std::vector<int32_t> blocks;
+  };
+
+  ModelRunner(const RunnerOptions& options, ModelConfig config, std::unique_ptr<WeightStore> weights,
+              KvCache kv);
+  const Plan* select_plan(int64_t num_tokens, int64_t num_seqs, bool all_logits) const;
+
+  RunnerOptions options_;
+  ModelConfig config_;
+  std::unique_ptr<WeightStore> weights_;
+  Graph graph_all_, graph_last_;
+  std::vector<Plan> plans_all_, plans_last_;
+  KvCache kv_;
+  BlockAllocator allocator_;
+  std::vector<float> rope_inv_freq_;
+  std::vector<uint8_t> workspace_;
+  std::vector<Sequence> seqs_;
+  StepBuffers step_;
+  std::vector<double> last_call_ms_;
+  const Plan* last_plan_ = nullptr;
+  bool record_call_times_ = false;
+};
+
+// The token buckets plans are built for: 16, 32, 64, ... up to and including max_step_tokens.
+std::vector<int64_t> token_buckets(int64_t max_step_tokens);
+
+}  // namespace roofline

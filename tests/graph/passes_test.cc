@@ -1,0 +1,113 @@
+// Graph passes on a real model's graph: fusion removes every standalone add, and plans built from
+// the fused graph place activations validly and reuse memory.
+#include "graph/passes.h"
+
+#include <gtest/gtest.h>
+
+#include "graph/plan.h"
+#include "io/model_config.h"
+#include "io/weight_store.h"
+#include "models/dense_decoder.h"
+
+namespace roofline {
+namespace {
+
+int count(const Graph& g, OpKind op) {
+  int n = 0;
+  for (const Node& node : g.nodes()) n += node.op == op;
+  return n;
+}
+
+struct Loaded {
+  ModelConfig config;
+  std::unique_ptr<WeightStore> weights;
+};
+
+Loaded load(const std::string& name) {
+  const std::string dir = std::string(ROOFLINE_SOURCE_DIR) + "/tests/fixtures/models/" + name;
+  auto c = load_model_config(dir);
+  auto w = WeightStore::open(dir);
+  EXPECT_TRUE(c.ok() && w.ok());
+  return {*c, std::move(w).value()};
+}
+
+TEST(Passes, FuseResidualRmsNormRemovesEveryAdd) {
+  Loaded m = load("llama_mha");
+  auto g = build_model_graph(m.config, *m.weights, GraphOptions{});
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  const int layers = static_cast<int>(m.config.num_layers);
+  EXPECT_EQ(count(*g, OpKind::kAdd), 2 * layers);
+  EXPECT_EQ(count(*g, OpKind::kRmsNorm), 2 * layers + 1);
+  const size_t before = g->nodes().size();
+  EXPECT_EQ(fuse_residual_rms_norm(*g), 2 * layers);
+  EXPECT_EQ(count(*g, OpKind::kAdd), 0);
+  EXPECT_EQ(count(*g, OpKind::kRmsNormResidual), 2 * layers);
+  EXPECT_EQ(count(*g, OpKind::kRmsNorm), 1);  // the first layer's input norm has no add before it
+  EXPECT_EQ(g->nodes().size(), before - 2 * layers);
+  EXPECT_EQ(g->validate(), "");
+  EXPECT_EQ(remove_dead_nodes(*g), 0);
+}
+
+TEST(Passes, DeadNodesAreRemovedButKvWritesStay) {
+  Loaded m = load("llama_mha");
+  auto g = build_model_graph(m.config, *m.weights, GraphOptions{});
+  ASSERT_TRUE(g.ok());
+  // An extra node whose output nobody reads.
+  int x = g->nodes().front().outputs[0];
+  int dead = g->add_activation("dead", g->value(x).shape);
+  g->add_node(OpKind::kAdd, "dead_add", {}, {x, x}, {dead});
+  EXPECT_EQ(remove_dead_nodes(*g), 1);
+  EXPECT_EQ(count(*g, OpKind::kQkvRope), static_cast<int>(m.config.num_layers));
+}
+
+TEST(Plan, WorkspaceIsPlannedAndCostsAreCounted) {
+  Loaded m = load("qwen3_qknorm_hd32_sharded");
+  auto g = build_model_graph(m.config, *m.weights, GraphOptions{});
+  ASSERT_TRUE(g.ok());
+  run_passes(*g, PassOptions{});
+  WeightStore& w = *m.weights;
+  auto plan = build_plan(*g, 64, 4, [&](const std::string& n) { return w.get(n); });
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  EXPECT_GE(plan->workspace_bytes, plan->peak_live_bytes);
+  int64_t sum = 0;
+  for (const Value& v : g->values()) {
+    if (v.kind != ValueKind::kActivation) continue;
+    int64_t n = 4;
+    for (const SymDim& d : v.shape) n *= d.eval(64, 4);
+    sum += n;
+  }
+  EXPECT_LT(plan->workspace_bytes, sum / 2) << "liveness-based planning should reuse most memory";
+  // Costs: a decode step of one sequence moves at least every matmul weight once.
+  StepShape step{1, 1, 12, 12};
+  double bytes = 0, flops = 0, weight_bytes = 0;
+  int matmul_weights = 0;
+  for (const PlanCall& c : plan->calls) {
+    CallCost cc = call_cost(c, step, DType::kF32);
+    EXPECT_GT(cc.bytes, 0) << c.name;
+    bytes += cc.bytes;
+    flops += cc.flops;
+    if (c.op != OpKind::kMatmul && c.op != OpKind::kMatmulBias) continue;
+    for (const BufferRef& r : c.inputs) {
+      if (r.kind != BufferRef::Kind::kWeight) continue;
+      ++matmul_weights;
+      weight_bytes += static_cast<double>(r.shape[0].c * r.shape[1].c * dtype_size_bytes(r.dtype));
+    }
+  }
+  // q, k, v, o, gate, up, down per layer, and the LM head.
+  EXPECT_EQ(matmul_weights, 7 * m.config.num_layers + 1);
+  EXPECT_GT(bytes, weight_bytes);
+  EXPECT_GT(flops, 2 * weight_bytes / dtype_size_bytes(DType::kBF16));
+}
+
+TEST(Plan, RejectsImpossibleBuckets) {
+  Loaded m = load("llama_mha");
+  auto g = build_model_graph(m.config, *m.weights, GraphOptions{});
+  ASSERT_TRUE(g.ok());
+  WeightStore& w = *m.weights;
+  auto resolve = [&](const std::string& n) { return w.get(n); };
+  EXPECT_FALSE(build_plan(*g, 0, 1, resolve).ok());
+  EXPECT_FALSE(build_plan(*g, 4, 8, resolve).ok());
+}
+
+}  // namespace
+}  // namespace roofline
