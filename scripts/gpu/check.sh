@@ -25,12 +25,42 @@ ctest --test-dir build/cuda -j8 --output-on-failure > "$out/ctest.log" 2>&1
 test_rc=$?
 grep -E "tests passed|tests failed|Failed|device [0-9]" "$out/ctest.log" | head -30
 build/cuda/tests/core/device_test 2>&1 | grep -E "^device" | tee -a "$out/gpu.txt"
+tested=$(date +%s)
+
+# Op microbenchmarks: bandwidth / FLOP/s beside the ceilings.
+: > "$out/op_bench.txt"
+for b in build/cuda/src/ops/*_cuda_bench; do
+  [ -x "$b" ] || continue
+  echo "== $(basename "$b")" >> "$out/op_bench.txt"
+  timeout 120 "$b" >> "$out/op_bench.txt" 2>&1 || echo "(exit $?)" >> "$out/op_bench.txt"
+done
+
+# End to end against Hugging Face on the GPU.
+PYTHONUNBUFFERED=1 timeout 300 python3 tests/gpu/hf_e2e.py --roofline build/cuda/tools/cli/roofline \
+  --out "$out" > "$out/hf_e2e.log" 2>&1
+e2e_rc=$?
+
+# Decode step time, eager, against the roofline.
+: > "$out/decode_bench.txt"
+for args in "--dummy-weights llama3-8b --batch 1 --context 512" \
+            "--dummy-weights llama3-8b --batch 64 --context 512" \
+            "--dummy-weights qwen2.5-0.5b --batch 1 --context 512" \
+            "--dummy-weights qwen2.5-0.5b --batch 32 --context 512"; do
+  echo "== roofline bench $args --device cuda --breakdown" >> "$out/decode_bench.txt"
+  timeout 120 build/cuda/tools/cli/roofline bench $args --device cuda --steps 32 --breakdown \
+    >> "$out/decode_bench.txt" 2>&1 || echo "(exit $?)" >> "$out/decode_bench.txt"
+done
 done_at=$(date +%s)
+
+cat "$out/op_bench.txt"
+grep -E "^\||^==|decode step|roofline " "$out/hf_e2e.log" "$out/decode_bench.txt"
 
 echo
 echo "| step | result | seconds |"
 echo "|---|---|---|"
 echo "| configure (cuda preset, sm_90a) | rc=$configure_rc | |"
 echo "| build -j16 | rc=$build_rc | $((built - start)) |"
-echo "| ctest | rc=$test_rc: $(grep -E 'tests passed' "$out/ctest.log" | tail -n 1) | $((done_at - built)) |"
-[ "$configure_rc" -eq 0 ] && [ "$build_rc" -eq 0 ] && [ "$test_rc" -eq 0 ]
+echo "| ctest | rc=$test_rc: $(grep -E 'tests passed' "$out/ctest.log" | tail -n 1) | $((tested - built)) |"
+echo "| HF end to end (tests/gpu/hf_e2e.py) | rc=$e2e_rc | |"
+echo "| benches | see op_bench.txt, decode_bench.txt | $((done_at - tested)) |"
+[ "$configure_rc" -eq 0 ] && [ "$build_rc" -eq 0 ] && [ "$test_rc" -eq 0 ] && [ "$e2e_rc" -eq 0 ]

@@ -4,7 +4,12 @@
 #include <algorithm>
 #include <chrono>
 
+#include <filesystem>
+
 #include "core/thread_pool.h"
+#include "io/tokenizer_files.h"
+#include "tokenizer/chat_template/chat_template.h"
+#include "tokenizer/tokenizer.h"
 #include "runtime/model_runner.h"
 #include "runtime/sampler.h"
 
@@ -13,6 +18,16 @@ namespace roofline {
 struct Model::Impl {
   std::unique_ptr<ModelRunner> runner;
   ModelInfo info;
+  std::unique_ptr<Tokenizer> tokenizer;   // null when the model files carry none
+  std::string no_tokenizer_reason;
+  std::unique_ptr<ChatTemplate> chat_template;
+  Status chat_template_status;            // why there is no chat template, if there is none
+
+  Status need_tokenizer() const {
+    if (tokenizer) return ok_status();
+    return invalid_argument("this model has no tokenizer (" + no_tokenizer_reason +
+                            "): give token ids (--prompt-ids) instead of text");
+  }
 
   // Appends `tokens` to `seq` in chunks of at most max_step_tokens. Returns the logits of every
   // token when all_logits, else of the last token only.
@@ -41,6 +56,8 @@ StatusOr<std::unique_ptr<Model>> Model::load(const ModelOptions& o) {
   if (o.num_threads > 0) ThreadPool::set_default_num_threads(o.num_threads);
   RunnerOptions ro;
   ro.model_dir = o.model_dir;
+  ro.dummy_weights = o.dummy_weights;
+  ro.device = o.device;
   ro.kv_block_size = o.kv_block_size;
   ro.max_step_tokens = o.max_step_tokens;
   ro.max_seqs = o.max_seqs;
@@ -48,7 +65,9 @@ StatusOr<std::unique_ptr<Model>> Model::load(const ModelOptions& o) {
   ro.kv_cache_tokens = o.kv_cache_tokens;
   ro.fuse = o.fuse;
   auto runner = ModelRunner::create(ro);
-  if (!runner.ok()) return runner.status().with_context("loading '" + o.model_dir + "'");
+  if (!runner.ok())
+    return runner.status().with_context(
+        "loading " + (o.dummy_weights.empty() ? "'" + o.model_dir + "'" : "dummy '" + o.dummy_weights + "'"));
   auto impl = std::make_unique<Impl>();
   impl->runner = std::move(runner).value();
   const ModelConfig& c = impl->runner->config();
@@ -64,6 +83,35 @@ StatusOr<std::unique_ptr<Model>> Model::load(const ModelOptions& o) {
   info.weight_bytes = impl->runner->weights().total_bytes();
   info.bos_token_id = c.bos_token_id;
   info.eos_token_ids = c.eos_token_ids;
+
+  // The tokenizer: from the GGUF's metadata, or tokenizer.json beside the safetensors. A model
+  // without one still runs from token ids; a tokenizer that exists but is broken is an error.
+  StatusOr<TokenizerSpec> spec = not_found("");
+  if (!o.dummy_weights.empty()) {
+    impl->no_tokenizer_reason = "dummy weights";
+  } else if (impl->runner->gguf()) {
+    spec = tokenizer_spec_from_gguf(*impl->runner->gguf());
+  } else if (std::filesystem::exists(std::filesystem::path(o.model_dir) / "tokenizer.json")) {
+    spec = load_tokenizer_json(o.model_dir);
+  } else {
+    impl->no_tokenizer_reason = "no tokenizer.json in '" + o.model_dir + "'";
+  }
+  if (impl->no_tokenizer_reason.empty()) {
+    if (!spec.ok()) return spec.status().with_context("loading the tokenizer of '" + o.model_dir + "'");
+    auto tok = Tokenizer::create(std::move(spec).value());
+    if (!tok.ok()) return tok.status().with_context("building the tokenizer of '" + o.model_dir + "'");
+    impl->tokenizer = std::move(tok).value();
+    info.eos_token_ids = impl->tokenizer->eos_ids();
+    info.bos_token_id = impl->tokenizer->bos_id();
+    const std::string& source = impl->tokenizer->chat_template();
+    if (source.empty()) {
+      impl->chat_template_status = invalid_argument("the model files carry no chat template");
+    } else {
+      auto compiled = ChatTemplate::compile(source);
+      if (compiled.ok()) impl->chat_template = std::make_unique<ChatTemplate>(std::move(compiled).value());
+      else impl->chat_template_status = compiled.status().with_context("the model's chat template");
+    }
+  }
   return std::unique_ptr<Model>(new Model(std::move(impl)));
 }
 
@@ -154,6 +202,67 @@ StatusOr<std::vector<float>> Model::logits(const std::vector<int32_t>& prompt, i
     token = argmax_cpu(step.data(), vocab);
   }
   return all;
+}
+
+}  // namespace roofline
+
+namespace roofline {
+
+bool Model::has_tokenizer() const { return impl_->tokenizer != nullptr; }
+
+StatusOr<std::vector<int32_t>> Model::tokenize(const std::string& text, bool add_special_tokens) const {
+  ROOFLINE_RETURN_IF_ERROR(impl_->need_tokenizer());
+  return impl_->tokenizer->encode(text, add_special_tokens);
+}
+
+StatusOr<std::string> Model::detokenize(const std::vector<int32_t>& ids) const {
+  ROOFLINE_RETURN_IF_ERROR(impl_->need_tokenizer());
+  for (int32_t id : ids)
+    if (id < 0 || id >= impl_->tokenizer->vocab_size())
+      return invalid_argument("token id " + std::to_string(id) + " is outside the vocabulary");
+  return impl_->tokenizer->decode(ids, /*skip_special=*/false);
+}
+
+StatusOr<std::string> Model::render_chat(const std::vector<ChatTurn>& turns, bool add_generation_prompt) const {
+  ROOFLINE_RETURN_IF_ERROR(impl_->need_tokenizer());
+  if (!impl_->chat_template) return impl_->chat_template_status;
+  std::vector<ChatMessage> messages;
+  for (const ChatTurn& t : turns) messages.push_back({t.role, t.content});
+  ChatTemplateVars vars;
+  const Tokenizer& tok = *impl_->tokenizer;
+  if (tok.bos_id() >= 0) vars.bos_token = tok.id_to_token(tok.bos_id());
+  if (!tok.eos_ids().empty()) vars.eos_token = tok.id_to_token(tok.eos_ids().front());
+  return impl_->chat_template->render(messages, add_generation_prompt, vars);
+}
+
+StatusOr<std::string> Model::generate_text(const std::string& prompt, bool add_special_tokens,
+                                           const GenerateOptions& options,
+                                           const std::function<bool(const std::string&)>& on_text,
+                                           GenerateStats* stats) {
+  ROOFLINE_RETURN_IF_ERROR(impl_->need_tokenizer());
+  const Tokenizer& tok = *impl_->tokenizer;
+  std::vector<int32_t> ids = tok.encode(prompt, add_special_tokens);
+  if (ids.empty()) return invalid_argument("the prompt is empty after tokenisation");
+  Tokenizer::StreamDecoder decoder(tok, /*skip_special=*/true);
+  std::string text;
+  bool keep = true;
+  const auto& eos = tok.eos_ids();
+  auto out = generate(ids, options, [&](int32_t id) {
+    if (options.stop_at_eos && std::find(eos.begin(), eos.end(), id) != eos.end()) return false;
+    std::string piece = decoder.next(id);
+    if (!piece.empty()) {
+      text += piece;
+      if (on_text) keep = on_text(piece);
+    }
+    return keep;
+  }, stats);
+  if (!out.ok()) return out.status();
+  std::string tail = decoder.finish();
+  if (!tail.empty()) {
+    text += tail;
+    if (on_text) on_text(tail);
+  }
+  return text;
 }
 
 }  // namespace roofline

@@ -440,10 +440,55 @@ Status parse_config_object(const json& root, const std::string& source, ModelCon
   ROOFLINE_RETURN_IF_ERROR(parse_attention_features(r, c));
   ROOFLINE_RETURN_IF_ERROR(parse_dtype(r, c));
   ROOFLINE_RETURN_IF_ERROR(parse_token_ids(root, source, c));
-  return ok_status();
+  // The field readers above already enforce these ranges with config.json-specific messages;
+  // this is the shared backstop that GGUF metadata goes through too.
+  return validate_model_config(*c, source);
 }
 
 }  // namespace
+
+Status validate_model_config(const ModelConfig& c, const std::string& source,
+                             const std::function<std::string(const std::string&)>& field_name) {
+  auto name = [&](const char* field) {
+    return "'" + (field_name ? field_name(field) : std::string(field)) + "'";
+  };
+  auto fail = [&](const char* field, const std::string& what) {
+    return invalid_argument("model config '" + source + "': " + name(field) + " " + what);
+  };
+  auto range = [&](const char* field, int64_t v, int64_t lo, int64_t hi) {
+    if (v >= lo && v <= hi) return ok_status();
+    return fail(field, "is " + std::to_string(v) + "; it must be between " + std::to_string(lo) +
+                           " and " + std::to_string(hi));
+  };
+  ROOFLINE_RETURN_IF_ERROR(range("vocab_size", c.vocab_size, 1, kMaxVocab));
+  ROOFLINE_RETURN_IF_ERROR(range("hidden_size", c.hidden_size, 1, kMaxHidden));
+  ROOFLINE_RETURN_IF_ERROR(range("intermediate_size", c.intermediate_size, 1, kMaxIntermediate));
+  ROOFLINE_RETURN_IF_ERROR(range("num_hidden_layers", c.num_layers, 1, kMaxLayers));
+  ROOFLINE_RETURN_IF_ERROR(range("num_attention_heads", c.num_heads, 1, kMaxHeads));
+  ROOFLINE_RETURN_IF_ERROR(range("num_key_value_heads", c.num_kv_heads, 1, kMaxHeads));
+  if (c.num_heads % c.num_kv_heads != 0)
+    return fail("num_key_value_heads", "is " + std::to_string(c.num_kv_heads) +
+                                           ", which does not divide " + name("num_attention_heads") +
+                                           " (" + std::to_string(c.num_heads) + ")");
+  ROOFLINE_RETURN_IF_ERROR(range("head_dim", c.head_dim, 1, kMaxHeadDim));
+  // RoPE rotates pairs of channels, so a head must have an even number of them.
+  if (c.head_dim % 2 != 0)
+    return fail("head_dim", "is " + std::to_string(c.head_dim) + "; rotary embeddings need it even");
+  ROOFLINE_RETURN_IF_ERROR(
+      range("max_position_embeddings", c.max_position_embeddings, 1, kMaxPositions));
+  if (!std::isfinite(c.rms_norm_eps) || !(c.rms_norm_eps > 0.0f) || !(c.rms_norm_eps < 1.0f))
+    return fail("rms_norm_eps", "is " + std::to_string(c.rms_norm_eps) +
+                                    "; it must be positive, below 1 and representable in float32");
+  if (!std::isfinite(c.rope_theta) || !(c.rope_theta > 0.0))
+    return fail("rope_theta", "is " + std::to_string(c.rope_theta) + "; it must be positive");
+  if (!std::isfinite(c.rope_scaling.factor) || !(c.rope_scaling.factor > 0.0f))
+    return fail("rope_scaling.factor",
+                "is " + std::to_string(c.rope_scaling.factor) + "; it must be positive");
+  ROOFLINE_RETURN_IF_ERROR(range("bos_token_id", c.bos_token_id, -1, c.vocab_size - 1));
+  for (int32_t id : c.eos_token_ids)
+    ROOFLINE_RETURN_IF_ERROR(range("eos_token_id", id, 0, c.vocab_size - 1));
+  return ok_status();
+}
 
 const char* architecture_name(Architecture a) {
   for (const ArchitectureEntry& e : kArchitectures)

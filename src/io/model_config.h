@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,14 @@ struct ModelConfig {
   int32_t bos_token_id = -1;
   std::vector<int32_t> eos_token_ids;
 };
+
+// The range checks every config must pass whichever file it came from (config.json, GGUF
+// metadata): sizes within roofline's caps (so later size arithmetic cannot overflow), KV heads
+// dividing heads, an even head_dim, positive finite eps / theta / rope factor, token ids inside
+// the vocabulary. Messages name fields as config.json does ("num_hidden_layers"); `field_name`,
+// when given, renames them for another source (e.g. to "llama.block_count").
+Status validate_model_config(const ModelConfig& c, const std::string& source,
+                             const std::function<std::string(const std::string&)>& field_name = {});
 
 // Parses config.json text; `source` names the file in errors.
 StatusOr<ModelConfig> parse_model_config(const std::string& json_text, const std::string& source);

@@ -1,4 +1,5 @@
-// WeightStore: opens a model directory's safetensors files and indexes every tensor by name.
+// WeightStore: opens a model directory's safetensors files and indexes every tensor by name, or
+// owns tensors its caller fills (GGUF weights after dequantisation).
 //
 // The shard index (model.safetensors.index.json) is hostile input like the shards themselves:
 // shard names are plain file names (no path traversal out of the model directory), every tensor
@@ -8,6 +9,7 @@
 
 #include <sys/stat.h>
 
+#include <new>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <utility>
@@ -134,13 +136,66 @@ StatusOr<std::unique_ptr<WeightStore>> WeightStore::open(const std::string& mode
   return store;
 }
 
+void WeightStore::AlignedFree::operator()(uint8_t* p) const {
+  ::operator delete[](p, std::align_val_t(64));
+}
+
+std::unique_ptr<WeightStore> WeightStore::create_owning(const std::string& source) {
+  std::unique_ptr<WeightStore> store(new WeightStore());
+  store->dir_ = source;
+  store->owning_ = true;
+  return store;
+}
+
+StatusOr<int64_t> WeightStore::check_new_tensor(const std::string& name, DType dtype,
+                                                 const Shape& shape) const {
+  if (tensors_.count(name) != 0)
+    return invalid_argument("tensor '" + name + "' is added twice to the weights of '" + dir_ + "'");
+  int64_t bytes = dtype_size_bytes(dtype);
+  for (int i = 0; i < shape.rank; ++i)
+    if (shape[i] <= 0 || __builtin_mul_overflow(bytes, shape[i], &bytes))
+      return invalid_argument("tensor '" + name + "' of '" + dir_ + "' has shape " +
+                              shape.to_string() + ", which is empty or too large");
+  return bytes;
+}
+
+Status WeightStore::add_virtual(const std::string& name, DType dtype, const Shape& shape) {
+  ROOFLINE_ASSIGN_OR_RETURN(int64_t bytes, check_new_tensor(name, dtype, shape));
+  TensorView view;
+  view.dtype = dtype;
+  view.shape = shape;
+  tensors_.emplace(name, std::make_pair(kOwned, view));
+  total_bytes_ += static_cast<uint64_t>(bytes);
+  return ok_status();
+}
+
+StatusOr<TensorView> WeightStore::add_owned(const std::string& name, DType dtype,
+                                            const Shape& shape) {
+  ROOFLINE_ASSIGN_OR_RETURN(int64_t bytes, check_new_tensor(name, dtype, shape));
+  // 64-byte alignment: a cache line, and what vectorised kernels over these rows want.
+  auto* p = static_cast<uint8_t*>(
+      ::operator new[](static_cast<size_t>(bytes), std::align_val_t(64), std::nothrow));
+  if (p == nullptr)
+    return resource_exhausted("cannot allocate " + std::to_string(bytes >> 20) + " MiB for tensor '" +
+                              name + "' of '" + dir_ + "': not enough memory for the f32 weights");
+  owned_.emplace_back(p);
+  TensorView view;
+  view.data = p;
+  view.dtype = dtype;
+  view.shape = shape;
+  tensors_.emplace(name, std::make_pair(kOwned, view));
+  total_bytes_ += static_cast<uint64_t>(bytes);
+  return view;
+}
+
 bool WeightStore::contains(const std::string& name) const { return tensors_.count(name) != 0; }
 
 StatusOr<TensorView> WeightStore::get(const std::string& name) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end())
     return not_found("tensor '" + name + "' is not in the weights of '" + dir_ +
-                     "': the checkpoint does not match the architecture in config.json");
+                     (owning_ ? "': the file does not match the architecture its metadata names"
+                              : "': the checkpoint does not match the architecture in config.json"));
   return it->second.second;
 }
 
@@ -153,10 +208,9 @@ StatusOr<TensorView> WeightStore::get_float(const std::string& name, const Shape
                             "integer weights are not supported here");
   if (!(view.shape == expected))
     return data_loss("tensor '" + name + "' has shape " + view.shape.to_string() +
-                     " but the config implies " + expected.to_string() +
-                     ": config.json and the "
-                     "weights in '" +
-                     dir_ + "' disagree");
+                     " but the config implies " + expected.to_string() + ": " +
+                     (owning_ ? "the metadata and the tensors of '" + dir_ + "' disagree"
+                              : "config.json and the weights in '" + dir_ + "' disagree"));
   return view;
 }
 

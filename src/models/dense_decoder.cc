@@ -45,6 +45,9 @@ StatusOr<Graph> build_dense_decoder(const ModelConfig& c, const DenseDecoderSpec
   const int64_t qkv_width = (Hq + 2 * Hkv) * D;
   const SymDim T = SymDim::tokens(), B = SymDim::seqs();
   auto fixed = SymDim::fixed;
+  auto activation = [&](const std::string& name, SymShape shape) {
+    return g.add_activation(name, std::move(shape), options.activation_dtype);
+  };
 
   const int token_ids = g.add_step_input(StepInput::kTokenIds, DType::kI32, {T});
   const int positions = g.add_step_input(StepInput::kPositions, DType::kI32, {T});
@@ -56,7 +59,7 @@ StatusOr<Graph> build_dense_decoder(const ModelConfig& c, const DenseDecoderSpec
   const int query_start = g.add_step_input(StepInput::kQueryStart, DType::kI32, {SymDim{0, 1, 1}});
 
   ROOFLINE_ASSIGN_OR_RETURN(int embed, b.weight("model.embed_tokens.weight", {V, H}));
-  int h = g.add_activation("embed", {T, fixed(H)});
+  int h = activation("embed", {T, fixed(H)});
   g.add_node(OpKind::kEmbedding, "embed_tokens", {}, {token_ids, embed}, {h});
 
   NodeAttrs norm_attrs;
@@ -74,10 +77,10 @@ StatusOr<Graph> build_dense_decoder(const ModelConfig& c, const DenseDecoderSpec
     ROOFLINE_ASSIGN_OR_RETURN(int wu, b.weight(p + "mlp.up_proj.weight", {I, H}));
     ROOFLINE_ASSIGN_OR_RETURN(int wd, b.weight(p + "mlp.down_proj.weight", {H, I}));
 
-    int x = g.add_activation(n + "attn_norm", {T, fixed(H)});
+    int x = activation(n + "attn_norm", {T, fixed(H)});
     g.add_node(OpKind::kRmsNorm, n + "input_layernorm", norm_attrs, {h, ln1}, {x});
 
-    int qkv = g.add_activation(n + "qkv", {T, fixed(qkv_width)});
+    int qkv = activation(n + "qkv", {T, fixed(qkv_width)});
     NodeAttrs mm;
     mm.num_weight_parts = 3;
     if (spec.qkv_bias) {
@@ -96,7 +99,7 @@ StatusOr<Graph> build_dense_decoder(const ModelConfig& c, const DenseDecoderSpec
     attn.head_dim = D;
     attn.eps = c.rms_norm_eps;
     attn.qk_norm = spec.qk_norm;
-    int q = g.add_activation(n + "q_rot", {T, fixed(Hq * D)});
+    int q = activation(n + "q_rot", {T, fixed(Hq * D)});
     std::vector<int> rope_in = {qkv, positions, slots};
     if (spec.qk_norm) {
       ROOFLINE_ASSIGN_OR_RETURN(int qn, b.weight(p + "self_attn.q_norm.weight", {D}));
@@ -108,11 +111,11 @@ StatusOr<Graph> build_dense_decoder(const ModelConfig& c, const DenseDecoderSpec
 
     attn.scale = 1.0f / std::sqrt(static_cast<float>(D));
     attn.sliding_window = c.sliding_window;
-    int ctx = g.add_activation(n + "attn_out", {T, fixed(Hq * D)});
+    int ctx = activation(n + "attn_out", {T, fixed(Hq * D)});
     g.add_node(OpKind::kAttention, n + "attention", attn, {q, block_tables, seq_lens, query_start},
                {ctx});
 
-    int o = g.add_activation(n + "o", {T, fixed(H)});
+    int o = activation(n + "o", {T, fixed(H)});
     NodeAttrs one;
     one.num_weight_parts = 1;
     if (spec.o_bias) {
@@ -121,31 +124,31 @@ StatusOr<Graph> build_dense_decoder(const ModelConfig& c, const DenseDecoderSpec
     } else {
       g.add_node(OpKind::kMatmul, n + "o_proj", one, {ctx, wo}, {o});
     }
-    int h2 = g.add_activation(n + "resid_attn", {T, fixed(H)});
+    int h2 = activation(n + "resid_attn", {T, fixed(H)});
     g.add_node(OpKind::kAdd, n + "attn_residual", {}, {h, o}, {h2});
 
-    int x2 = g.add_activation(n + "mlp_norm", {T, fixed(H)});
+    int x2 = activation(n + "mlp_norm", {T, fixed(H)});
     g.add_node(OpKind::kRmsNorm, n + "post_attention_layernorm", norm_attrs, {h2, ln2}, {x2});
-    int gu = g.add_activation(n + "gate_up", {T, fixed(2 * I)});
+    int gu = activation(n + "gate_up", {T, fixed(2 * I)});
     NodeAttrs two;
     two.num_weight_parts = 2;
     g.add_node(OpKind::kMatmul, n + "gate_up_proj", two, {x2, wg, wu}, {gu});
-    int act = g.add_activation(n + "act", {T, fixed(I)});
+    int act = activation(n + "act", {T, fixed(I)});
     g.add_node(OpKind::kSiluMul, n + "silu_mul", {}, {gu}, {act});
-    int down = g.add_activation(n + "down", {T, fixed(H)});
+    int down = activation(n + "down", {T, fixed(H)});
     g.add_node(OpKind::kMatmul, n + "down_proj", one, {act, wd}, {down});
-    int h3 = g.add_activation(n + "resid_mlp", {T, fixed(H)});
+    int h3 = activation(n + "resid_mlp", {T, fixed(H)});
     g.add_node(OpKind::kAdd, n + "mlp_residual", {}, {h2, down}, {h3});
     h = h3;
   }
 
   ROOFLINE_ASSIGN_OR_RETURN(int final_norm, b.weight("model.norm.weight", {H}));
-  int normed = g.add_activation("final_norm", {T, fixed(H)});
+  int normed = activation("final_norm", {T, fixed(H)});
   g.add_node(OpKind::kRmsNorm, "norm", norm_attrs, {h, final_norm}, {normed});
   SymDim rows = T;
   if (!options.all_logits) {
     const int last_index = g.add_step_input(StepInput::kLastTokenIndex, DType::kI32, {B});
-    int last = g.add_activation("last_hidden", {B, fixed(H)});
+    int last = activation("last_hidden", {B, fixed(H)});
     g.add_node(OpKind::kGatherLastTokens, "gather_last_tokens", {}, {normed, last_index}, {last});
     normed = last;
     rows = B;
@@ -155,12 +158,43 @@ StatusOr<Graph> build_dense_decoder(const ModelConfig& c, const DenseDecoderSpec
   if (!tied) {
     ROOFLINE_ASSIGN_OR_RETURN(lm_head, b.weight("lm_head.weight", {V, H}));
   }
-  int logits = g.add_activation("logits", {rows, fixed(V)});
+  int logits = activation("logits", {rows, fixed(V)});
   NodeAttrs one;
   one.num_weight_parts = 1;
   g.add_node(OpKind::kMatmul, "lm_head", one, {normed, lm_head}, {logits});
   g.mark_output(logits);
   return g;
+}
+
+std::vector<std::pair<std::string, Shape>> dense_decoder_weight_shapes(const ModelConfig& c) {
+  const int64_t H = c.hidden_size, D = c.head_dim, Hq = c.num_heads, Hkv = c.num_kv_heads;
+  const int64_t I = c.intermediate_size, V = c.vocab_size;
+  std::vector<std::pair<std::string, Shape>> w = {{"model.embed_tokens.weight", {V, H}},
+                                                  {"model.norm.weight", {H}}};
+  if (!c.tie_word_embeddings) w.push_back({"lm_head.weight", {V, H}});
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    w.push_back({p + "input_layernorm.weight", {H}});
+    w.push_back({p + "post_attention_layernorm.weight", {H}});
+    w.push_back({p + "self_attn.q_proj.weight", {Hq * D, H}});
+    w.push_back({p + "self_attn.k_proj.weight", {Hkv * D, H}});
+    w.push_back({p + "self_attn.v_proj.weight", {Hkv * D, H}});
+    w.push_back({p + "self_attn.o_proj.weight", {H, Hq * D}});
+    if (c.qkv_bias) {
+      w.push_back({p + "self_attn.q_proj.bias", {Hq * D}});
+      w.push_back({p + "self_attn.k_proj.bias", {Hkv * D}});
+      w.push_back({p + "self_attn.v_proj.bias", {Hkv * D}});
+    }
+    if (c.o_bias) w.push_back({p + "self_attn.o_proj.bias", {H}});
+    if (c.qk_norm) {
+      w.push_back({p + "self_attn.q_norm.weight", {D}});
+      w.push_back({p + "self_attn.k_norm.weight", {D}});
+    }
+    w.push_back({p + "mlp.gate_proj.weight", {I, H}});
+    w.push_back({p + "mlp.up_proj.weight", {I, H}});
+    w.push_back({p + "mlp.down_proj.weight", {H, I}});
+  }
+  return w;
 }
 
 StatusOr<Graph> build_model_graph(const ModelConfig& config, const WeightStore& weights,

@@ -3,6 +3,11 @@
 // DenseDecoderSpec (which optional pieces it has); everything else comes from the ModelConfig.
 #pragma once
 
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
 #include "graph/graph.h"
 #include "io/model_config.h"
 #include "io/weight_store.h"
@@ -20,12 +25,18 @@ struct GraphOptions {
   // true: logits for every token of the step ([T, vocab]); false: only for each sequence's last
   // token ([B, vocab]), which is all generation needs and skips most of the LM head in prefill.
   bool all_logits = false;
+  // Element type of activations (f32 on the CPU backend, bf16 on the GPU).
+  DType activation_dtype = DType::kF32;
 };
 
 // Emits the graph; every weight it names is checked to exist in `weights` with the shape the
 // config implies, so a mismatched checkpoint fails here with the tensor's name.
 StatusOr<Graph> build_dense_decoder(const ModelConfig& config, const DenseDecoderSpec& spec,
                                     const WeightStore& weights, const GraphOptions& options);
+
+// Every weight the graph of `config` reads, with its shape: what a checkpoint must hold (and
+// what --dummy-weights creates). Kept beside the builder; a test checks the two agree.
+std::vector<std::pair<std::string, Shape>> dense_decoder_weight_shapes(const ModelConfig& config);
 
 // Dispatches on config.architecture to the family's builder (llama.cc, qwen.cc).
 StatusOr<Graph> build_model_graph(const ModelConfig& config, const WeightStore& weights,

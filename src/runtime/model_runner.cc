@@ -10,7 +10,7 @@
 #include "graph/passes.h"
 #include "models/dense_decoder.h"
 #include "models/rope.h"
-#include "runtime/cpu_executor.h"
+#include "runtime/model_source.h"
 
 namespace roofline {
 
@@ -37,12 +37,11 @@ std::vector<int64_t> token_buckets(int64_t max_step_tokens) {
 }
 
 ModelRunner::ModelRunner(const RunnerOptions& options, ModelConfig config,
-                         std::unique_ptr<WeightStore> weights, KvCache kv)
+                         std::unique_ptr<WeightStore> weights, std::unique_ptr<Backend> backend)
     : options_(options),
       config_(std::move(config)),
       weights_(std::move(weights)),
-      kv_(std::move(kv)),
-      allocator_(kv_.shape().num_blocks) {}
+      backend_(std::move(backend)) {}
 
 StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(const RunnerOptions& opts_in) {
   RunnerOptions opts = opts_in;
@@ -53,39 +52,28 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(const RunnerOptions& 
     return invalid_argument("--max-seqs (" + std::to_string(opts.max_seqs) +
                             ") cannot exceed --max-step-tokens (" +
                             std::to_string(opts.max_step_tokens) + ")");
-  ROOFLINE_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(opts.model_dir));
-  ROOFLINE_ASSIGN_OR_RETURN(std::unique_ptr<WeightStore> weights, WeightStore::open(opts.model_dir));
-
-  if (opts.max_model_len == 0) opts.max_model_len = config.max_position_embeddings;
+  ROOFLINE_ASSIGN_OR_RETURN(ModelSource source, open_model_source(opts.model_dir, opts.dummy_weights));
+  ROOFLINE_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, create_backend(opts.device));
+  if (opts.max_model_len == 0) opts.max_model_len = source.config.max_position_embeddings;
   ROOFLINE_RETURN_IF_ERROR(check_range("--max-model-len", opts.max_model_len, 1, 1 << 24));
-  const int64_t bytes_per_token = 2 * config.num_layers * config.num_kv_heads * config.head_dim * 4;
-  if (opts.kv_cache_tokens == 0) {
-    opts.kv_cache_tokens = std::min(opts.max_seqs * opts.max_model_len,
-                                    std::max<int64_t>(kDefaultKvBudgetBytes / bytes_per_token,
-                                                      opts.max_model_len));
-  }
-  ROOFLINE_RETURN_IF_ERROR(check_range("--kv-cache-tokens", opts.kv_cache_tokens, 1, 1ll << 32));
-  KvCacheShape kv_shape;
-  kv_shape.num_layers = config.num_layers;
-  kv_shape.block_size = opts.kv_block_size;
-  kv_shape.num_blocks = (opts.kv_cache_tokens + opts.kv_block_size - 1) / opts.kv_block_size;
-  kv_shape.num_kv_heads = config.num_kv_heads;
-  kv_shape.head_dim = config.head_dim;
-  ROOFLINE_ASSIGN_OR_RETURN(KvCache kv, KvCache::allocate(kv_shape));
 
-  std::unique_ptr<ModelRunner> r(new ModelRunner(opts, std::move(config), std::move(weights), std::move(kv)));
+  std::unique_ptr<ModelRunner> r(new ModelRunner(opts, std::move(source.config),
+                                                 std::move(source.weights), std::move(backend)));
+  r->gguf_ = std::move(source.gguf);
   const ModelConfig& c = r->config_;
+  Backend& be = *r->backend_;
   PassOptions pass_options;
   pass_options.fuse = opts.fuse;
   for (bool all : {true, false}) {
     GraphOptions go;
     go.all_logits = all;
+    go.activation_dtype = be.activation_dtype();
     ROOFLINE_ASSIGN_OR_RETURN(Graph g, build_model_graph(c, *r->weights_, go));
     run_passes(g, pass_options);
     (all ? r->graph_all_ : r->graph_last_) = std::move(g);
   }
-  const WeightStore& store = *r->weights_;
-  WeightResolver resolve = [&store](const std::string& name) { return store.get(name); };
+  ROOFLINE_RETURN_IF_ERROR(be.load_weights(*r->weights_, {&r->graph_all_, &r->graph_last_}));
+  WeightResolver resolve = [&be](const std::string& name) { return be.resolve_weight(name); };
   int64_t workspace = 0;
   for (int64_t tokens : token_buckets(opts.max_step_tokens)) {
     const int64_t seqs = std::min(opts.max_seqs, tokens);
@@ -95,17 +83,39 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(const RunnerOptions& 
     r->plans_all_.push_back(std::move(all));
     r->plans_last_.push_back(std::move(last));
   }
-  try {
-    r->workspace_.assign(static_cast<size_t>(workspace), 0);
-  } catch (const std::bad_alloc&) {
-    return resource_exhausted("cannot allocate the " + std::to_string(workspace >> 20) +
-                              " MiB activation workspace: lower --max-step-tokens");
+
+  // KV cache: what the user asked for, else enough for max_seqs full-length sequences within a
+  // budget (a fixed 1 GiB on the CPU; 80 % of the memory left on the GPU).
+  const int64_t bytes_per_token =
+      c.num_layers * be.kv_bytes_per_token_per_layer(c.num_kv_heads, c.head_dim);
+  if (opts.kv_cache_tokens == 0) {
+    const int64_t budget = be.name() == "cpu"
+                               ? kDefaultKvBudgetBytes
+                               : static_cast<int64_t>(0.8 * static_cast<double>(be.free_memory_bytes() - workspace));
+    opts.kv_cache_tokens = std::min(opts.max_seqs * opts.max_model_len,
+                                    std::max<int64_t>(budget / bytes_per_token, opts.max_model_len));
   }
-  r->rope_inv_freq_ = rope_inv_freq(c.rope_theta, c.head_dim, c.rope_scaling);
-  ROOFLINE_LOG(kInfo, "loaded " << c.architecture_name << ": " << c.num_layers << " layers, hidden "
-                                << c.hidden_size << ", " << (store.total_bytes() >> 20)
-                                << " MiB of weights; KV cache " << kv_shape.num_blocks << " blocks x "
-                                << kv_shape.block_size << " tokens; workspace " << workspace << " B");
+  ROOFLINE_RETURN_IF_ERROR(check_range("--kv-cache-tokens", opts.kv_cache_tokens, 1, 1ll << 32));
+  r->options_ = opts;
+  BackendSetup setup;
+  setup.kv_shape.num_layers = c.num_layers;
+  setup.kv_shape.block_size = opts.kv_block_size;
+  setup.kv_shape.num_blocks = (opts.kv_cache_tokens + opts.kv_block_size - 1) / opts.kv_block_size;
+  setup.kv_shape.num_kv_heads = c.num_kv_heads;
+  setup.kv_shape.head_dim = c.head_dim;
+  setup.workspace_bytes = workspace;
+  setup.rope_inv_freq = rope_inv_freq(c.rope_theta, c.head_dim, c.rope_scaling);
+  setup.max_tokens = opts.max_step_tokens;
+  setup.max_seqs = opts.max_seqs;
+  setup.max_blocks_per_seq = (opts.max_model_len + opts.kv_block_size - 1) / opts.kv_block_size;
+  ROOFLINE_RETURN_IF_ERROR(be.allocate(setup));
+  r->kv_shape_ = setup.kv_shape;
+  r->allocator_ = BlockAllocator(setup.kv_shape.num_blocks);
+  ROOFLINE_LOG(kInfo, "loaded " << c.architecture_name << " on " << be.name() << ": " << c.num_layers
+                                << " layers, hidden " << c.hidden_size << ", "
+                                << (r->weights_->total_bytes() >> 20) << " MiB of weights; KV cache "
+                                << setup.kv_shape.num_blocks << " blocks x " << setup.kv_shape.block_size
+                                << " tokens; workspace " << workspace << " B");
   return r;
 }
 
@@ -222,19 +232,8 @@ Status ModelRunner::step(const std::vector<StepEntry>& entries, bool all_logits,
     sb.last_token_index.push_back(sb.query_start.back() - 1);
   }
 
-  CpuExecContext ctx;
-  ctx.workspace = workspace_.data();
-  ctx.step = &sb;
-  ctx.kv = &kv_;
-  ctx.rope_inv_freq = rope_inv_freq_.data();
-  execute_plan_cpu(*plan, ctx, record_call_times_ ? &last_call_ms_ : nullptr);
+  backend_->execute(*plan, sb, logits, record_call_times_ ? &last_call_ms_ : nullptr);
   last_plan_ = plan;
-
-  const BufferRef& out = plan->outputs[0];
-  const int64_t rows = out.shape[0].eval(sb.num_tokens, sb.num_seqs);
-  const int64_t vocab = out.shape[1].eval(sb.num_tokens, sb.num_seqs);
-  const float* src = reinterpret_cast<const float*>(workspace_.data() + out.offset_bytes);
-  logits->assign(src, src + rows * vocab);
   return ok_status();
 }
 

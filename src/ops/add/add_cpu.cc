@@ -14,11 +14,12 @@ constexpr int64_t kMinElementsPerChunk = 1 << 16;
 
 void add_cpu(const AddParams& p) {
   ROOFLINE_CHECK(p.n >= 0);
+  ROOFLINE_CHECK_MSG(p.dtype == DType::kF32, "the CPU backend computes in f32");
   if (p.n == 0) return;
   ROOFLINE_CHECK(p.a != nullptr && p.b != nullptr && p.out != nullptr);
-  const float* a = p.a;
-  const float* b = p.b;
-  float* out = p.out;
+  const auto* a = static_cast<const float*>(p.a);
+  const auto* b = static_cast<const float*>(p.b);
+  auto* out = static_cast<float*>(p.out);
   ThreadPool::global().parallel_for(p.n, kMinElementsPerChunk, [&](int64_t begin, int64_t end) {
     // Element i is read before it is written, so out may alias a or b.
     for (int64_t i = begin; i < end; ++i) out[i] = a[i] + b[i];

@@ -2,20 +2,28 @@
 // every sequence contributes q_len >= 1 new tokens (prefill, chunked prefill and decode are one op).
 // Query j of sequence s sits at position seq_lens[s] - q_len + j and attends to cached positions
 // [max(0, pos - window + 1), pos]. K/V are found through the sequence's block table.
+//
+// Element types: the CPU backend takes f32 activations and an f32 cache; the CUDA backend takes
+// bf16 for both (dtype, kv_dtype), with fp32 softmax state and accumulation.
 #pragma once
 
 #include <cstdint>
 
+#include "core/cuda_stream.h"
+#include "core/dtype.h"
+
 namespace roofline {
 
 struct PagedAttentionParams {
-  const float* q = nullptr;             // [num_tokens, num_heads, head_dim]
-  const float* k_cache = nullptr;       // [num_blocks, block_size, num_kv_heads, head_dim]
-  const float* v_cache = nullptr;       // [num_blocks, block_size, num_kv_heads, head_dim]
+  const void* q = nullptr;              // [num_tokens, num_heads, head_dim] in dtype
+  const void* k_cache = nullptr;        // [num_blocks, block_size, num_kv_heads, head_dim] in kv_dtype
+  const void* v_cache = nullptr;        // [num_blocks, block_size, num_kv_heads, head_dim] in kv_dtype
   const int32_t* block_tables = nullptr;// [num_seqs, max_blocks_per_seq]
   const int32_t* seq_lens = nullptr;    // [num_seqs], cached tokens incl. this step's
   const int32_t* query_start = nullptr; // [num_seqs + 1], offsets of each sequence's queries in q
-  float* out = nullptr;                 // [num_tokens, num_heads, head_dim]
+  void* out = nullptr;                  // [num_tokens, num_heads, head_dim] in dtype
+  DType dtype = DType::kF32;            // of q and out
+  DType kv_dtype = DType::kF32;         // of k_cache and v_cache
   int64_t num_seqs = 0;
   int64_t num_tokens = 0;
   int64_t num_heads = 0;
@@ -23,10 +31,16 @@ struct PagedAttentionParams {
   int64_t head_dim = 0;
   int64_t block_size = 0;
   int64_t max_blocks_per_seq = 0;
+  int64_t num_blocks = 0;               // physical blocks in the cache; 0: block ids unchecked (CPU)
   float scale = 1.0f;                   // usually 1/sqrt(head_dim)
   int64_t sliding_window = 0;           // 0: unlimited
 };
 
+// CPU backend: dtype == kv_dtype == kF32.
 void paged_attention_cpu(const PagedAttentionParams& p);
+
+// CUDA backend: dtype == kv_dtype == kBF16, head_dim in {32, 64, 128, 256}, num_blocks > 0, every
+// pointer on the device. Asynchronous on `stream`; launches nothing when num_tokens == 0.
+void paged_attention_cuda(const PagedAttentionParams& p, CudaStream stream);
 
 }  // namespace roofline

@@ -51,7 +51,9 @@ void paged_attention_cpu(const PagedAttentionParams& p) {
   ROOFLINE_CHECK(p.num_seqs >= 0 && p.num_tokens >= 0);
   ROOFLINE_CHECK(p.num_heads > 0 && p.num_kv_heads > 0 && p.num_heads % p.num_kv_heads == 0);
   ROOFLINE_CHECK(p.head_dim > 0 && p.block_size > 0 && p.max_blocks_per_seq > 0);
-  ROOFLINE_CHECK(p.sliding_window >= 0);
+  ROOFLINE_CHECK(p.sliding_window >= 0 && p.num_blocks >= 0);
+  // The CPU backend keeps activations and the cache in f32.
+  ROOFLINE_CHECK(p.dtype == DType::kF32 && p.kv_dtype == DType::kF32);
   if (p.num_tokens == 0) return;
   ROOFLINE_CHECK(p.q != nullptr && p.k_cache != nullptr && p.v_cache != nullptr &&
                  p.block_tables != nullptr && p.seq_lens != nullptr && p.query_start != nullptr &&
@@ -80,6 +82,10 @@ void paged_attention_cpu(const PagedAttentionParams& p) {
   // Aim for a few thousand multiply-adds per chunk before waking another thread.
   const int64_t avg_work = std::max<int64_t>(1, total_context / p.num_tokens * 2 * d);
   const int64_t min_items = std::max<int64_t>(1, 16384 / avg_work);
+  const auto* q_all = static_cast<const float*>(p.q);
+  const auto* k_cache = static_cast<const float*>(p.k_cache);
+  const auto* v_cache = static_cast<const float*>(p.v_cache);
+  auto* out_all = static_cast<float*>(p.out);
 
   ThreadPool::global().parallel_for(num_items, min_items, [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> probs;
@@ -95,7 +101,7 @@ void paged_attention_cpu(const PagedAttentionParams& p) {
       const int64_t count = pos - first + 1;
       const int32_t* table = p.block_tables + s * p.max_blocks_per_seq;
       const int64_t kv_head_offset = (h / group) * d;
-      const float* q = p.q + (t * p.num_heads + h) * d;
+      const float* q = q_all + (t * p.num_heads + h) * d;
 
       // Cache offset of each attended position, found once and reused for K and V. Walking the
       // pages avoids a division per key.
@@ -103,7 +109,7 @@ void paged_attention_cpu(const PagedAttentionParams& p) {
       for (int64_t i = 0, page = first / p.block_size, in_page = first % p.block_size; i < count;
            ++i) {
         const int32_t block = table[page];
-        ROOFLINE_CHECK(block >= 0);
+        ROOFLINE_CHECK(block >= 0 && (p.num_blocks == 0 || block < p.num_blocks));
         offsets[static_cast<size_t>(i)] =
             (static_cast<int64_t>(block) * p.block_size + in_page) * kv_slot_stride +
             kv_head_offset;
@@ -116,7 +122,7 @@ void paged_attention_cpu(const PagedAttentionParams& p) {
       probs.resize(static_cast<size_t>(count));
       float max_score = -std::numeric_limits<float>::infinity();
       for (int64_t i = 0; i < count; ++i) {
-        const float score = dot(q, p.k_cache + offsets[static_cast<size_t>(i)], d) * p.scale;
+        const float score = dot(q, k_cache + offsets[static_cast<size_t>(i)], d) * p.scale;
         probs[static_cast<size_t>(i)] = score;
         max_score = std::max(max_score, score);
       }
@@ -126,12 +132,12 @@ void paged_attention_cpu(const PagedAttentionParams& p) {
         probs[static_cast<size_t>(i)] = e;
         sum += e;
       }
-      float* out = p.out + (t * p.num_heads + h) * d;
+      float* out = out_all + (t * p.num_heads + h) * d;
       std::fill(out, out + d, 0.0f);
       for (int64_t i = 0; i < count; ++i) {
         // Divide, as torch's softmax does, then weight V.
         const float weight = probs[static_cast<size_t>(i)] / sum;
-        axpy(weight, p.v_cache + offsets[static_cast<size_t>(i)], d, out);
+        axpy(weight, v_cache + offsets[static_cast<size_t>(i)], d, out);
       }
     }
   });

@@ -57,6 +57,54 @@ inline std::vector<AttentionShape> attention_bench_shapes() {
   };
 }
 
+// The CUDA kernel's cases (head_dim 32, 64, 128, 256): contexts 1, 15, 16, 17, 255, 1000 and 4097
+// (around a 16-token page and the kernel's 32-key sub-tiles); batches of 1, 3 and 7 mixing decode,
+// prefill and chunked prefill in one launch; decode-only batches (the kernel's decode
+// configuration); GQA ratios 1, 4 and 7 (32/8, 28/4, 14/2, 7/7) and 16 and 40 (query heads split
+// over several blocks); block sizes 16, 5 and 1; sliding windows.
+inline std::vector<AttentionShape> attention_cuda_test_shapes() {
+  return {
+      {{{1, 1}}, 32, 8, 128, 16, 0},
+      {{{15, 15}}, 28, 4, 128, 16, 0},
+      {{{16, 16}}, 8, 8, 64, 16, 0},
+      {{{17, 17}}, 14, 2, 64, 5, 0},
+      {{{255, 255}}, 32, 8, 128, 16, 0},
+      {{{1000, 1000}}, 8, 2, 128, 16, 0},
+      {{{4097, 1}}, 32, 8, 128, 16, 0},
+      {{{4097, 7}}, 28, 4, 128, 16, 0},
+      {{{17, 1}, {255, 255}, {1000, 1}}, 28, 4, 128, 16, 0},
+      {{{1, 1}, {15, 1}, {16, 16}, {17, 5}, {255, 1}, {1000, 40}, {4097, 1}}, 32, 8, 128, 16, 0},
+      {{{1, 1}, {5, 2}, {16, 1}, {17, 17}, {33, 1}, {64, 9}, {100, 1}}, 14, 2, 64, 1, 0},
+      {{{15, 15}, {17, 1}, {255, 31}}, 8, 2, 64, 5, 0},
+      {{{1000, 200}, {255, 1}, {4097, 1}}, 28, 4, 128, 16, 128},
+      {{{40, 40}, {25, 1}, {17, 5}}, 4, 1, 64, 5, 4},
+      {{{7, 7}, {33, 1}, {20, 3}}, 8, 2, 32, 5, 0},
+      {{{300, 300}, {17, 1}, {64, 5}}, 8, 2, 256, 16, 0},
+      {{{1, 1}, {15, 1}, {16, 1}, {17, 1}, {255, 1}, {1000, 1}, {4097, 1}}, 28, 4, 128, 16, 0},
+      {{{300, 1}, {17, 1}, {1, 1}}, 7, 7, 128, 5, 100},
+      {{{100, 1}, {30, 1}, {4097, 1}}, 16, 1, 256, 16, 1},
+      {{{20, 20}, {50, 3}}, 40, 1, 32, 16, 0},
+      {{{100, 1}, {30, 1}}, 40, 1, 64, 1, 7},
+  };
+}
+
+// The CUDA benchmark's Llama-3-8B attention (32 q / 8 kv heads, head_dim 128, pages of 16): decode
+// of B sequences of L cached tokens, and one causal prefill of L tokens.
+inline AttentionShape attention_cuda_decode_bench_shape(int64_t batch, int64_t seq_len) {
+  return {std::vector<AttentionSeq>(static_cast<size_t>(batch), AttentionSeq{seq_len, 1}),
+          32,
+          8,
+          128,
+          16,
+          0};
+}
+inline AttentionShape attention_cuda_prefill_bench_shape(int64_t seq_len) {
+  return {{{seq_len, seq_len}}, 32, 8, 128, 16, 0};
+}
+inline constexpr int64_t kAttentionCudaBenchBatches[] = {1, 8, 64};
+inline constexpr int64_t kAttentionCudaBenchSeqLens[] = {512, 4096};
+inline constexpr int64_t kAttentionCudaBenchPrefillLen = 2048;
+
 // A batch in paged form. Cache slots no sequence owns hold NaN, so reading one poisons the output;
 // block-table entries past a sequence's pages are -1, which the op would reject if it read them.
 struct PagedBatch {
@@ -85,6 +133,7 @@ struct PagedBatch {
     p.head_dim = shape.head_dim;
     p.block_size = shape.block_size;
     p.max_blocks_per_seq = max_blocks_per_seq;
+    p.num_blocks = num_blocks;
     p.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
     p.sliding_window = shape.sliding_window;
     return p;

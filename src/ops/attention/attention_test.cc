@@ -176,6 +176,18 @@ TEST_P(AttentionTest, DecodeEqualsLastRowOfPrefill) {
   }
 }
 
+TEST(AttentionDeathTest, BlockIdOutsideTheCacheAborts) {
+  // A block table entry >= num_blocks must never be followed into memory past the cache.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // the op runs on the thread pool
+  const AttentionShape sh{{{20, 2}}, 2, 1, 16, 16, 0};
+  auto r = make_rng(99);
+  const Logical l = make_logical(sh, r);
+  PagedBatch batch = build_paged_batch(sh, l.q, l.k, l.v, contiguous_order(sh));
+  batch.block_tables[1] = static_cast<int32_t>(batch.num_blocks);  // one past the last block
+  std::vector<float> out(batch.q.size());
+  EXPECT_DEATH(paged_attention_cpu(batch.params(sh, out.data())), "internal check failed");
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
                          ::testing::Range(size_t{0}, attention_test_shapes().size()));
 

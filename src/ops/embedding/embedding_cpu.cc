@@ -11,10 +11,12 @@ namespace roofline {
 void embedding_cpu(const EmbeddingParams& p) {
   ROOFLINE_CHECK(p.num_tokens >= 0 && p.hidden > 0 && p.vocab_size > 0);
   ROOFLINE_CHECK(is_float_dtype(p.table_dtype));
+  ROOFLINE_CHECK_MSG(p.dtype == DType::kF32, "the CPU backend computes in f32");
   if (p.num_tokens == 0) return;
   ROOFLINE_CHECK(p.token_ids != nullptr && p.table != nullptr && p.out != nullptr);
   const int64_t row_bytes = p.hidden * dtype_size_bytes(p.table_dtype);
   const auto* table = static_cast<const uint8_t*>(p.table);
+  auto* out = static_cast<float*>(p.out);
   // Each token copies a whole row; a few rows per chunk amortise the pool hand-off.
   const int64_t min_chunk = std::max<int64_t>(1, 16384 / p.hidden);
   ThreadPool::global().parallel_for(p.num_tokens, min_chunk, [&](int64_t begin, int64_t end) {
@@ -23,7 +25,7 @@ void embedding_cpu(const EmbeddingParams& p) {
       // Ids come from our tokenizer or from a request the engine has already validated, so an
       // out-of-range id here is a bug, not bad input.
       ROOFLINE_CHECK(id >= 0 && id < p.vocab_size);
-      convert_to_f32(table + id * row_bytes, p.table_dtype, p.hidden, p.out + t * p.hidden);
+      convert_to_f32(table + id * row_bytes, p.table_dtype, p.hidden, out + t * p.hidden);
     }
   });
 }

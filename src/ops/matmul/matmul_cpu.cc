@@ -126,6 +126,7 @@ void matmul_impl(const MatmulParams& p, bool with_bias) {
   ROOFLINE_CHECK(p.m >= 0 && p.n > 0 && p.k > 0);
   ROOFLINE_CHECK(p.y_row_stride >= p.n);
   ROOFLINE_CHECK(is_float_dtype(p.w_dtype));
+  ROOFLINE_CHECK(p.dtype == DType::kF32);  // the CPU backend keeps activations in f32
   if (p.m == 0) return;
   ROOFLINE_CHECK(p.x != nullptr && p.w != nullptr && p.y != nullptr);
   std::vector<float> bias;
@@ -139,6 +140,8 @@ void matmul_impl(const MatmulParams& p, bool with_bias) {
   const int64_t min_tiles = std::max<int64_t>(1, kMinMacsPerChunk / macs_per_tile);
   const auto* w_bytes = static_cast<const uint8_t*>(p.w);
   const int64_t w_row_bytes = p.k * dtype_size_bytes(p.w_dtype);
+  const auto* x_rows = static_cast<const float*>(p.x);
+  auto* y_rows = static_cast<float*>(p.y);
 
   ThreadPool::global().parallel_for(
       num_tiles, min_tiles, [&](int64_t tile_begin, int64_t tile_end) {
@@ -156,8 +159,8 @@ void matmul_impl(const MatmulParams& p, bool with_bias) {
             w = converted.data();
           }
           for (int64_t i = 0; i < p.m; ++i) {
-            const float* x = p.x + i * p.k;
-            float* y = p.y + i * p.y_row_stride + j0;
+            const float* x = x_rows + i * p.k;
+            float* y = y_rows + i * p.y_row_stride + j0;
             int64_t c = 0;
             for (; c + kColBlock <= cols; c += kColBlock) dot_block(x, w + c * p.k, p.k, y + c);
             for (; c < cols; ++c) y[c] = dot(x, w + c * p.k, p.k);

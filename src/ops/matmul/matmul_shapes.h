@@ -22,4 +22,44 @@ inline constexpr MatmulShape kMatmulBenchShapes[] = {
     {1, 1152, 896}, {1, 9728, 896}, {1, 896, 4864}, {1, 4096, 4096}, {64, 4096, 4096},
 };
 
+// A weight of a real model (or an awkward one) for the CUDA test and benchmark.
+struct MatmulWeightShape {
+  const char* name;
+  int64_t n;
+  int64_t k;
+};
+
+// Llama-3-8B's per-layer projections (q|k|v and gate|up stacked, as the CUDA backend stores them).
+inline constexpr MatmulWeightShape kLlama3_8bWeights[] = {
+    {"llama3-8b qkv", 6144, 4096},
+    {"llama3-8b o", 4096, 4096},
+    {"llama3-8b gate_up", 28672, 4096},
+    {"llama3-8b down", 4096, 14336},
+};
+
+// The CUDA test's weights: Llama-3-8B's, Qwen2.5-0.5B's (hidden 896, q|k|v 1152, gate|up 9728,
+// intermediate 4864) and odd sizes that no tile divides (including K not a multiple of 8, whose
+// rows are only 2-byte aligned).
+inline constexpr MatmulWeightShape kMatmulCudaTestWeights[] = {
+    {"llama3-8b qkv", 6144, 4096},
+    {"llama3-8b o", 4096, 4096},
+    {"llama3-8b gate_up", 28672, 4096},
+    {"llama3-8b down", 4096, 14336},
+    {"qwen2.5-0.5b qkv", 1152, 896},
+    {"qwen2.5-0.5b o", 896, 896},
+    {"qwen2.5-0.5b gate_up", 9728, 896},
+    {"qwen2.5-0.5b down", 896, 4864},
+    {"odd 129x72", 129, 72},
+    {"odd 131x67", 131, 67},
+    {"odd 1x8", 1, 8},
+};
+
+// Token counts the CUDA test runs every weight with: decode batches, awkward counts across the
+// m buckets (3, 17) and a long prefill chunk (733).
+inline constexpr int64_t kMatmulCudaTestMs[] = {1, 2, 3, 8, 17, 32, 64, 733};
+
+// The CUDA benchmark's token counts: decode batches (memory bound) and one prefill (compute bound).
+inline constexpr int64_t kMatmulCudaBenchDecodeMs[] = {1, 8, 32, 64};
+inline constexpr int64_t kMatmulCudaBenchPrefillM = 8192;
+
 }  // namespace roofline

@@ -206,6 +206,23 @@ TEST(MatmulTest, HalfWeightSpecialValuesConvertExactly) {
   EXPECT_TRUE(all_equal(y16, y32));
 }
 
+TEST(MatmulCudaMBucket, NextPowerOfTwo) {
+  // The CUDA backend's algorithm buckets (a pure host heuristic, so tested here).
+  EXPECT_EQ(matmul_cuda_m_bucket(0), 1);
+  EXPECT_EQ(matmul_cuda_m_bucket(1), 1);
+  EXPECT_EQ(matmul_cuda_m_bucket(2), 2);
+  EXPECT_EQ(matmul_cuda_m_bucket(3), 4);
+  EXPECT_EQ(matmul_cuda_m_bucket(17), 32);
+  EXPECT_EQ(matmul_cuda_m_bucket(64), 64);
+  EXPECT_EQ(matmul_cuda_m_bucket(733), 1024);
+  EXPECT_EQ(matmul_cuda_m_bucket(8192), 8192);
+  EXPECT_EQ(matmul_cuda_m_bucket(8193), 16384);
+  for (int64_t m = 1; m <= 5000; ++m) {
+    const int64_t b = matmul_cuda_m_bucket(m);
+    ASSERT_TRUE(b >= m && (b & (b - 1)) == 0 && (b == 1 || b / 2 < m)) << "m " << m;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, MatmulTest,
                          ::testing::Combine(::testing::ValuesIn(kMatmulTestShapes),
                                             ::testing::Values(DType::kF32, DType::kF16,

@@ -50,11 +50,17 @@ void qkv_rope_cpu(const QkvRopeParams& p) {
   ROOFLINE_CHECK(p.head_dim > 0 && p.head_dim % 2 == 0);
   ROOFLINE_CHECK(p.block_size > 0 && p.num_blocks >= 0);
   ROOFLINE_CHECK((p.q_norm_weight == nullptr) == (p.k_norm_weight == nullptr));
+  ROOFLINE_CHECK_MSG(p.dtype == DType::kF32 && p.kv_dtype == DType::kF32,
+                     "the CPU backend computes in f32 and keeps an f32 KV cache");
   if (p.num_tokens == 0) return;
   ROOFLINE_CHECK(p.qkv != nullptr && p.q_out != nullptr && p.positions != nullptr &&
                  p.slot_mapping != nullptr && p.inv_freq != nullptr);
   ROOFLINE_CHECK(p.k_cache != nullptr && p.v_cache != nullptr);
 
+  const auto* qkv = static_cast<const float*>(p.qkv);
+  auto* q_out = static_cast<float*>(p.q_out);
+  auto* k_cache = static_cast<float*>(p.k_cache);
+  auto* v_cache = static_cast<float*>(p.v_cache);
   const int64_t d = p.head_dim;
   const int64_t half = d / 2;
   const int64_t row = (p.num_heads + 2 * p.num_kv_heads) * d;
@@ -82,27 +88,27 @@ void qkv_rope_cpu(const QkvRopeParams& p) {
         cos[i] = std::cos(angle);
         sin[i] = std::sin(angle);
       }
-      const float* q_in = p.qkv + t * row;
+      const float* q_in = qkv + t * row;
       const float* k_in = q_in + p.num_heads * d;
       const float* v_in = k_in + p.num_kv_heads * d;
 
       for (int64_t h = 0; h < p.num_heads; ++h) {
         std::copy(q_in + h * d, q_in + (h + 1) * d, head.begin());
         if (qk_norm) rms_norm_head(head.data(), q_weight.data(), d, p.norm_eps);
-        rope_head(head.data(), cos.data(), sin.data(), d, p.q_out + (t * p.num_heads + h) * d);
+        rope_head(head.data(), cos.data(), sin.data(), d, q_out + (t * p.num_heads + h) * d);
       }
 
       const int64_t slot = p.slot_mapping[t];
       if (slot < 0) continue;  // a padding token: nothing to cache
       // The scheduler hands out slots inside the cache it allocated; one outside is our bug.
       ROOFLINE_CHECK_MSG(slot < num_slots, "slot_mapping entry beyond the KV cache");
-      float* k_slot = p.k_cache + slot * kv_row;
+      float* k_slot = k_cache + slot * kv_row;
       for (int64_t h = 0; h < p.num_kv_heads; ++h) {
         std::copy(k_in + h * d, k_in + (h + 1) * d, head.begin());
         if (qk_norm) rms_norm_head(head.data(), k_weight.data(), d, p.norm_eps);
         rope_head(head.data(), cos.data(), sin.data(), d, k_slot + h * d);
       }
-      std::copy(v_in, v_in + kv_row, p.v_cache + slot * kv_row);
+      std::copy(v_in, v_in + kv_row, v_cache + slot * kv_row);
     }
   });
 }

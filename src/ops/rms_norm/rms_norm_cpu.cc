@@ -53,21 +53,23 @@ int64_t min_rows_per_chunk(int64_t hidden) { return std::max<int64_t>(1, 65536 /
 
 void rms_norm_cpu(const RmsNormParams& p) {
   ROOFLINE_CHECK(p.num_rows >= 0 && p.hidden > 0);
+  ROOFLINE_CHECK_MSG(p.dtype == DType::kF32, "the CPU backend computes in f32");
   if (p.num_rows == 0) return;
   ROOFLINE_CHECK(p.x != nullptr && p.weight != nullptr && p.out != nullptr);
   const std::vector<float> w = weight_as_f32(p.weight, p.weight_dtype, p.hidden);
   ThreadPool::global().parallel_for(
       p.num_rows, min_rows_per_chunk(p.hidden), [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) {
-          const float* x = p.x + r * p.hidden;
+          const float* x = static_cast<const float*>(p.x) + r * p.hidden;
           const float scale = inv_rms(sum_of_squares(x, p.hidden), p.hidden, p.eps);
-          scale_row(x, w.data(), scale, p.hidden, p.out + r * p.hidden);
+          scale_row(x, w.data(), scale, p.hidden, static_cast<float*>(p.out) + r * p.hidden);
         }
       });
 }
 
 void rms_norm_residual_cpu(const RmsNormResidualParams& p) {
   ROOFLINE_CHECK(p.num_rows >= 0 && p.hidden > 0);
+  ROOFLINE_CHECK_MSG(p.dtype == DType::kF32, "the CPU backend computes in f32");
   if (p.num_rows == 0) return;
   ROOFLINE_CHECK(p.x != nullptr && p.residual_in != nullptr && p.residual_out != nullptr &&
                  p.weight != nullptr && p.out != nullptr);
@@ -75,14 +77,14 @@ void rms_norm_residual_cpu(const RmsNormResidualParams& p) {
   ThreadPool::global().parallel_for(
       p.num_rows, min_rows_per_chunk(p.hidden), [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) {
-          const float* x = p.x + r * p.hidden;
-          const float* res_in = p.residual_in + r * p.hidden;
-          float* res_out = p.residual_out + r * p.hidden;
+          const float* x = static_cast<const float*>(p.x) + r * p.hidden;
+          const float* res_in = static_cast<const float*>(p.residual_in) + r * p.hidden;
+          float* res_out = static_cast<float*>(p.residual_out) + r * p.hidden;
           // The sum is written first and normalised from res_out, so residual_out may alias
           // residual_in and out may alias x.
           for (int64_t i = 0; i < p.hidden; ++i) res_out[i] = res_in[i] + x[i];
           const float scale = inv_rms(sum_of_squares(res_out, p.hidden), p.hidden, p.eps);
-          scale_row(res_out, w.data(), scale, p.hidden, p.out + r * p.hidden);
+          scale_row(res_out, w.data(), scale, p.hidden, static_cast<float*>(p.out) + r * p.hidden);
         }
       });
 }

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "ops/add/add.h"
+#include "ops/rms_norm/rms_norm_launch.h"
 #include "ops/rms_norm/rms_norm_shapes.h"
 #include "ops/testing/op_test_util.h"
 
@@ -135,6 +136,38 @@ TEST(RmsNormTest, LargeAndTinyRowsScaleCorrectly) {
   poison(out);
   rms_norm_cpu({x.data(), w.data(), DType::kF32, out.data(), 2, kHidden, kEps});
   EXPECT_TRUE(all_close(out, reference_rms_norm(x, w, 2, kHidden, kEps), kAtol, kRtol));
+}
+
+// The CUDA launch shape (a pure host heuristic): whole warps, within the block limit, the row
+// covered by threads x items packs, and the fewest items that do so; two passes only when even
+// kRmsNormMaxItems packs per thread cannot hold the row.
+TEST(RmsNormLaunchShapeTest, CoversTheRowWithTheFewestItems) {
+  for (const int vec : {1, 4, 8}) {
+    for (int64_t hidden = vec; hidden <= 70000; hidden += hidden < 2048 ? vec : 97 * vec) {
+      const RmsNormLaunchShape s = rms_norm_launch_shape(hidden, vec);
+      const int64_t packs = (hidden + vec - 1) / vec;
+      ASSERT_EQ(s.threads % 32, 0) << hidden;
+      ASSERT_GE(s.threads, 32) << hidden;
+      ASSERT_LE(s.threads, kRmsNormMaxThreads) << hidden;
+      if (s.items == 0) {
+        ASSERT_GT(packs, int64_t{kRmsNormMaxThreads} * kRmsNormMaxItems) << hidden;
+        continue;
+      }
+      ASSERT_TRUE(s.items == 1 || s.items == 2 || s.items == 4) << hidden;
+      ASSERT_GE(int64_t{s.threads} * s.items, packs) << hidden;
+      ASSERT_LT(int64_t{s.threads} - 32, (packs + s.items - 1) / s.items) << "no idle warp";
+      if (s.items > 1) {
+        ASSERT_GT(packs, int64_t{kRmsNormMaxThreads} * (s.items / 2)) << "fewer items would do";
+      }
+    }
+  }
+  EXPECT_EQ(rms_norm_launch_shape(4096, 8).threads, 256);
+  EXPECT_EQ(rms_norm_launch_shape(4096, 8).items, 2);
+  EXPECT_EQ(rms_norm_launch_shape(5120, 8).threads, 160);
+  EXPECT_EQ(rms_norm_launch_shape(5120, 8).items, 4);
+  EXPECT_EQ(rms_norm_launch_shape(896, 8).threads, 128);
+  EXPECT_EQ(rms_norm_launch_shape(67, 1).threads, 96);
+  EXPECT_EQ(rms_norm_launch_shape(16384, 8).items, 0);
 }
 
 }  // namespace

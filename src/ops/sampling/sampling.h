@@ -6,6 +6,9 @@
 
 #include <cstdint>
 
+#include "core/cuda_stream.h"
+#include "core/dtype.h"
+
 namespace roofline {
 
 struct SamplingConfig {
@@ -17,6 +20,20 @@ struct SamplingConfig {
 // Index of the largest logit; the lowest index wins ties. NaN logits are never chosen; -1 when
 // every logit is NaN (or vocab_size is 0), as sample_cpu.
 int32_t argmax_cpu(const float* logits, int64_t vocab_size);
+
+// Greedy decoding of a batch: argmax_cpu of every row of logits.
+struct ArgmaxParams {
+  const void* logits = nullptr;  // [num_rows, vocab_size] in dtype
+  int32_t* out = nullptr;        // [num_rows]: the row's argmax, -1 for an all-NaN row
+  int64_t num_rows = 0;
+  int64_t vocab_size = 0;        // < INT32_MAX
+  DType dtype = DType::kF32;     // of logits: kF32 or kBF16
+};
+
+// CPU backend: dtype kF32 or kBF16 (bf16 -> f32 is exact, so the result is the same either way).
+void argmax_rows_cpu(const ArgmaxParams& p);
+// CUDA backend: dtype kF32 or kBF16, every pointer on the device. Asynchronous on `stream`.
+void argmax_cuda(const ArgmaxParams& p, CudaStream stream);
 
 int32_t sample_cpu(const float* logits, int64_t vocab_size, const SamplingConfig& config,
                    double uniform);

@@ -34,6 +34,25 @@ int32_t argmax_cpu(const float* logits, int64_t vocab_size) {
   return static_cast<int32_t>(best);
 }
 
+void argmax_rows_cpu(const ArgmaxParams& p) {
+  ROOFLINE_CHECK(p.num_rows >= 0 && p.vocab_size >= 0 && p.vocab_size < INT32_MAX);
+  ROOFLINE_CHECK_MSG(p.dtype == DType::kF32 || p.dtype == DType::kBF16,
+                     "argmax reads f32 or bf16 logits");
+  if (p.num_rows == 0) return;
+  ROOFLINE_CHECK(p.out != nullptr && (p.logits != nullptr || p.vocab_size == 0));
+  std::vector<float> row(static_cast<size_t>(p.vocab_size));
+  const int64_t row_bytes = p.vocab_size * dtype_size_bytes(p.dtype);
+  for (int64_t r = 0; r < p.num_rows; ++r) {
+    const void* src = static_cast<const uint8_t*>(p.logits) + r * row_bytes;
+    if (p.dtype == DType::kF32) {
+      p.out[r] = argmax_cpu(static_cast<const float*>(src), p.vocab_size);
+    } else {
+      convert_to_f32(src, p.dtype, p.vocab_size, row.data());
+      p.out[r] = argmax_cpu(row.data(), p.vocab_size);
+    }
+  }
+}
+
 int32_t sample_cpu(const float* logits, int64_t vocab_size, const SamplingConfig& config,
                    double uniform) {
   if (!(config.temperature > 0.0f)) return argmax_cpu(logits, vocab_size);

@@ -11,6 +11,7 @@ namespace roofline {
 
 void silu_mul_cpu(const SiluMulParams& p) {
   ROOFLINE_CHECK(p.num_tokens >= 0 && p.intermediate > 0);
+  ROOFLINE_CHECK_MSG(p.dtype == DType::kF32, "the CPU backend computes in f32");
   if (p.num_tokens == 0) return;
   ROOFLINE_CHECK(p.gate_up != nullptr && p.out != nullptr);
   const int64_t inter = p.intermediate;
@@ -18,9 +19,9 @@ void silu_mul_cpu(const SiluMulParams& p) {
   const int64_t min_chunk = std::max<int64_t>(1, 8192 / inter);
   ThreadPool::global().parallel_for(p.num_tokens, min_chunk, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
-      const float* gate = p.gate_up + t * 2 * inter;
+      const float* gate = static_cast<const float*>(p.gate_up) + t * 2 * inter;
       const float* up = gate + inter;
-      float* out = p.out + t * inter;
+      float* out = static_cast<float*>(p.out) + t * inter;
       for (int64_t i = 0; i < inter; ++i) {
         const float g = gate[i];
         // For very negative g, exp(-g) overflows to inf and the quotient is -0, the right limit.

@@ -1,0 +1,172 @@
+// paged_attention_cuda benchmark, Llama-3-8B attention (32 q / 8 kv heads, head_dim 128, pages of
+// 16 scattered over the cache): decode of B ∈ {1, 8, 64} sequences × L ∈ {512, 4096} cached tokens
+// as K+V bytes read / time beside the 4.28 TB/s copy ceiling (decode is memory bound), and a causal
+// prefill of 2048 tokens as TFLOP/s beside the 783 TFLOP/s bf16 GEMM ceiling (FLOPs counted over
+// the attended (query, key) pairs only: 4·head_dim·num_heads per pair). Baselines for the kernels
+// of later issues, not targets.
+// Method: 16 back-to-back launches per sample, each on the next of `rotation_count` copies of the
+// caches so L2 does not serve K/V; median of 50 samples after warm-up.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/cuda_check.h"
+#include "ops/attention/attention.h"
+#include "ops/attention/attention_shapes.h"
+#include "ops/testing/gpu_bench_util.h"
+
+namespace roofline {
+namespace {
+
+constexpr int kLaunchesPerSample = 16;
+
+// bf16 values in [-1, 1) from a 64-bit LCG: fast enough for gigabytes of cache.
+std::vector<uint16_t> random_bf16(int64_t n, uint64_t seed) {
+  std::vector<uint16_t> v(static_cast<size_t>(n));
+  uint64_t state = seed * 6364136223846793005ull + 1442695040888963407ull;
+  for (auto& x : v) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const float f = static_cast<float>(state >> 40) * (2.0f / 16777216.0f) - 1.0f;
+    x = f32_to_bf16_bits(f);
+  }
+  return v;
+}
+
+struct DeviceMemory {
+  void* ptr = nullptr;
+  explicit DeviceMemory(size_t bytes) {
+    ROOFLINE_CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(bytes, 1)));
+  }
+  ~DeviceMemory() { cudaFree(ptr); }
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+  template <typename T>
+  static std::unique_ptr<DeviceMemory> from_host(const std::vector<T>& v) {
+    auto m = std::make_unique<DeviceMemory>(v.size() * sizeof(T));
+    ROOFLINE_CUDA_CHECK(cudaMemcpy(m->ptr, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+    return m;
+  }
+};
+
+// Median ms of one launch over the shape, its pages scattered, its K/V rotated over copies.
+// kv_bytes receives the compulsory K+V bytes of one launch.
+double time_attention(const AttentionShape& shape, cudaStream_t stream, double* kv_bytes) {
+  const int64_t slot_elems = shape.num_kv_heads * shape.head_dim;
+  int64_t pages = 0, num_tokens = 0, max_pages = 0, context = 0;
+  for (const auto& s : shape.seqs) {
+    pages += pages_for(s.seq_len, shape.block_size);
+    max_pages = std::max(max_pages, pages_for(s.seq_len, shape.block_size));
+    num_tokens += s.q_len;
+    context += s.seq_len;
+  }
+  *kv_bytes = 2.0 * static_cast<double>(context * slot_elems) * 2;
+  const int64_t num_blocks = pages;
+  std::vector<int32_t> order(static_cast<size_t>(num_blocks));
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937 rng(1);
+  std::shuffle(order.begin(), order.end(), rng);  // pages scattered, as a running server's are
+  std::vector<int32_t> tables(shape.seqs.size() * static_cast<size_t>(max_pages), -1);
+  std::vector<int32_t> seq_lens, query_start{0};
+  size_t next = 0;
+  for (size_t s = 0; s < shape.seqs.size(); ++s) {
+    for (int64_t pg = 0; pg < pages_for(shape.seqs[s].seq_len, shape.block_size); ++pg)
+      tables[s * static_cast<size_t>(max_pages) + static_cast<size_t>(pg)] = order[next++];
+    seq_lens.push_back(static_cast<int32_t>(shape.seqs[s].seq_len));
+    query_start.push_back(query_start.back() + static_cast<int32_t>(shape.seqs[s].q_len));
+  }
+  const auto tables_d = DeviceMemory::from_host(tables);
+  const auto seq_lens_d = DeviceMemory::from_host(seq_lens);
+  const auto query_start_d = DeviceMemory::from_host(query_start);
+  const auto q_d =
+      DeviceMemory::from_host(random_bf16(num_tokens * shape.num_heads * shape.head_dim, 3));
+  DeviceMemory out_d(static_cast<size_t>(num_tokens * shape.num_heads * shape.head_dim) * 2);
+
+  const int64_t cache_elems = num_blocks * shape.block_size * slot_elems;
+  const std::vector<uint16_t> k_host = random_bf16(cache_elems, 4);
+  const std::vector<uint16_t> v_host = random_bf16(cache_elems, 5);
+  const int copies = bench::rotation_count(static_cast<size_t>(*kv_bytes));
+  std::vector<std::unique_ptr<DeviceMemory>> k_copies, v_copies;
+  for (int c = 0; c < copies; ++c) {
+    k_copies.push_back(DeviceMemory::from_host(k_host));
+    v_copies.push_back(DeviceMemory::from_host(v_host));
+  }
+
+  PagedAttentionParams p;
+  p.q = q_d->ptr;
+  p.block_tables = static_cast<const int32_t*>(tables_d->ptr);
+  p.seq_lens = static_cast<const int32_t*>(seq_lens_d->ptr);
+  p.query_start = static_cast<const int32_t*>(query_start_d->ptr);
+  p.out = out_d.ptr;
+  p.dtype = DType::kBF16;
+  p.kv_dtype = DType::kBF16;
+  p.num_seqs = static_cast<int64_t>(shape.seqs.size());
+  p.num_tokens = num_tokens;
+  p.num_heads = shape.num_heads;
+  p.num_kv_heads = shape.num_kv_heads;
+  p.head_dim = shape.head_dim;
+  p.block_size = shape.block_size;
+  p.max_blocks_per_seq = max_pages;
+  p.num_blocks = num_blocks;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+  p.sliding_window = shape.sliding_window;
+  int launch = 0;
+  const double ms = bench::median_ms(
+      [&](int) {
+        for (int i = 0; i < kLaunchesPerSample; ++i, ++launch) {
+          p.k_cache = k_copies[static_cast<size_t>(launch % copies)]->ptr;
+          p.v_cache = v_copies[static_cast<size_t>(launch % copies)]->ptr;
+          paged_attention_cuda(p, stream);
+        }
+      },
+      3, 50, stream);
+  return ms / kLaunchesPerSample;
+}
+
+int run() {
+  cudaStream_t stream;
+  ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  std::printf("decode (bandwidth = K+V bytes read / time):\n");
+  for (const int64_t batch : kAttentionCudaBenchBatches) {
+    for (const int64_t seq_len : kAttentionCudaBenchSeqLens) {
+      const AttentionShape shape = attention_cuda_decode_bench_shape(batch, seq_len);
+      double kv_bytes = 0;
+      const double ms = time_attention(shape, stream, &kv_bytes);
+      const std::string name =
+          "decode 32/8 heads d128 B=" + std::to_string(batch) + " L=" + std::to_string(seq_len);
+      bench::print_bandwidth(name.c_str(), ms, kv_bytes);
+    }
+  }
+  std::printf("prefill (causal; FLOPs over attended pairs):\n");
+  {
+    const int64_t len = kAttentionCudaBenchPrefillLen;
+    const AttentionShape shape = attention_cuda_prefill_bench_shape(len);
+    double kv_bytes = 0;
+    const double ms = time_attention(shape, stream, &kv_bytes);
+    const double pairs = static_cast<double>(len) * static_cast<double>(len + 1) / 2.0;
+    const double flops = 4.0 * pairs * static_cast<double>(shape.head_dim * shape.num_heads);
+    const std::string name = "prefill 32/8 heads d128 L=" + std::to_string(len);
+    bench::print_flops(name.c_str(), ms, flops);
+  }
+  ROOFLINE_CUDA_CHECK(cudaStreamDestroy(stream));
+  return 0;
+}
+
+}  // namespace
+}  // namespace roofline
+
+int main() {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("attention_cuda_bench: no CUDA device on this machine, nothing to time\n");
+    return 0;
+  }
+  return roofline::run();
+}

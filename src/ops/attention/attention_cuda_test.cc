@@ -1,0 +1,293 @@
+// paged_attention_cuda on every element, over attention_cuda_test_shapes() (contexts 1 … 4097,
+// mixed decode / prefill / chunked-prefill batches, GQA 1 … 40, block sizes 16, 5 and 1, sliding
+// windows, head_dim 32 … 256), with scattered block tables, NaN in every cache slot no sequence
+// owns and a poisoned output (with a guard region past its end that must stay untouched):
+// - against the CPU twin run on the same bf16 inputs: |cuda - cpu| <= 2^-8·|cpu| + 5e-5 (the
+//   kernel's single bf16 rounding of its f32 result, plus f32 order differences);
+// - per STYLE.md, against fp64 attention on the same inputs: max|cuda - fp64| must stay within
+//   2× max|naive_bf16 - fp64| (+ 1e-5), where naive_bf16 is an unfused bf16 implementation
+//   (torch eager's: q·kᵀ and its scaling rounded to bf16, softmax in f32 rounded to bf16,
+//   probabilities · v accumulated in f32 and rounded to bf16).
+// Plus: a warmed-up launch captures into a CUDA graph and replays to the same result.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "ops/attention/attention.h"
+#include "ops/attention/attention_shapes.h"
+#include "ops/testing/gpu_test_util.h"
+#include "ops/testing/op_test_util.h"
+
+namespace roofline {
+namespace {
+
+using testing::all_close;
+using testing::DeviceBuffer;
+using testing::make_rng;
+using testing::random_vector;
+using testing::round_to_bf16;
+using testing::to_bf16;
+
+constexpr double kTwinRtol = 1.0 / 256.0;  // one rounding to bf16 (8 significant bits)
+// f32 order differences between the twins: online softmax vs normalise-first, ~sqrt(context)·2^-24
+// random walks on outputs of size <= 1: ~4e-6 at 4097 keys; 5e-5 leaves a 12× margin.
+constexpr double kTwinAtol = 5e-5;
+constexpr double kNaiveFactor = 2.0;
+constexpr double kNaiveFloor = 1e-5;   // where both errors are ~0 (a single attended key)
+constexpr int64_t kGuardElems = 1024;  // past the output's end: must stay poisoned
+constexpr uint16_t kPoisonBits = 0xffff;
+
+float bf16_round(float v) { return bf16_bits_to_f32(f32_to_bf16_bits(v)); }
+
+// The logical contents of a batch, already rounded to bf16 values.
+struct Logical {
+  std::vector<float> q;                  // [num_tokens, num_heads, head_dim]
+  std::vector<std::vector<float>> k, v;  // per sequence: [seq_len, num_kv_heads, head_dim]
+};
+
+int64_t num_tokens(const AttentionShape& shape) {
+  int64_t n = 0;
+  for (const auto& s : shape.seqs) n += s.q_len;
+  return n;
+}
+
+// q in [-3, 3] makes the softmax peaked enough that a wrong key shows; K/V in [-1, 1].
+Logical make_logical(const AttentionShape& shape, std::mt19937_64& rng) {
+  Logical l;
+  l.q = round_to_bf16(
+      random_vector(num_tokens(shape) * shape.num_heads * shape.head_dim, rng, -3.0f, 3.0f));
+  for (const auto& s : shape.seqs) {
+    l.k.push_back(
+        round_to_bf16(random_vector(s.seq_len * shape.num_kv_heads * shape.head_dim, rng)));
+    l.v.push_back(
+        round_to_bf16(random_vector(s.seq_len * shape.num_kv_heads * shape.head_dim, rng)));
+  }
+  return l;
+}
+
+std::vector<int32_t> shuffled_order(const AttentionShape& shape, std::mt19937_64& rng) {
+  std::vector<int32_t> order(static_cast<size_t>(attention_num_blocks(shape)));
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  return order;
+}
+
+// fp64 attention and the naive bf16 implementation, on the logical layout.
+struct References {
+  std::vector<double> exact;
+  std::vector<float> naive_bf16;
+};
+
+References reference_attention(const AttentionShape& shape, const Logical& l) {
+  const int64_t d = shape.head_dim;
+  const int64_t group = shape.num_heads / shape.num_kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));  // the f32 scale the op is given
+  References r;
+  r.exact.resize(l.q.size());
+  r.naive_bf16.resize(l.q.size());
+  // Each query token's sequence and position.
+  std::vector<int64_t> token_seq, token_pos;
+  for (size_t s = 0; s < shape.seqs.size(); ++s) {
+    for (int64_t j = 0; j < shape.seqs[s].q_len; ++j) {
+      token_seq.push_back(static_cast<int64_t>(s));
+      token_pos.push_back(shape.seqs[s].seq_len - shape.seqs[s].q_len + j);
+    }
+  }
+  const int64_t items = static_cast<int64_t>(token_seq.size()) * shape.num_heads;
+  ThreadPool::global().parallel_for(items, 4, [&](int64_t begin, int64_t end) {
+    std::vector<double> w;
+    std::vector<float> s_bf16;
+    std::vector<int64_t> keys;
+    std::vector<double> acc(static_cast<size_t>(d));
+    std::vector<float> acc32(static_cast<size_t>(d));
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t t = item / shape.num_heads;
+      const int64_t h = item % shape.num_heads;
+      const size_t s = static_cast<size_t>(token_seq[static_cast<size_t>(t)]);
+      const int64_t pos = token_pos[static_cast<size_t>(t)];
+      const int64_t kvh = h / group;
+      const float* q = l.q.data() + (t * shape.num_heads + h) * d;
+      w.clear();
+      s_bf16.clear();
+      keys.clear();
+      for (int64_t key = 0; key <= pos; ++key) {
+        if (shape.sliding_window > 0 && pos - key >= shape.sliding_window) continue;
+        const float* k = l.k[s].data() + (key * shape.num_kv_heads + kvh) * d;
+        double dot = 0.0;
+        float dot32 = 0.0f;
+        for (int64_t c = 0; c < d; ++c) {
+          dot += static_cast<double>(q[c]) * k[c];
+          dot32 += q[c] * k[c];
+        }
+        w.push_back(dot * scale);
+        s_bf16.push_back(bf16_round(bf16_round(dot32) * scale));  // matmul, then scaling, in bf16
+        keys.push_back(key);
+      }
+      // fp64.
+      const double max = *std::max_element(w.begin(), w.end());
+      double sum = 0.0;
+      for (double& x : w) sum += (x = std::exp(x - max));
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (size_t i = 0; i < keys.size(); ++i) {
+        const float* v = l.v[s].data() + (keys[i] * shape.num_kv_heads + kvh) * d;
+        for (int64_t c = 0; c < d; ++c) acc[static_cast<size_t>(c)] += w[i] / sum * v[c];
+      }
+      // Naive bf16: softmax in f32 on bf16 scores, probabilities rounded to bf16, f32 P·V.
+      const float max32 = *std::max_element(s_bf16.begin(), s_bf16.end());
+      float sum32 = 0.0f;
+      for (float& x : s_bf16) sum32 += (x = std::exp(x - max32));
+      std::fill(acc32.begin(), acc32.end(), 0.0f);
+      for (size_t i = 0; i < keys.size(); ++i) {
+        const float prob = bf16_round(s_bf16[i] / sum32);
+        const float* v = l.v[s].data() + (keys[i] * shape.num_kv_heads + kvh) * d;
+        for (int64_t c = 0; c < d; ++c) acc32[static_cast<size_t>(c)] += prob * v[c];
+      }
+      const int64_t o = (t * shape.num_heads + h) * d;
+      for (int64_t c = 0; c < d; ++c) {
+        r.exact[static_cast<size_t>(o + c)] = acc[static_cast<size_t>(c)];
+        r.naive_bf16[static_cast<size_t>(o + c)] = bf16_round(acc32[static_cast<size_t>(c)]);
+      }
+    }
+  });
+  return r;
+}
+
+// The batch on the device, in bf16, with an output buffer (and guard) poisoned.
+struct DeviceBatch {
+  DeviceBuffer q, k_cache, v_cache, block_tables, seq_lens, query_start, out;
+  int64_t out_elems = 0;
+
+  explicit DeviceBatch(const PagedBatch& b)
+      : q(DeviceBuffer::from_host(to_bf16(b.q))),
+        k_cache(DeviceBuffer::from_host(to_bf16(b.k_cache))),  // NaN slots stay NaN
+        v_cache(DeviceBuffer::from_host(to_bf16(b.v_cache))),
+        block_tables(DeviceBuffer::from_host(b.block_tables)),
+        seq_lens(DeviceBuffer::from_host(b.seq_lens)),
+        query_start(DeviceBuffer::from_host(b.query_start)),
+        out((b.q.size() + kGuardElems) * 2),
+        out_elems(static_cast<int64_t>(b.q.size())) {
+    out.poison();
+  }
+
+  PagedAttentionParams params(const AttentionShape& shape, const PagedBatch& b) const {
+    PagedAttentionParams p = b.params(shape, nullptr);
+    p.q = q.get();
+    p.k_cache = k_cache.get();
+    p.v_cache = v_cache.get();
+    p.block_tables = block_tables.get<int32_t>();
+    p.seq_lens = seq_lens.get<int32_t>();
+    p.query_start = query_start.get<int32_t>();
+    p.out = out.get();
+    p.dtype = DType::kBF16;
+    p.kv_dtype = DType::kBF16;
+    return p;
+  }
+
+  // The output as f32; fails when the guard past its end was written.
+  ::testing::AssertionResult download(std::vector<float>* result) const {
+    const auto bits = out.to_host<uint16_t>();
+    for (size_t i = static_cast<size_t>(out_elems); i < bits.size(); ++i) {
+      if (bits[i] != kPoisonBits) {
+        return ::testing::AssertionFailure()
+               << "guard element " << i - static_cast<size_t>(out_elems)
+               << " past the output was written";
+      }
+    }
+    result->resize(static_cast<size_t>(out_elems));
+    for (size_t i = 0; i < result->size(); ++i) (*result)[i] = bf16_bits_to_f32(bits[i]);
+    return ::testing::AssertionSuccess();
+  }
+};
+
+std::vector<float> run_cpu_twin(const AttentionShape& shape, const PagedBatch& batch) {
+  std::vector<float> out(batch.q.size());
+  testing::poison(out);
+  paged_attention_cpu(batch.params(shape, out.data()));
+  return out;
+}
+
+template <typename T>
+double max_abs_error(const std::vector<T>& got, const std::vector<double>& exact) {
+  double worst = 0.0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double e = std::fabs(static_cast<double>(got[i]) - exact[i]);
+    if (!(e <= worst)) worst = e;  // NaN propagates as the worst error
+  }
+  return worst;
+}
+
+std::string describe(const AttentionShape& shape) {
+  std::string s = "seqs";
+  for (const auto& q : shape.seqs)
+    s += " (" + std::to_string(q.seq_len) + ", " + std::to_string(q.q_len) + ")";
+  return s + ", heads " + std::to_string(shape.num_heads) + "/" +
+         std::to_string(shape.num_kv_heads) + ", head_dim " + std::to_string(shape.head_dim) +
+         ", block " + std::to_string(shape.block_size) + ", window " +
+         std::to_string(shape.sliding_window);
+}
+
+class AttentionCudaTest : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(AttentionCudaTest, MatchesCpuTwinAndStaysWithinTwiceNaiveBf16Error) {
+  ROOFLINE_SKIP_WITHOUT_GPU();
+  const AttentionShape shape = attention_cuda_test_shapes()[GetParam()];
+  SCOPED_TRACE(describe(shape));
+  auto rng = make_rng(GetParam());
+  const Logical l = make_logical(shape, rng);
+  const PagedBatch batch = build_paged_batch(shape, l.q, l.k, l.v, shuffled_order(shape, rng));
+
+  const DeviceBatch dev(batch);
+  paged_attention_cuda(dev.params(shape, batch), nullptr);
+  std::vector<float> got;
+  ASSERT_TRUE(dev.download(&got));
+
+  EXPECT_TRUE(all_close(got, run_cpu_twin(shape, batch), kTwinAtol, kTwinRtol));
+
+  const References ref = reference_attention(shape, l);
+  const double cuda_error = max_abs_error(got, ref.exact);
+  const double naive_error = max_abs_error(ref.naive_bf16, ref.exact);
+  EXPECT_LE(cuda_error, kNaiveFactor * naive_error + kNaiveFloor)
+      << "max |cuda - fp64| " << cuda_error << " vs max |naive bf16 - fp64| " << naive_error << "; "
+      << testing::seed_note();
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionCudaTest,
+                         ::testing::Range(size_t{0}, attention_cuda_test_shapes().size()));
+
+TEST(AttentionCudaGraphTest, WarmedUpLaunchCapturesAndReplays) {
+  ROOFLINE_SKIP_WITHOUT_GPU();
+  const AttentionShape shape{{{17, 1}, {255, 40}, {1000, 1}}, 28, 4, 128, 16, 0};
+  auto rng = make_rng(1234);
+  const Logical l = make_logical(shape, rng);
+  const PagedBatch batch = build_paged_batch(shape, l.q, l.k, l.v, shuffled_order(shape, rng));
+  DeviceBatch dev(batch);
+  cudaStream_t stream;
+  ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  paged_attention_cuda(dev.params(shape, batch), stream);  // warm-up: per-kernel attributes
+  ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
+
+  cudaGraph_t graph;
+  ROOFLINE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  paged_attention_cuda(dev.params(shape, batch), stream);
+  ROOFLINE_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  ROOFLINE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  dev.out.poison();
+  ROOFLINE_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<float> got;
+  ASSERT_TRUE(dev.download(&got));
+  EXPECT_TRUE(all_close(got, run_cpu_twin(shape, batch), kTwinAtol, kTwinRtol));
+  ROOFLINE_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  ROOFLINE_CUDA_CHECK(cudaGraphDestroy(graph));
+  ROOFLINE_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+}  // namespace
+}  // namespace roofline

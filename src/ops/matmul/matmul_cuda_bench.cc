@@ -1,0 +1,133 @@
+// matmul_cuda benchmark (cuBLASLt, bf16): Llama-3-8B's decode GEMMs at m = 1, 8, 32, 64 as weight
+// bandwidth (weight bytes / time, the memory-bound ceiling) beside the 4.28 TB/s copy ceiling, and
+// one prefill of m = 8192 tokens per weight as TFLOP/s beside the 783 TFLOP/s bf16 GEMM ceiling.
+// Method (as HARDWARE.md's cuBLAS table): 16 back-to-back calls captured in one CUDA graph (launch
+// latency excluded), each on the next of `rotation_count` weight copies so L2 does not serve the
+// weights; median of 50 graph launches after warm-up.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/cuda_check.h"
+#include "ops/matmul/matmul.h"
+#include "ops/matmul/matmul_shapes.h"
+#include "ops/testing/gpu_bench_util.h"
+
+namespace roofline {
+namespace {
+
+constexpr int kCallsPerGraph = 16;
+
+// bf16 values in [-1, 1) from a 64-bit LCG: fast enough for gigabytes of weights.
+std::vector<uint16_t> random_bf16(int64_t n, uint64_t seed) {
+  std::vector<uint16_t> v(static_cast<size_t>(n));
+  uint64_t state = seed * 6364136223846793005ull + 1442695040888963407ull;
+  for (auto& x : v) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const float f = static_cast<float>(state >> 40) * (2.0f / 16777216.0f) - 1.0f;
+    x = f32_to_bf16_bits(f);
+  }
+  return v;
+}
+
+struct DeviceMemory {
+  void* ptr = nullptr;
+  explicit DeviceMemory(size_t bytes) { ROOFLINE_CUDA_CHECK(cudaMalloc(&ptr, bytes)); }
+  ~DeviceMemory() { cudaFree(ptr); }
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+};
+
+// Median ms of one call of y[m, n] = x · Wᵀ, over weight copies rotated call by call.
+double time_matmul(MatmulCudaContext& ctx, cudaStream_t stream, int64_t m, int64_t n, int64_t k,
+                   const std::vector<const DeviceMemory*>& weights) {
+  const std::vector<uint16_t> x_host = random_bf16(m * k, 11);
+  DeviceMemory x(x_host.size() * 2);
+  ROOFLINE_CUDA_CHECK(cudaMemcpy(x.ptr, x_host.data(), x_host.size() * 2, cudaMemcpyHostToDevice));
+  DeviceMemory y(static_cast<size_t>(m * n) * 2);
+  MatmulParams p;
+  p.x = x.ptr;
+  p.w_dtype = DType::kBF16;
+  p.y = y.ptr;
+  p.dtype = DType::kBF16;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.y_row_stride = n;
+  auto call = [&](int i) {
+    p.w = weights[static_cast<size_t>(i) % weights.size()]->ptr;
+    matmul_cuda(p, ctx, stream);
+  };
+  for (size_t i = 0; i < weights.size(); ++i) call(static_cast<int>(i));  // choose the algorithm
+  ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
+
+  cudaGraph_t graph;
+  ROOFLINE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  for (int i = 0; i < kCallsPerGraph; ++i) call(i);
+  ROOFLINE_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  ROOFLINE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  const double ms = bench::median_ms(
+      [&](int) { ROOFLINE_CUDA_CHECK(cudaGraphLaunch(exec, stream)); }, 5, 50, stream);
+  ROOFLINE_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  ROOFLINE_CUDA_CHECK(cudaGraphDestroy(graph));
+  return ms / kCallsPerGraph;
+}
+
+int run() {
+  auto ctx = MatmulCudaContext::create();
+  cudaStream_t stream;
+  ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+
+  std::printf("decode GEMMs (bandwidth = weight bytes / time):\n");
+  for (const auto& w : kLlama3_8bWeights) {
+    const size_t weight_bytes = static_cast<size_t>(w.n * w.k) * 2;
+    const std::vector<uint16_t> host = random_bf16(w.n * w.k, 1);
+    std::vector<std::unique_ptr<DeviceMemory>> copies;
+    std::vector<const DeviceMemory*> ptrs;
+    for (int c = 0; c < bench::rotation_count(weight_bytes); ++c) {
+      copies.push_back(std::make_unique<DeviceMemory>(weight_bytes));
+      ROOFLINE_CUDA_CHECK(
+          cudaMemcpy(copies.back()->ptr, host.data(), weight_bytes, cudaMemcpyHostToDevice));
+      ptrs.push_back(copies.back().get());
+    }
+    for (const int64_t m : kMatmulCudaBenchDecodeMs) {
+      const double ms = time_matmul(*ctx, stream, m, w.n, w.k, ptrs);
+      const std::string name = std::string(w.name) + " " + std::to_string(w.n) + "x" +
+                               std::to_string(w.k) + " m=" + std::to_string(m);
+      bench::print_bandwidth(name.c_str(), ms, static_cast<double>(weight_bytes));
+    }
+  }
+
+  std::printf("prefill GEMMs (m = %lld):\n", static_cast<long long>(kMatmulCudaBenchPrefillM));
+  for (const auto& w : kLlama3_8bWeights) {
+    const int64_t m = kMatmulCudaBenchPrefillM;
+    const std::vector<uint16_t> host = random_bf16(w.n * w.k, 2);
+    DeviceMemory weight(host.size() * 2);
+    ROOFLINE_CUDA_CHECK(
+        cudaMemcpy(weight.ptr, host.data(), host.size() * 2, cudaMemcpyHostToDevice));
+    // Compute bound: one weight copy (the x and y of 8192 tokens dwarf L2 anyway).
+    const double ms = time_matmul(*ctx, stream, m, w.n, w.k, {&weight});
+    const std::string name = std::string(w.name) + " " + std::to_string(w.n) + "x" +
+                             std::to_string(w.k) + " m=" + std::to_string(m);
+    bench::print_flops(name.c_str(), ms, 2.0 * static_cast<double>(m) * w.n * w.k);
+  }
+  ROOFLINE_CUDA_CHECK(cudaStreamDestroy(stream));
+  return 0;
+}
+
+}  // namespace
+}  // namespace roofline
+
+int main() {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("matmul_cuda_bench: no CUDA device on this machine, nothing to time\n");
+    return 0;
+  }
+  return roofline::run();
+}

@@ -1,0 +1,61 @@
+// Backend: where a model's plans run. The CPU backend executes on host memory (weights used in
+// place from the mapped files); the CUDA backend uploads weights as bf16 (stacked weights merged so
+// q|k|v and gate|up are one GEMM each), keeps activations in bf16 and the KV cache on the device.
+// Both turn plan calls into op params through run_plan_call (plan_executor.h).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/tensor.h"
+#include "graph/graph.h"
+#include "graph/plan.h"
+#include "io/weight_store.h"
+#include "roofline/status.h"
+#include "runtime/kv_cache.h"
+#include "runtime/step_buffers.h"
+
+namespace roofline {
+
+struct BackendSetup {
+  KvCacheShape kv_shape;
+  int64_t workspace_bytes = 0;          // the largest plan's
+  std::vector<float> rope_inv_freq;     // [head_dim / 2]
+  int64_t max_tokens = 0;               // per step
+  int64_t max_seqs = 0;                 // per step
+  int64_t max_blocks_per_seq = 0;       // block-table width
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual DType activation_dtype() const = 0;
+  virtual DType kv_dtype() const = 0;
+  // Bytes one KV-cache token slot takes for one layer's K and V together.
+  int64_t kv_bytes_per_token_per_layer(int64_t num_kv_heads, int64_t head_dim) const {
+    return 2 * num_kv_heads * head_dim * dtype_size_bytes(kv_dtype());
+  }
+  // Free memory the KV cache may use (device memory after weights and workspace on the GPU).
+  virtual int64_t free_memory_bytes() const = 0;
+
+  // Makes the weights the graphs name available to plans.
+  virtual Status load_weights(const WeightStore& store, const std::vector<const Graph*>& graphs) = 0;
+  virtual StatusOr<TensorView> resolve_weight(const std::string& name) const = 0;
+  // Workspace, KV cache, rope table and step-input buffers.
+  virtual Status allocate(const BackendSetup& setup) = 0;
+  // Runs `plan` for `step`; its output (the logits) comes back as f32 rows. When call_ms is given
+  // it receives each call's time in milliseconds (synchronising after every call on the GPU).
+  virtual void execute(const Plan& plan, const StepBuffers& step, std::vector<float>* logits,
+                       std::vector<double>* call_ms) = 0;
+};
+
+std::unique_ptr<Backend> create_cpu_backend();
+// "cuda" or "cuda:N". Unimplemented in a CPU-only build, NotFound without a GPU.
+StatusOr<std::unique_ptr<Backend>> create_cuda_backend(const std::string& device);
+// "cpu", "cuda", "cuda:N".
+StatusOr<std::unique_ptr<Backend>> create_backend(const std::string& device);
+
+}  // namespace roofline

@@ -1,0 +1,325 @@
+// The CUDA backend: bf16 weights (uploaded once; stacked q|k|v and gate|up weights merged into one
+// matrix each so every projection is a single cuBLASLt GEMM), bf16 activations in one planned
+// workspace, a bf16 paged KV cache, and fixed device buffers for the per-step metadata — nothing is
+// allocated on the step path. Calls go through run_plan_call (plan_executor.h) to <op>_cuda.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "core/cuda_check.h"
+#include "core/log.h"
+#include "core/thread_pool.h"
+#include "runtime/backend.h"
+#include "runtime/dummy_weights.h"
+#include "runtime/plan_executor.h"
+
+namespace roofline {
+
+namespace {
+
+constexpr int64_t kAlign = 256;
+int64_t align_up(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+__global__ void fill_dummy_kernel(__nv_bfloat16* out, int64_t n, DummyTensor t) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = __float2bfloat16(dummy_value(t, i));
+}
+
+struct CudaKernels {
+  cudaStream_t stream;
+  MatmulCudaContext* matmul_ctx;
+  void embedding(const EmbeddingParams& p) { embedding_cuda(p, stream); }
+  void rms_norm(const RmsNormParams& p) { rms_norm_cuda(p, stream); }
+  void rms_norm_residual(const RmsNormResidualParams& p) { rms_norm_residual_cuda(p, stream); }
+  void add(const AddParams& p) { add_cuda(p, stream); }
+  void matmul(const MatmulParams& p) { matmul_cuda(p, *matmul_ctx, stream); }
+  void matmul_bias(const MatmulParams& p) { matmul_bias_cuda(p, *matmul_ctx, stream); }
+  void qkv_rope(const QkvRopeParams& p) { qkv_rope_cuda(p, stream); }
+  void attention(const PagedAttentionParams& p) { paged_attention_cuda(p, stream); }
+  void silu_mul(const SiluMulParams& p) { silu_mul_cuda(p, stream); }
+  void gather_rows(const GatherRowsParams& p) { gather_rows_cuda(p, stream); }
+};
+
+// A device allocation freed with the backend.
+struct DeviceMemory {
+  void* ptr = nullptr;
+  DeviceMemory() = default;
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+  ~DeviceMemory() {
+    if (ptr) cudaFree(ptr);
+  }
+  Status allocate(int64_t bytes, const char* what) {
+    if (bytes <= 0) bytes = kAlign;
+    cudaError_t err = cudaMalloc(&ptr, static_cast<size_t>(bytes));
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      ptr = nullptr;
+      size_t free_b = 0, total_b = 0;
+      cudaMemGetInfo(&free_b, &total_b);
+      return resource_exhausted(std::string("cannot allocate ") + std::to_string(bytes >> 20) +
+                                " MiB of GPU memory for the " + what + " (" +
+                                std::to_string(free_b >> 20) + " MiB free): lower --max-step-tokens or "
+                                "--kv-cache-tokens, or use a smaller model");
+    }
+    return ok_status();
+  }
+  template <typename T = uint8_t>
+  T* as() const {
+    return static_cast<T*>(ptr);
+  }
+};
+
+class CudaBackend final : public Backend {
+ public:
+  static StatusOr<std::unique_ptr<Backend>> create(int device) {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+      cudaGetLastError();
+      return not_found("--device cuda: no CUDA device is visible on this machine");
+    }
+    if (device >= count)
+      return invalid_argument("--device cuda:" + std::to_string(device) + ": only " +
+                              std::to_string(count) + " CUDA device(s) visible");
+    ROOFLINE_CUDA_CHECK(cudaSetDevice(device));
+    cudaDeviceProp prop{};
+    ROOFLINE_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    if (prop.major != 9)
+      return unimplemented(std::string("this roofline is built for sm_90a (Hopper); ") + prop.name +
+                           " is sm_" + std::to_string(prop.major) + std::to_string(prop.minor));
+    std::unique_ptr<CudaBackend> b(new CudaBackend());
+    b->device_ = device;
+    b->device_name_ = prop.name;
+    ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking));
+    b->matmul_ctx_ = MatmulCudaContext::create();
+    return std::unique_ptr<Backend>(std::move(b));
+  }
+
+  ~CudaBackend() override {
+    if (stream_) {
+      cudaStreamSynchronize(stream_);
+      cudaStreamDestroy(stream_);
+    }
+    if (pinned_) cudaFreeHost(pinned_);
+    for (auto& e : events_) cudaEventDestroy(e);
+  }
+
+  std::string name() const override { return "cuda:" + std::to_string(device_) + " (" + device_name_ + ")"; }
+  DType activation_dtype() const override { return DType::kBF16; }
+  DType kv_dtype() const override { return DType::kBF16; }
+  int64_t free_memory_bytes() const override {
+    size_t free_b = 0, total_b = 0;
+    ROOFLINE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    return static_cast<int64_t>(free_b);
+  }
+
+  Status load_weights(const WeightStore& store, const std::vector<const Graph*>& graphs) override {
+    // Groups of weights that one GEMM reads stacked along N (and their biases).
+    std::vector<std::vector<std::string>> groups;
+    std::set<std::vector<std::string>> seen;
+    for (const Graph* g : graphs) {
+      for (const Node& n : g->nodes()) {
+        if ((n.op != OpKind::kMatmul && n.op != OpKind::kMatmulBias) || n.attrs.num_weight_parts < 2) continue;
+        const int parts = static_cast<int>(n.attrs.num_weight_parts);
+        std::vector<std::string> w, b;
+        for (int i = 0; i < parts; ++i) w.push_back(g->value(n.inputs[1 + i]).weight_name);
+        if (n.op == OpKind::kMatmulBias)
+          for (int i = 0; i < parts; ++i) b.push_back(g->value(n.inputs[1 + parts + i]).weight_name);
+        for (auto* list : {&w, &b})
+          if (!list->empty() && seen.insert(*list).second) groups.push_back(*list);
+      }
+    }
+    // Lay out every weight in one allocation: grouped parts back to back, the rest after.
+    std::map<std::string, bool> placed;
+    std::vector<std::pair<std::string, TensorView>> order;
+    int64_t total = 0;
+    auto place = [&](const std::string& name, bool aligned) -> Status {
+      ROOFLINE_ASSIGN_OR_RETURN(TensorView v, store.get(name));
+      if (!is_float_dtype(v.dtype))
+        return invalid_argument("weight '" + name + "' has dtype " + dtype_name(v.dtype) +
+                                "; the CUDA backend needs f32, f16 or bf16");
+      if (aligned) total = align_up(total);
+      offsets_[name] = total;
+      total += v.numel() * 2;
+      order.emplace_back(name, v);
+      placed[name] = true;
+      return ok_status();
+    };
+    for (const auto& group : groups)
+      for (size_t i = 0; i < group.size(); ++i) ROOFLINE_RETURN_IF_ERROR(place(group[i], i == 0));
+    for (const std::string& name : store.names())
+      if (!placed.count(name)) ROOFLINE_RETURN_IF_ERROR(place(name, true));
+    ROOFLINE_RETURN_IF_ERROR(weights_.allocate(align_up(total), "model weights"));
+    weight_bytes_ = total;
+
+    // Upload: bf16 straight from the mapped file, other float types converted on the host in
+    // chunks, dummy weights generated on the device.
+    std::vector<uint16_t> staging;
+    for (const auto& [name, v] : order) {
+      uint8_t* dst = weights_.as() + offsets_[name];
+      const int64_t n = v.numel();
+      views_[name] = TensorView{dst, DType::kBF16, v.shape};
+      if (!v.data) {
+        const DummyTensor t = dummy_tensor(name, v.shape.rank, v.shape[v.shape.rank - 1]);
+        fill_dummy_kernel<<<1024, 256, 0, stream_>>>(reinterpret_cast<__nv_bfloat16*>(dst), n, t);
+        ROOFLINE_CUDA_LAUNCH_CHECK(stream_);
+        continue;
+      }
+      if (v.dtype == DType::kBF16) {
+        ROOFLINE_CUDA_CHECK(cudaMemcpy(dst, v.data, static_cast<size_t>(n * 2), cudaMemcpyHostToDevice));
+        continue;
+      }
+      staging.resize(static_cast<size_t>(n));
+      ThreadPool::global().parallel_for(n, 1 << 16, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) staging[i] = f32_to_bf16_bits(load_as_f32(v.data, v.dtype, i));
+      });
+      ROOFLINE_CUDA_CHECK(cudaMemcpy(dst, staging.data(), static_cast<size_t>(n * 2), cudaMemcpyHostToDevice));
+    }
+    ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return ok_status();
+  }
+
+  StatusOr<TensorView> resolve_weight(const std::string& name) const override {
+    auto it = views_.find(name);
+    if (it == views_.end()) return not_found("weight '" + name + "' was not uploaded to the GPU");
+    return it->second;
+  }
+
+  Status allocate(const BackendSetup& s) override {
+    setup_ = s;
+    ROOFLINE_RETURN_IF_ERROR(workspace_.allocate(s.workspace_bytes, "activation workspace"));
+    const int64_t layer_elems = s.kv_shape.elements_per_layer();
+    ROOFLINE_RETURN_IF_ERROR(kv_.allocate(2 * s.kv_shape.num_layers * layer_elems * 2, "KV cache"));
+    // NaN everywhere: a read of a slot nothing wrote shows up in the logits.
+    ROOFLINE_CUDA_CHECK(cudaMemsetAsync(kv_.ptr, 0xff, static_cast<size_t>(2 * s.kv_shape.num_layers * layer_elems * 2), stream_));
+    ctx_.k_cache.clear();
+    ctx_.v_cache.clear();
+    for (int64_t l = 0; l < s.kv_shape.num_layers; ++l) {
+      ctx_.k_cache.push_back(kv_.as() + (2 * l) * layer_elems * 2);
+      ctx_.v_cache.push_back(kv_.as() + (2 * l + 1) * layer_elems * 2);
+    }
+    ROOFLINE_RETURN_IF_ERROR(rope_.allocate(static_cast<int64_t>(s.rope_inv_freq.size() * 4), "rope table"));
+    ROOFLINE_CUDA_CHECK(cudaMemcpy(rope_.ptr, s.rope_inv_freq.data(), s.rope_inv_freq.size() * 4, cudaMemcpyHostToDevice));
+
+    // Step inputs: one device region and one pinned host region with the same layout, so a step
+    // uploads all its metadata in one copy.
+    const int64_t T = s.max_tokens, B = s.max_seqs, W = s.max_blocks_per_seq;
+    const int64_t sizes[kNumStepInputs] = {T * 4, T * 4, T * 8, B * W * 4, B * 4, (B + 1) * 4, B * 4};
+    int64_t off = 0;
+    for (int i = 0; i < kNumStepInputs; ++i) {
+      input_offsets_[i] = off;
+      off = align_up(off + sizes[i]);
+    }
+    input_bytes_ = off;
+    ROOFLINE_RETURN_IF_ERROR(inputs_.allocate(input_bytes_, "step inputs"));
+    pinned_bytes_ = input_bytes_;
+    ROOFLINE_CUDA_CHECK(cudaMallocHost(&pinned_, static_cast<size_t>(pinned_bytes_)));
+
+    ctx_.workspace = workspace_.as();
+    ctx_.act_dtype = DType::kBF16;
+    ctx_.kv_dtype = DType::kBF16;
+    ctx_.kv_shape = s.kv_shape;
+    ctx_.rope_inv_freq = rope_.as<float>();
+    for (int i = 0; i < kNumStepInputs; ++i) ctx_.step_inputs[static_cast<size_t>(i)] = inputs_.as() + input_offsets_[i];
+    ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    ROOFLINE_LOG(kInfo, "cuda: weights " << (weight_bytes_ >> 20) << " MiB, workspace "
+                                         << (s.workspace_bytes >> 20) << " MiB, KV cache "
+                                         << ((2 * s.kv_shape.num_layers * layer_elems * 2) >> 20) << " MiB");
+    return ok_status();
+  }
+
+  void execute(const Plan& plan, const StepBuffers& step, std::vector<float>* logits,
+               std::vector<double>* call_ms) override {
+    ROOFLINE_CHECK(step.num_tokens <= setup_.max_tokens && step.num_seqs <= setup_.max_seqs &&
+                   step.block_table_width <= setup_.max_blocks_per_seq);
+    // Pack the step's metadata into the pinned region and upload it in one copy.
+    auto* host = static_cast<uint8_t*>(pinned_);
+    const size_t counts[kNumStepInputs] = {
+        step.token_ids.size() * 4, step.positions.size() * 4, step.slot_mapping.size() * 8,
+        step.block_tables.size() * 4, step.seq_lens.size() * 4, step.query_start.size() * 4,
+        step.last_token_index.size() * 4};
+    for (int i = 0; i < kNumStepInputs; ++i)
+      if (counts[i]) std::memcpy(host + input_offsets_[i], step.data(i), counts[i]);
+    ROOFLINE_CUDA_CHECK(cudaMemcpyAsync(inputs_.ptr, pinned_, static_cast<size_t>(input_bytes_),
+                                        cudaMemcpyHostToDevice, stream_));
+    ctx_.num_tokens = step.num_tokens;
+    ctx_.num_seqs = step.num_seqs;
+    ctx_.block_table_width = step.block_table_width;
+    CudaKernels k{stream_, matmul_ctx_.get()};
+    if (call_ms) {
+      while (events_.size() < plan.calls.size() + 1) {
+        cudaEvent_t e;
+        ROOFLINE_CUDA_CHECK(cudaEventCreate(&e));
+        events_.push_back(e);
+      }
+      ROOFLINE_CUDA_CHECK(cudaEventRecord(events_[0], stream_));
+    }
+    for (size_t i = 0; i < plan.calls.size(); ++i) {
+      run_plan_call(plan.calls[i], ctx_, k);
+      if (call_ms) ROOFLINE_CUDA_CHECK(cudaEventRecord(events_[i + 1], stream_));
+    }
+    // Logits: the bf16 rows come back into the front half of the f32 vector, which is then
+    // widened in place from the back (element i's f32 bytes only cover bf16 elements >= i, which
+    // are already converted), so no extra device or pinned buffer is needed.
+    const BufferRef& out = plan.outputs[0];
+    const int64_t n = out.shape[0].eval(step.num_tokens, step.num_seqs) *
+                      out.shape[1].eval(step.num_tokens, step.num_seqs);
+    logits->resize(static_cast<size_t>(n));
+    ROOFLINE_CUDA_CHECK(cudaMemcpyAsync(logits->data(), workspace_.as() + out.offset_bytes,
+                                        static_cast<size_t>(n * 2), cudaMemcpyDeviceToHost, stream_));
+    ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    auto* raw = reinterpret_cast<uint8_t*>(logits->data());
+    for (int64_t i = n - 1; i >= 0; --i) {
+      uint16_t bits;
+      std::memcpy(&bits, raw + 2 * i, 2);
+      (*logits)[static_cast<size_t>(i)] = bf16_bits_to_f32(bits);
+    }
+    if (call_ms) {
+      call_ms->assign(plan.calls.size(), 0.0);
+      for (size_t i = 0; i < plan.calls.size(); ++i) {
+        float ms = 0;
+        ROOFLINE_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[i], events_[i + 1]));
+        (*call_ms)[i] = ms;
+      }
+    }
+  }
+
+ private:
+  CudaBackend() = default;
+
+  int device_ = 0;
+  std::string device_name_;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<MatmulCudaContext> matmul_ctx_;
+  DeviceMemory weights_, workspace_, kv_, rope_, inputs_;
+  int64_t weight_bytes_ = 0;
+  std::map<std::string, int64_t> offsets_;
+  std::map<std::string, TensorView> views_;
+  BackendSetup setup_;
+  int64_t input_offsets_[kNumStepInputs] = {};
+  int64_t input_bytes_ = 0;
+  void* pinned_ = nullptr;
+  int64_t pinned_bytes_ = 0;
+  std::vector<cudaEvent_t> events_;
+  ExecContext ctx_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Backend>> create_cuda_backend(const std::string& device) {
+  int index = 0;
+  if (device != "cuda") {
+    const std::string num = device.substr(5);
+    if (num.empty() || num.size() > 3 || num.find_first_not_of("0123456789") != std::string::npos)
+      return invalid_argument("--device must be 'cuda' or 'cuda:N', got '" + device + "'");
+    index = std::stoi(num);
+  }
+  return CudaBackend::create(index);
+}
+
+}  // namespace roofline

@@ -1,0 +1,28 @@
+// open_model_source: model files through io/, dummy shapes through models/dummy_models.
+#include "runtime/model_source.h"
+
+#include "io/model_files.h"
+#include "models/dense_decoder.h"
+#include "models/dummy_models.h"
+
+namespace roofline {
+
+StatusOr<ModelSource> open_model_source(const std::string& path, const std::string& dummy_name) {
+  if (path.empty() == dummy_name.empty())
+    return invalid_argument("give either --model PATH or --dummy-weights NAME (exactly one)");
+  ModelSource source;
+  if (!dummy_name.empty()) {
+    ROOFLINE_ASSIGN_OR_RETURN(source.config, dummy_model_config(dummy_name));
+    source.weights = WeightStore::create_owning("dummy weights '" + dummy_name + "'");
+    for (const auto& [name, shape] : dense_decoder_weight_shapes(source.config))
+      ROOFLINE_RETURN_IF_ERROR(source.weights->add_virtual(name, DType::kBF16, shape));
+    return source;
+  }
+  ROOFLINE_ASSIGN_OR_RETURN(ModelFiles files, open_model_files(path));
+  source.config = std::move(files.config);
+  source.weights = std::move(files.weights);
+  source.gguf = std::move(files.gguf);
+  return source;
+}
+
+}  // namespace roofline
