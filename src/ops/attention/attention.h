@@ -43,4 +43,9 @@ void paged_attention_cpu(const PagedAttentionParams& p);
 // pointer on the device. Asynchronous on `stream`; launches nothing when num_tokens == 0.
 void paged_attention_cuda(const PagedAttentionParams& p, CudaStream stream);
 
+// The head dims paged_attention_cuda has kernels for; the CUDA backend asks before loading a model
+// so an unsupported one is a clear error instead of an abort mid-step. A pure host function
+// (defined with the kernels' dispatch table, available in CPU-only builds too).
+bool paged_attention_cuda_supports_head_dim(int64_t head_dim);
+
 }  // namespace roofline

@@ -143,4 +143,9 @@ void paged_attention_cpu(const PagedAttentionParams& p) {
   });
 }
 
+bool paged_attention_cuda_supports_head_dim(int64_t head_dim) {
+  // Keep in step with the switch in paged_attention_cuda (attention_cuda.cu).
+  return head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
+}
+
 }  // namespace roofline

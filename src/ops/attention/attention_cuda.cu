@@ -532,6 +532,8 @@ void paged_attention_cuda(const PagedAttentionParams& p, CudaStream stream) {
   // 16-byte vector accesses to q, out and the cache rows.
   ROOFLINE_CHECK(aligned_16(p.q) && aligned_16(p.out) && aligned_16(p.k_cache) &&
                  aligned_16(p.v_cache));
+  ROOFLINE_CHECK_MSG(paged_attention_cuda_supports_head_dim(p.head_dim),
+                     "paged_attention_cuda: head_dim must be 32, 64, 128 or 256");
   switch (p.head_dim) {
     case 32:
       dispatch_kernel<32>(p, stream);
