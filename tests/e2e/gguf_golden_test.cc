@@ -23,52 +23,18 @@
 
 #include "core/npy.h"
 #include "roofline/model.h"
+#include "golden_util.h"
 
 namespace roofline {
 namespace {
 
+using testing::Golden;
+using testing::expect_close;
+using testing::load_golden;
+
 std::string fixtures() { return std::string(ROOFLINE_SOURCE_DIR) + "/tests/fixtures/"; }
 
-struct Golden {
-  std::vector<int32_t> prompt;
-  std::vector<int32_t> generated;
-  NpyArray logits;  // [prompt + generated, vocab]
-};
 
-Golden load_golden(const std::string& hf_name) {
-  Golden g;
-  std::ifstream in(fixtures() + "models/" + hf_name + "/golden.json");
-  nlohmann::json j = nlohmann::json::parse(in);
-  g.prompt = j["prompt_ids"].get<std::vector<int32_t>>();
-  g.generated = j["generated_ids"].get<std::vector<int32_t>>();
-  auto logits = read_npy(fixtures() + "models/" + hf_name + "/golden_logits.npy");
-  EXPECT_TRUE(logits.ok()) << logits.status().to_string();
-  g.logits = std::move(logits).value();
-  return g;
-}
-
-void expect_close(const std::vector<float>& got, const std::vector<float>& want, int64_t vocab,
-                  float atol, float rtol, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  double worst_excess = -1, worst_diff = 0, max_diff = 0;
-  size_t worst = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_FALSE(std::isnan(got[i]))
-        << what << ": NaN at row " << i / vocab << " col " << i % vocab;
-    const double diff = std::fabs(static_cast<double>(got[i]) - want[i]);
-    max_diff = std::max(max_diff, diff);
-    const double excess = diff - (atol + rtol * std::fabs(want[i]));
-    if (excess > worst_excess) {
-      worst_excess = excess;
-      worst = i;
-      worst_diff = diff;
-    }
-  }
-  EXPECT_LE(worst_excess, 0.0) << what << ": row " << worst / vocab << " col " << worst % vocab
-                               << " got " << got[worst] << " want " << want[worst] << " (|diff| "
-                               << worst_diff << ")";
-  std::printf("%s: max |diff| %.3g\n", what.c_str(), max_diff);
-}
 
 std::unique_ptr<Model> load(const std::string& path, int64_t block_size) {
   ModelOptions o;

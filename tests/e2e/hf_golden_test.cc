@@ -22,10 +22,16 @@
 
 #include "core/npy.h"
 #include "roofline/model.h"
+#include "golden_util.h"
 #include "runtime/model_runner.h"
 
 namespace roofline {
 namespace {
+
+using testing::Golden;
+using testing::expect_close;
+using testing::fixture_dir;
+using testing::load_golden;
 
 constexpr float kAtol = 1e-4f;
 constexpr float kRtol = 1e-4f;
@@ -38,48 +44,8 @@ const std::vector<std::string>& fixture_names() {
   return names;
 }
 
-std::string fixture_dir(const std::string& name) {
-  return std::string(ROOFLINE_SOURCE_DIR) + "/tests/fixtures/models/" + name;
-}
 
-struct Golden {
-  std::vector<int32_t> prompt;
-  std::vector<int32_t> generated;
-  NpyArray logits;  // [prompt + generated, vocab]
-};
 
-Golden load_golden(const std::string& name) {
-  Golden g;
-  std::ifstream in(fixture_dir(name) + "/golden.json");
-  nlohmann::json j = nlohmann::json::parse(in);
-  g.prompt = j["prompt_ids"].get<std::vector<int32_t>>();
-  g.generated = j["generated_ids"].get<std::vector<int32_t>>();
-  auto logits = read_npy(fixture_dir(name) + "/golden_logits.npy");
-  EXPECT_TRUE(logits.ok()) << logits.status().to_string();
-  g.logits = std::move(logits).value();
-  return g;
-}
-
-// Largest |a-b| - (atol + rtol*|b|) over all elements, with its index; <= 0 means all pass.
-void expect_close(const std::vector<float>& got, const std::vector<float>& want, int64_t vocab,
-                  float atol, float rtol, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  double worst_excess = -1, worst_diff = 0;
-  size_t worst = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_FALSE(std::isnan(got[i])) << what << ": NaN at row " << i / vocab << " col " << i % vocab;
-    const double diff = std::fabs(static_cast<double>(got[i]) - want[i]);
-    const double excess = diff - (atol + rtol * std::fabs(want[i]));
-    if (excess > worst_excess) {
-      worst_excess = excess;
-      worst = i;
-      worst_diff = diff;
-    }
-  }
-  EXPECT_LE(worst_excess, 0.0) << what << ": row " << worst / vocab << " col " << worst % vocab
-                               << " got " << got[worst] << " want " << want[worst] << " (|diff| "
-                               << worst_diff << ")";
-}
 
 std::unique_ptr<Model> load(const std::string& name, int64_t block_size, int64_t max_step_tokens = 512,
                             bool fuse = true) {

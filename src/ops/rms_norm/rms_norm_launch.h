@@ -1,13 +1,13 @@
-// The launch shape of the CUDA rms_norm kernels: a pure host heuristic (tested on the CPU in
-// rms_norm_test.cc) shared by the launcher's dispatch and its tests.
+// The launch shape of the CUDA rms_norm kernels: pure host heuristics (tested on the CPU in
+// rms_norm_test.cc and rms_norm_cuda_test.cc) shared by the launcher's dispatch and its tests.
 //
-// One block normalises one row. Each thread owns `items` packs of `vector_width` elements spaced
-// blockDim apart and keeps them in registers between the sum of squares and the scaling, so every
-// element is read from memory once. Threads are a multiple of 32 (the block sum shuffles whole
-// warps) and at most 256, so every kernel is compiled for 256 threads and may keep up to 255
-// registers per thread without spilling. Rows too long to fit in 256 threads x 4 packs (8192 bf16
-// or 4096 f32 elements on the 16-byte path, 1024 on the scalar path) take the two-pass variant
-// (items == 0), which re-reads the row (from L2: one row is at most a few hundred KB).
+// A group of `threads` threads (whole warps) normalises one row; a block holds `rows_per_block`
+// such groups. Each thread owns `items` packs of `vector_width` elements spaced `threads` apart and
+// keeps them in registers between the sum of squares and the scaling, so every element is read
+// from memory once. Blocks are at most 256 threads, so every kernel is compiled for 256 threads
+// and may keep up to 255 registers per thread without spilling. Rows too long to fit in
+// `max_threads` x `max_items` packs take the two-pass variant (items == 0), which re-reads the
+// row (from L2: one row is at most a few hundred KB).
 #pragma once
 
 #include <cstdint>
@@ -15,8 +15,8 @@
 namespace roofline {
 
 struct RmsNormLaunchShape {
-  int threads = 0;  // per block, a multiple of 32 in [32, kRmsNormMaxThreads]
-  int items = 0;    // packs per thread held in registers: 1, 2 or 4; 0: two-pass, not held
+  int threads = 0;  // per row, a multiple of 32 in [32, kRmsNormMaxThreads]
+  int items = 0;    // packs per thread held in registers: 1, 2, 4 or 8; 0: two-pass, not held
 };
 
 // 256 threads: small blocks keep many rows in flight per SM and barriers cheap, and 4 packs per
@@ -24,14 +24,57 @@ struct RmsNormLaunchShape {
 inline constexpr int kRmsNormMaxThreads = 256;
 inline constexpr int kRmsNormMaxItems = 4;
 
-// The fewest packs per thread (registers) that fit the row into one block; two passes otherwise.
-constexpr RmsNormLaunchShape rms_norm_launch_shape(int64_t hidden, int vector_width) {
+// The fewest packs per thread (registers) that fit the row into `max_threads` threads, at most
+// `max_items` (a power of two <= 8) each; two passes otherwise.
+constexpr RmsNormLaunchShape rms_norm_launch_shape(int64_t hidden, int vector_width,
+                                                   int max_threads = kRmsNormMaxThreads,
+                                                   int max_items = kRmsNormMaxItems) {
   const int64_t packs = (hidden + vector_width - 1) / vector_width;
-  for (int items = 1; items <= kRmsNormMaxItems; items *= 2) {
+  for (int items = 1; items <= max_items; items *= 2) {
     const int64_t threads = ((packs + items - 1) / items + 31) / 32 * 32;
-    if (threads <= kRmsNormMaxThreads) return {static_cast<int>(threads), items};
+    if (threads <= max_threads) return {static_cast<int>(threads), items};
   }
-  return {kRmsNormMaxThreads, 0};
+  return {max_threads, 0};
+}
+
+// A kernel variant, selectable at run time (rms_norm_cuda_variant.h) so one benchmark binary
+// times them all: threads per row (the most; fewer for short rows), rows per block, the packs per
+// thread allowed before falling back to two passes, and whether the grid is persistent (SM count
+// x resident blocks per SM, grid-stride over rows) or one block per row group.
+struct RmsNormVariant {
+  const char* name;
+  int threads_per_row;  // 32, 64, 128 or 256; threads_per_row * rows_per_block <= 256
+  int rows_per_block;   // 1, 2 or 4
+  int max_items;        // 4 or 8
+  bool persistent;
+};
+
+// Predicted ranking at 8192 x 4096 bf16 (fused form, 268 MB, floor 63 us), before measurement:
+//  1. rows2x128: 256-thread blocks of two rows, 4 packs per thread: 8 16-byte loads in flight
+//     per thread in the fused form (twice row256's), the same 8 blocks x 256 threads per SM, and
+//     half the block count of row128 (fewer block launches and barrier waits per byte).
+//  2. row128: the same loads in flight per thread, 16 small blocks per SM; finer tail.
+//  3. rows4x64 / rows2x64: 8 packs per thread (16 loads in flight) but ~2x the registers (~100),
+//     so fewer resident warps: about a wash with 1.
+//  4. row256 (the old default, 2 packs per thread: 4 loads in flight) ~ 80 %.
+//  5. persistent: the grid-stride loop serialises a block's rows (load -> reduce -> store, no
+//     prefetch of the next row), so it only saves block launches, which the hardware scheduler
+//     hides already; predicted within noise of its non-persistent twin.
+inline constexpr RmsNormVariant kRmsNormVariants[] = {
+    {"row256", 256, 1, 4, false},           {"row128", 128, 1, 4, false},
+    {"rows2x128", 128, 2, 4, false},        {"rows2x64", 64, 2, 8, false},
+    {"rows4x64", 64, 4, 8, false},          {"row256_persistent", 256, 1, 4, true},
+    {"rows2x128_persistent", 128, 2, 4, true},
+};
+inline constexpr int kRmsNormNumVariants =
+    static_cast<int>(sizeof(kRmsNormVariants) / sizeof(kRmsNormVariants[0]));
+// The launcher's default (predicted fastest; the lead switches it to the measured best).
+inline constexpr int kRmsNormDefaultVariant = 2;  // rows2x128
+
+// The shape a variant gives a row of `hidden` elements in packs of `vector_width`.
+constexpr RmsNormLaunchShape rms_norm_variant_shape(const RmsNormVariant& v, int64_t hidden,
+                                                    int vector_width) {
+  return rms_norm_launch_shape(hidden, vector_width, v.threads_per_row, v.max_items);
 }
 
 }  // namespace roofline
