@@ -2,7 +2,7 @@
 // synthetic Llama-shaped model (bf16 weights, written to a temp dir once) and for the HF fixture
 // models. Reports tokens/s and the weight bytes streamed per second, so the trend of the CPU
 // backend is visible run to run:
-//   build/cpu/bench/cpu_forward_bench --benchmark_min_time=1s
+//   build/cpu/bench/cpu_forward_bench --benchmark_min_time=1
 #include <benchmark/benchmark.h>
 
 #include <filesystem>

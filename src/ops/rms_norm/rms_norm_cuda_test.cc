@@ -3,13 +3,16 @@
 // the 16-byte path (64, 896, 4096, 5120), on the one-element path (67, 130: not a multiple of the
 // pack), and past the register-resident limit (1030 one-element, 16384 16-byte: the two-pass
 // kernel). Fresh random inputs, outputs poisoned with NaN first, aliasing (in place) and
-// misaligned pointers. Skips itself without a GPU.
+// misaligned pointers; every kernel variant (rms_norm_launch.h) on every case. The GPU cases skip
+// themselves without a GPU; the variant-shape heuristic is checked on the CPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <tuple>
 
 #include "ops/rms_norm/rms_norm.h"
+#include "ops/rms_norm/rms_norm_cuda_variant.h"
 #include "ops/rms_norm/rms_norm_launch.h"
 #include "ops/testing/gpu_dtype_util.h"
 #include "ops/testing/gpu_test_util.h"
@@ -38,19 +41,21 @@ constexpr float kEps = 1e-6f;
 double rtol_for(DType dtype) { return (dtype == DType::kBF16 ? std::ldexp(1.0, -8) : 0.0) + 3e-5; }
 constexpr double kAtol = 1e-6;
 
-using Case = std::tuple<DType, DType, int64_t, int64_t>;  // dtype, weight dtype, rows, hidden
+// dtype, weight dtype, rows, hidden, kernel variant
+using Case = std::tuple<DType, DType, int64_t, int64_t, int>;
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  const auto [dtype, weight_dtype, rows, hidden] = info.param;
+  const auto [dtype, weight_dtype, rows, hidden, variant] = info.param;
   return std::string(dtype_name(dtype)) + "_w" + dtype_name(weight_dtype) + "_rows" +
-         std::to_string(rows) + "_hidden" + std::to_string(hidden);
+         std::to_string(rows) + "_hidden" + std::to_string(hidden) + "_" +
+         kRmsNormVariants[variant].name;
 }
 
 class RmsNormCudaTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(RmsNormCudaTest, NormMatchesCpu) {
   ROOFLINE_SKIP_WITHOUT_GPU();
-  const auto [dtype, weight_dtype, rows, hidden] = GetParam();
+  const auto [dtype, weight_dtype, rows, hidden, variant] = GetParam();
   auto rng = make_rng(static_cast<uint64_t>(rows * 100003 + hidden) * 16 +
                       static_cast<int>(dtype) * 4 + static_cast<int>(weight_dtype));
   const auto x = round_to(random_vector(rows * hidden, rng, -3.0f, 3.0f), dtype);
@@ -69,7 +74,7 @@ TEST_P(RmsNormCudaTest, NormMatchesCpu) {
   p.hidden = hidden;
   p.eps = kEps;
   p.dtype = dtype;
-  rms_norm_cuda(p, nullptr);
+  rms_norm_cuda_variant(p, variant, nullptr);
   const auto out = download_as_f32(d_out, dtype);
 
   std::vector<float> expected(x.size());
@@ -78,13 +83,13 @@ TEST_P(RmsNormCudaTest, NormMatchesCpu) {
 
   // In place (out aliases x) gives the same bits.
   p.out = d_x.get();
-  rms_norm_cuda(p, nullptr);
+  rms_norm_cuda_variant(p, variant, nullptr);
   EXPECT_TRUE(all_equal(download_as_f32(d_x, dtype), out));
 }
 
 TEST_P(RmsNormCudaTest, ResidualMatchesCpuWithTheRoundingPointDocumented) {
   ROOFLINE_SKIP_WITHOUT_GPU();
-  const auto [dtype, weight_dtype, rows, hidden] = GetParam();
+  const auto [dtype, weight_dtype, rows, hidden, variant] = GetParam();
   auto rng = make_rng(static_cast<uint64_t>(rows * 100003 + hidden) * 16 +
                       static_cast<int>(dtype) * 4 + static_cast<int>(weight_dtype) + 1000);
   const auto x = round_to(random_vector(rows * hidden, rng, -3.0f, 3.0f), dtype);
@@ -109,7 +114,7 @@ TEST_P(RmsNormCudaTest, ResidualMatchesCpuWithTheRoundingPointDocumented) {
   p.hidden = hidden;
   p.eps = kEps;
   p.dtype = dtype;
-  rms_norm_residual_cuda(p, nullptr);
+  rms_norm_residual_cuda_variant(p, variant, nullptr);
   const auto residual_out = download_as_f32(d_residual_out, dtype);
   const auto out = download_as_f32(d_out, dtype);
 
@@ -128,7 +133,7 @@ TEST_P(RmsNormCudaTest, ResidualMatchesCpuWithTheRoundingPointDocumented) {
   // In place, as the executor runs it: residual_out aliases residual_in, out aliases x.
   p.residual_out = d_residual.get();
   p.out = d_x.get();
-  rms_norm_residual_cuda(p, nullptr);
+  rms_norm_residual_cuda_variant(p, variant, nullptr);
   EXPECT_TRUE(all_equal(download_as_f32(d_residual, dtype), residual_out));
   EXPECT_TRUE(all_equal(download_as_f32(d_x, dtype), out));
 }
@@ -138,7 +143,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(DType::kBF16, DType::kF32),
                        ::testing::Values(DType::kBF16, DType::kF16, DType::kF32),
                        ::testing::Values(1, 3, 7, 19, 733),
-                       ::testing::Values(64, 67, 130, 896, 1030, 4096, 5120, 16384)),
+                       ::testing::Values(64, 67, 130, 896, 1030, 4096, 5120, 16384),
+                       ::testing::Range(0, kRmsNormNumVariants)),
     case_name);
 
 // Pointers one element past a 16-byte boundary force the one-element path even for hidden 4096.
@@ -173,19 +179,54 @@ TEST(RmsNormCudaTest, MisalignedPointersMatchCpu) {
   p.hidden = kHidden;
   p.eps = kEps;
   p.dtype = kDType;
-  rms_norm_residual_cuda(p, nullptr);
-  auto residual_out = download_as_f32(d_residual_out, kDType);
-  auto out = download_as_f32(d_out, kDType);
-  residual_out.erase(residual_out.begin());
-  out.erase(out.begin());
-
   std::vector<float> sum(x.size()), unused(x.size()), expected(x.size());
   rms_norm_residual_cpu({x.data(), residual.data(), sum.data(), w.data(), DType::kF32,
                          unused.data(), kRows, kHidden, kEps});
   const auto rounded_sum = round_to(sum, kDType);
   rms_norm_cpu({rounded_sum.data(), w.data(), DType::kF32, expected.data(), kRows, kHidden, kEps});
-  EXPECT_TRUE(all_equal(residual_out, rounded_sum));
-  EXPECT_TRUE(all_close(out, expected, kAtol, rtol_for(kDType)));
+  for (int variant = 0; variant < kRmsNormNumVariants; ++variant) {
+    SCOPED_TRACE(kRmsNormVariants[variant].name);
+    d_residual_out.poison();
+    d_out.poison();
+    rms_norm_residual_cuda_variant(p, variant, nullptr);
+    auto residual_out = download_as_f32(d_residual_out, kDType);
+    auto out = download_as_f32(d_out, kDType);
+    residual_out.erase(residual_out.begin());
+    out.erase(out.begin());
+    EXPECT_TRUE(all_equal(residual_out, rounded_sum));
+    EXPECT_TRUE(all_close(out, expected, kAtol, rtol_for(kDType)));
+  }
+}
+
+// Every variant's shape (a pure host heuristic, no GPU needed): whole warps, the block within the
+// 256 threads every kernel is compiled for, the row covered by threads x items, items within the
+// registers each pack width allows (8 only for bf16 16-byte packs, 2 on the one-element path).
+TEST(RmsNormVariantShapeTest, CoversTheRowWithinTheBlockAndRegisterLimits) {
+  for (int v = 0; v < kRmsNormNumVariants; ++v) {
+    const RmsNormVariant& variant = kRmsNormVariants[v];
+    for (const int vec : {1, 4, 8}) {
+      const int cap = vec == 8 ? 8 : vec == 1 ? 2 : 4;
+      for (int64_t hidden = vec; hidden <= 70000; hidden += hidden < 2048 ? vec : 97 * vec) {
+        const RmsNormLaunchShape s = rms_norm_variant_shape(variant, hidden, vec);
+        const int64_t packs = (hidden + vec - 1) / vec;
+        ASSERT_EQ(s.threads % 32, 0) << variant.name << " " << hidden;
+        ASSERT_LE(s.threads, variant.threads_per_row) << variant.name << " " << hidden;
+        ASSERT_LE(s.threads * variant.rows_per_block, kRmsNormMaxThreads) << variant.name;
+        ASSERT_LE(s.items, cap) << variant.name << " " << hidden;
+        if (s.items == 0) {
+          ASSERT_GT(packs, int64_t{variant.threads_per_row} * std::min(cap, variant.max_items));
+        } else {
+          ASSERT_GE(int64_t{s.threads} * s.items, packs) << variant.name << " " << hidden;
+        }
+      }
+    }
+  }
+  EXPECT_STREQ(kRmsNormVariants[0].name, "row256");  // the old launch: 256 threads x 2 packs
+  EXPECT_EQ(rms_norm_variant_shape(kRmsNormVariants[0], 4096, 8).items, 2);
+  EXPECT_EQ(rms_norm_variant_shape(kRmsNormVariants[1], 4096, 8).threads, 128);
+  EXPECT_EQ(rms_norm_variant_shape(kRmsNormVariants[1], 4096, 8).items, 4);
+  EXPECT_EQ(rms_norm_variant_shape(kRmsNormVariants[4], 4096, 8).items, 8);
+  EXPECT_EQ(rms_norm_variant_shape(kRmsNormVariants[4], 4096, 4).items, 0);
 }
 
 TEST(RmsNormCudaTest, ZeroRowsLaunchesNothing) {

@@ -49,32 +49,46 @@ struct RmsNormVariant {
   bool persistent;
 };
 
-// Predicted ranking at 8192 x 4096 bf16 (fused form, 268 MB, floor 63 us), before measurement:
-//  1. rows2x128: 256-thread blocks of two rows, 4 packs per thread: 8 16-byte loads in flight
-//     per thread in the fused form (twice row256's), the same 8 blocks x 256 threads per SM, and
-//     half the block count of row128 (fewer block launches and barrier waits per byte).
-//  2. row128: the same loads in flight per thread, 16 small blocks per SM; finer tail.
-//  3. rows4x64 / rows2x64: 8 packs per thread (16 loads in flight) but ~2x the registers (~100),
-//     so fewer resident warps: about a wash with 1.
-//  4. row256 (the old default, 2 packs per thread: 4 loads in flight) ~ 80 %.
-//  5. persistent: the grid-stride loop serialises a block's rows (load -> reduce -> store, no
+// Predicted ranking at 8192 x 4096 bf16 (fused form, 268 MB, floor 63 us), before measurement,
+// from ptxas's registers (fused bf16 kernel) and the 16-byte loads each SM then keeps in flight:
+//  1. row128: 4 packs per thread, 73 registers: 7 blocks x 128 threads x 8 loads = 115 KB per SM.
+//  2. row256 (the old default, 79-83 %): 2 packs, 48 registers: 5 x 256 x 4 loads = 82 KB.
+//  3. rows2x128: 4 packs but 110 registers (ptxas keeps more addresses live with two rows per
+//     block): 2 blocks x 256 x 8 = 65 KB.
+//  4. rows2x64 / rows4x64: 8 packs, 218 registers: 256 threads per SM x 16 loads = 65 KB, and a
+//     long serial reduction per row: the worst.
+//  5. *_persistent: the grid-stride loop serialises a block's rows (load -> reduce -> store, no
 //     prefetch of the next row), so it only saves block launches, which the hardware scheduler
-//     hides already; predicted within noise of its non-persistent twin.
+//     hides already: within noise of its non-persistent twin.
 inline constexpr RmsNormVariant kRmsNormVariants[] = {
-    {"row256", 256, 1, 4, false},           {"row128", 128, 1, 4, false},
-    {"rows2x128", 128, 2, 4, false},        {"rows2x64", 64, 2, 8, false},
-    {"rows4x64", 64, 4, 8, false},          {"row256_persistent", 256, 1, 4, true},
+    {"row256", 256, 1, 4, false},
+    {"row128", 128, 1, 4, false},
+    {"rows2x128", 128, 2, 4, false},
+    {"rows2x64", 64, 2, 8, false},
+    {"rows4x64", 64, 4, 8, false},
+    {"row256_persistent", 256, 1, 4, true},
     {"rows2x128_persistent", 128, 2, 4, true},
 };
 inline constexpr int kRmsNormNumVariants =
     static_cast<int>(sizeof(kRmsNormVariants) / sizeof(kRmsNormVariants[0]));
-// The launcher's default (predicted fastest; the lead switches it to the measured best).
-inline constexpr int kRmsNormDefaultVariant = 2;  // rows2x128
+// Measured on the H200 (2026-11-30, bench/results/2026-11-30-cuda-backend.md), 8192 x 4096 bf16,
+// % of the 4.28 TB/s copy ceiling, plain / fused residual form: row256 73.8 / 85.9, row128
+// 78.2 / 84.2, rows2x128 74.6 / 87.0, rows2x64 69.2 / 66.9, rows4x64 65.9 / 64.9,
+// row256_persistent 75.2 / 79.6, rows2x128_persistent 71.7 / 81.6. The prediction got the
+// fused form's order wrong: the extra registers of two rows per block cost less than the
+// second row's loads in flight gain. Defaults are the measured best of each form.
+inline constexpr int kRmsNormDefaultVariant = 1;          // row128, for rms_norm
+inline constexpr int kRmsNormResidualDefaultVariant = 2;  // rows2x128, for rms_norm_residual
 
-// The shape a variant gives a row of `hidden` elements in packs of `vector_width`.
+// The shape a variant gives a row of `hidden` elements in packs of `vector_width`. 8 packs per
+// thread only for packs of 8 (bf16 16-byte: 8 x 4 registers held); f32 16-byte packs stop at 4;
+// the one-element fallback path at 2 (ptxas spilled 8 bytes at 4 with bf16 held as storage), and
+// each takes two passes beyond.
 constexpr RmsNormLaunchShape rms_norm_variant_shape(const RmsNormVariant& v, int64_t hidden,
                                                     int vector_width) {
-  return rms_norm_launch_shape(hidden, vector_width, v.threads_per_row, v.max_items);
+  const int cap = vector_width == 8 ? 8 : vector_width == 1 ? 2 : 4;
+  const int max_items = v.max_items < cap ? v.max_items : cap;
+  return rms_norm_launch_shape(hidden, vector_width, v.threads_per_row, max_items);
 }
 
 }  // namespace roofline
