@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential cmake python3 python3-pip unzip nlohmann-json3-dev libcli11-dev libpcre2-dev
+packages=(build-essential cmake python3 python3-pip unzip nlohmann-json3-dev libcli11-dev libpcre2-dev libxxhash-dev
           libgtest-dev libgmock-dev libbenchmark-dev clang)
 missing=()
 for p in "${packages[@]}"; do

@@ -4,10 +4,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include <filesystem>
-
-#include "core/thread_pool.h"
-#include "io/tokenizer_files.h"
+#include "engine/loaded_model.h"
 #include "tokenizer/chat_template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "runtime/model_runner.h"
@@ -51,58 +48,13 @@ Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Model::~Model() = default;
 
 StatusOr<std::unique_ptr<Model>> Model::load(const ModelOptions& o) {
-  if (o.num_threads < 0 || o.num_threads > 1024)
-    return invalid_argument("--threads must be in [0, 1024], got " + std::to_string(o.num_threads));
-  if (o.num_threads > 0) ThreadPool::set_default_num_threads(o.num_threads);
-  RunnerOptions ro;
-  ro.model_dir = o.model_dir;
-  ro.dummy_weights = o.dummy_weights;
-  ro.device = o.device;
-  ro.kv_block_size = o.kv_block_size;
-  ro.max_step_tokens = o.max_step_tokens;
-  ro.max_seqs = o.max_seqs;
-  ro.max_model_len = o.max_model_len;
-  ro.kv_cache_tokens = o.kv_cache_tokens;
-  ro.fuse = o.fuse;
-  auto runner = ModelRunner::create(ro);
-  if (!runner.ok())
-    return runner.status().with_context(
-        "loading " + (o.dummy_weights.empty() ? "'" + o.model_dir + "'" : "dummy '" + o.dummy_weights + "'"));
+  ROOFLINE_ASSIGN_OR_RETURN(LoadedModel loaded, load_model(o, /*enable_prefix_cache=*/true));
   auto impl = std::make_unique<Impl>();
-  impl->runner = std::move(runner).value();
-  const ModelConfig& c = impl->runner->config();
-  ModelInfo& info = impl->info;
-  info.architecture = c.architecture_name;
-  info.vocab_size = c.vocab_size;
-  info.hidden_size = c.hidden_size;
-  info.num_layers = c.num_layers;
-  info.num_heads = c.num_heads;
-  info.num_kv_heads = c.num_kv_heads;
-  info.head_dim = c.head_dim;
-  info.max_model_len = impl->runner->options().max_model_len;
-  info.weight_bytes = impl->runner->weights().total_bytes();
-  info.bos_token_id = c.bos_token_id;
-  info.eos_token_ids = c.eos_token_ids;
-
-  // The tokenizer: from the GGUF's metadata, or tokenizer.json beside the safetensors. A model
-  // without one still runs from token ids; a tokenizer that exists but is broken is an error.
-  StatusOr<TokenizerSpec> spec = not_found("");
-  if (!o.dummy_weights.empty()) {
-    impl->no_tokenizer_reason = "dummy weights";
-  } else if (impl->runner->gguf()) {
-    spec = tokenizer_spec_from_gguf(*impl->runner->gguf());
-  } else if (std::filesystem::exists(std::filesystem::path(o.model_dir) / "tokenizer.json")) {
-    spec = load_tokenizer_json(o.model_dir);
-  } else {
-    impl->no_tokenizer_reason = "no tokenizer.json in '" + o.model_dir + "'";
-  }
-  if (impl->no_tokenizer_reason.empty()) {
-    if (!spec.ok()) return spec.status().with_context("loading the tokenizer of '" + o.model_dir + "'");
-    auto tok = Tokenizer::create(std::move(spec).value());
-    if (!tok.ok()) return tok.status().with_context("building the tokenizer of '" + o.model_dir + "'");
-    impl->tokenizer = std::move(tok).value();
-    info.eos_token_ids = impl->tokenizer->eos_ids();
-    info.bos_token_id = impl->tokenizer->bos_id();
+  impl->runner = std::move(loaded.runner);
+  impl->info = std::move(loaded.info);
+  impl->tokenizer = std::move(loaded.tokenizer);
+  impl->no_tokenizer_reason = std::move(loaded.no_tokenizer_reason);
+  if (impl->tokenizer) {
     const std::string& source = impl->tokenizer->chat_template();
     if (source.empty()) {
       impl->chat_template_status = invalid_argument("the model files carry no chat template");

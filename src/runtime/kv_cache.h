@@ -1,4 +1,4 @@
-// The paged KV cache of the CPU backend and its block allocator.
+// The paged KV cache of the CPU backend (blocks are handed out by BlockManager, block_manager.h).
 //
 // Every layer has a K and a V pool of num_blocks blocks of block_size token slots, laid out
 // [num_blocks, block_size, num_kv_heads, head_dim]; a sequence owns a list of blocks (its block
@@ -35,22 +35,6 @@ class KvCache {
  private:
   KvCacheShape shape_;
   std::vector<float> storage_;
-};
-
-// A free list over block ids [0, num_blocks). Block 0 is handed out like any other.
-class BlockAllocator {
- public:
-  explicit BlockAllocator(int64_t num_blocks);
-  // A block id, or -1 when none is free.
-  int32_t allocate();
-  void release(int32_t block);
-  int64_t num_free() const { return static_cast<int64_t>(free_.size()); }
-  int64_t num_blocks() const { return num_blocks_; }
-
- private:
-  int64_t num_blocks_;
-  std::vector<int32_t> free_;
-  std::vector<bool> in_use_;
 };
 
 }  // namespace roofline

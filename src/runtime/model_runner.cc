@@ -110,7 +110,7 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(const RunnerOptions& 
   setup.max_blocks_per_seq = (opts.max_model_len + opts.kv_block_size - 1) / opts.kv_block_size;
   ROOFLINE_RETURN_IF_ERROR(be.allocate(setup));
   r->kv_shape_ = setup.kv_shape;
-  r->allocator_ = BlockAllocator(setup.kv_shape.num_blocks);
+  r->blocks_ = BlockManager(setup.kv_shape.num_blocks, setup.kv_shape.block_size);
   ROOFLINE_LOG(kInfo, "loaded " << c.architecture_name << " on " << be.name() << ": " << c.num_layers
                                 << " layers, hidden " << c.hidden_size << ", "
                                 << (r->weights_->total_bytes() >> 20) << " MiB of weights; KV cache "
@@ -122,23 +122,73 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(const RunnerOptions& 
 StatusOr<int32_t> ModelRunner::add_sequence() {
   for (size_t i = 0; i < seqs_.size(); ++i) {
     if (!seqs_[i].open) {
-      seqs_[i] = Sequence{true, 0, {}};
+      seqs_[i] = Sequence{};
+      seqs_[i].open = true;
       return static_cast<int32_t>(i);
     }
   }
   if (static_cast<int64_t>(seqs_.size()) >= options_.max_seqs * 4)
     return resource_exhausted("too many open sequences (" + std::to_string(seqs_.size()) +
                               "): release finished ones first");
-  seqs_.push_back(Sequence{true, 0, {}});
+  seqs_.push_back(Sequence{});
+  seqs_.back().open = true;
   return static_cast<int32_t>(seqs_.size() - 1);
 }
 
 Status ModelRunner::release_sequence(int32_t seq) {
   if (seq < 0 || seq >= static_cast<int32_t>(seqs_.size()) || !seqs_[seq].open)
     return invalid_argument("sequence " + std::to_string(seq) + " is not open");
-  for (int32_t b : seqs_[seq].blocks) allocator_.release(b);
+  // Last block first: of blocks released together, the deepest in a prefix is evicted first, so
+  // the blocks that the most prompts share stay cached longest.
+  const std::vector<int32_t>& blocks = seqs_[seq].blocks;
+  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) blocks_.release(*it);
   seqs_[seq] = Sequence{};
   return ok_status();
+}
+
+StatusOr<int64_t> ModelRunner::adopt_cached_prefix(int32_t seq, const std::vector<int32_t>& prompt) {
+  if (seq < 0 || seq >= static_cast<int32_t>(seqs_.size()) || !seqs_[seq].open)
+    return invalid_argument("sequence " + std::to_string(seq) + " is not open");
+  Sequence& s = seqs_[seq];
+  if (s.length != 0)
+    return invalid_argument("sequence " + std::to_string(seq) + " already holds " + std::to_string(s.length) +
+                            " tokens: a cached prefix can only be adopted by an empty sequence");
+  if (!options_.enable_prefix_cache) return 0;
+  const int64_t bs = options_.kv_block_size;
+  // At least one prompt token stays to be computed: its logits are the step's output.
+  const int64_t usable = std::min<int64_t>(static_cast<int64_t>(prompt.size()), options_.max_model_len);
+  const int64_t max_blocks = usable > 0 ? (usable - 1) / bs : 0;
+  uint64_t parent = BlockManager::kRootNode;
+  for (int64_t i = 0; i < max_blocks; ++i) {
+    const BlockManager::Hit hit = blocks_.lookup(parent, prompt.data() + i * bs);
+    if (hit.block < 0) break;
+    s.blocks.push_back(hit.block);
+    s.nodes.push_back(hit.node);
+    parent = hit.node;
+  }
+  s.length = static_cast<int64_t>(s.blocks.size()) * bs;
+  s.tokens.assign(prompt.begin(), prompt.begin() + s.length);
+  return s.length;
+}
+
+KvStats ModelRunner::kv_stats() const {
+  KvStats k;
+  k.total_blocks = blocks_.num_blocks();
+  k.free_blocks = blocks_.num_free();
+  k.cached_blocks = blocks_.num_cached();
+  k.prefix_hit_blocks = blocks_.hits();
+  k.prefix_miss_blocks = blocks_.misses();
+  k.evictions = blocks_.evictions();
+  return k;
+}
+
+void ModelRunner::register_full_blocks(Sequence& s) {
+  const int64_t bs = options_.kv_block_size;
+  const int64_t full = s.length / bs;
+  for (int64_t i = static_cast<int64_t>(s.nodes.size()); i < full; ++i) {
+    const uint64_t parent = i == 0 ? BlockManager::kRootNode : s.nodes[i - 1];
+    s.nodes.push_back(blocks_.register_block(parent, s.tokens.data() + i * bs, s.blocks[i]));
+  }
 }
 
 int64_t ModelRunner::sequence_length(int32_t seq) const {
@@ -185,9 +235,9 @@ Status ModelRunner::step(const std::vector<StepEntry>& entries, bool all_logits,
   if (total_tokens > options_.max_step_tokens)
     return invalid_argument("a step holds at most " + std::to_string(options_.max_step_tokens) +
                             " tokens (--max-step-tokens), got " + std::to_string(total_tokens));
-  if (new_blocks > allocator_.num_free())
+  if (new_blocks > blocks_.num_free())
     return resource_exhausted("the KV cache is full: this step needs " + std::to_string(new_blocks) +
-                              " more blocks and " + std::to_string(allocator_.num_free()) +
+                              " more blocks and " + std::to_string(blocks_.num_free()) +
                               " are free; raise --kv-cache-tokens or release sequences");
   const Plan* plan = select_plan(total_tokens, static_cast<int64_t>(entries.size()), all_logits);
   ROOFLINE_CHECK(plan != nullptr);
@@ -199,7 +249,7 @@ Status ModelRunner::step(const std::vector<StepEntry>& entries, bool all_logits,
     Sequence& s = seqs_[e.seq];
     const int64_t need = (s.length + static_cast<int64_t>(e.tokens.size()) + bs - 1) / bs;
     while (static_cast<int64_t>(s.blocks.size()) < need) {
-      const int32_t b = allocator_.allocate();
+      const int32_t b = blocks_.allocate();
       ROOFLINE_CHECK(b >= 0);
       s.blocks.push_back(b);
     }
@@ -221,12 +271,17 @@ Status ModelRunner::step(const std::vector<StepEntry>& entries, bool all_logits,
     Sequence& s = seqs_[e.seq];
     for (size_t j = 0; j < e.tokens.size(); ++j) {
       const int64_t pos = s.length + static_cast<int64_t>(j);
+      // KV is only ever written into a block this sequence holds alone and that is not cached:
+      // adopted and registered blocks are full, so appends land after them.
+      const int32_t block = s.blocks[pos / bs];
+      ROOFLINE_CHECK(blocks_.ref_count(block) == 1 && !blocks_.is_cached(block));
       sb.token_ids.push_back(e.tokens[j]);
       sb.positions.push_back(static_cast<int32_t>(pos));
-      sb.slot_mapping.push_back(static_cast<int64_t>(s.blocks[pos / bs]) * bs + pos % bs);
+      sb.slot_mapping.push_back(static_cast<int64_t>(block) * bs + pos % bs);
     }
     std::copy(s.blocks.begin(), s.blocks.end(), sb.block_tables.begin() + static_cast<int64_t>(i) * width);
     s.length += static_cast<int64_t>(e.tokens.size());
+    s.tokens.insert(s.tokens.end(), e.tokens.begin(), e.tokens.end());
     sb.seq_lens.push_back(static_cast<int32_t>(s.length));
     sb.query_start.push_back(sb.query_start.back() + static_cast<int32_t>(e.tokens.size()));
     sb.last_token_index.push_back(sb.query_start.back() - 1);
@@ -234,6 +289,9 @@ Status ModelRunner::step(const std::vector<StepEntry>& entries, bool all_logits,
 
   backend_->execute(*plan, sb, logits, record_call_times_ ? &last_call_ms_ : nullptr);
   last_plan_ = plan;
+  // Only now is the KV of the blocks this step filled written, so only now can they be shared.
+  if (options_.enable_prefix_cache)
+    for (const StepEntry& e : entries) register_full_blocks(seqs_[e.seq]);
   return ok_status();
 }
 

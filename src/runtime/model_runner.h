@@ -1,4 +1,5 @@
-// ModelRunner: one loaded model on the CPU backend with its plans, paged KV cache and sequences.
+// ModelRunner: one loaded model with its plans, paged KV cache (BlockManager: refcounted blocks and
+// a prefix cache of full blocks) and sequences.
 //
 // It owns the path from model files to logits: config + weights -> graph -> passes -> a plan per
 // token bucket -> execution. A step is a list of (sequence, new tokens) entries — prefill, chunked
@@ -18,6 +19,7 @@
 #include "io/weight_store.h"
 #include "roofline/status.h"
 #include "runtime/backend.h"
+#include "runtime/block_manager.h"
 #include "runtime/kv_cache.h"
 #include "runtime/step_buffers.h"
 
@@ -33,6 +35,18 @@ struct RunnerOptions {
   int64_t max_model_len = 0;      // 0: the config's max_position_embeddings
   int64_t kv_cache_tokens = 0;    // 0: max_seqs * max_model_len
   bool fuse = true;               // run the fusion passes
+  bool enable_prefix_cache = true;  // share full KV blocks between sequences with equal prefixes
+};
+
+// KV-cache block accounting, for tests, logs and /metrics.
+struct KvStats {
+  int64_t total_blocks = 0;
+  int64_t free_blocks = 0;        // allocatable now (unreferenced cached blocks count as free)
+  int64_t cached_blocks = 0;      // full blocks registered in the prefix cache
+  int64_t prefix_hit_blocks = 0;  // blocks adopted from the cache, summed over sequences
+  int64_t prefix_miss_blocks = 0; // full prompt blocks looked up and not found (at most one per
+                                  // adopt_cached_prefix: the walk stops at the first miss)
+  int64_t evictions = 0;          // cached blocks reused for new data (LRU)
 };
 
 struct StepEntry {
@@ -57,10 +71,19 @@ class ModelRunner {
 
   // A new empty sequence, or ResourceExhausted when max_seqs * 4 sequences are open.
   StatusOr<int32_t> add_sequence();
-  // Frees the sequence's KV blocks.
+  // Drops the sequence's references to its KV blocks; cached ones stay reusable until evicted.
   Status release_sequence(int32_t seq);
   int64_t sequence_length(int32_t seq) const;
-  int64_t free_kv_blocks() const { return allocator_.num_free(); }
+
+  // Prefix caching: gives `seq` (open and still empty) the longest run of full cached blocks whose
+  // token ids equal the start of `prompt`, capped so at least one prompt token is left to compute
+  // (its logits are needed). Returns how many tokens the sequence now holds (0 when nothing
+  // matched or caching is off); the caller feeds prompt[returned:] next. InvalidArgument when
+  // the sequence is not open or already holds tokens.
+  StatusOr<int64_t> adopt_cached_prefix(int32_t seq, const std::vector<int32_t>& prompt);
+  KvStats kv_stats() const;
+  // Blocks allocatable now, unreferenced cached blocks included.
+  int64_t free_kv_blocks() const { return blocks_.num_free(); }
 
   // Runs one step. logits receives [entries, vocab] (all_logits false) or [total tokens, vocab].
   // Bad entries (unknown sequence, token out of range, too long) fail before anything changes.
@@ -75,12 +98,16 @@ class ModelRunner {
   struct Sequence {
     bool open = false;
     int64_t length = 0;               // tokens in the KV cache
-    std::vector<int32_t> blocks;
+    std::vector<int32_t> tokens;      // [length]: the ids whose KV is cached
+    std::vector<int32_t> blocks;      // block table; full blocks may be shared with other sequences
+    std::vector<uint64_t> nodes;      // prefix-cache node of each full block (kNoNode: not cached)
   };
 
   ModelRunner(const RunnerOptions& options, ModelConfig config, std::unique_ptr<WeightStore> weights,
               std::unique_ptr<Backend> backend);
   const Plan* select_plan(int64_t num_tokens, int64_t num_seqs, bool all_logits) const;
+  // Registers the blocks of `s` that are full but not yet in s.nodes.
+  void register_full_blocks(Sequence& s);
 
   RunnerOptions options_;
   ModelConfig config_;
@@ -89,7 +116,7 @@ class ModelRunner {
   std::vector<Plan> plans_all_, plans_last_;
   std::unique_ptr<Backend> backend_;
   std::shared_ptr<const GgufFile> gguf_;
-  BlockAllocator allocator_{0};
+  BlockManager blocks_;
   std::vector<Sequence> seqs_;
   StepBuffers step_;
   KvCacheShape kv_shape_;

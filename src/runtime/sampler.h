@@ -1,8 +1,17 @@
-// Sampler: the host side of token selection for one sequence: its sampling settings and its own
-// seeded random stream, so a sequence's draws do not depend on what else is in the batch.
+// Sampler: the host side of token selection for one sequence: its sampling settings, the token
+// counts its penalties need, and its own seeded random stream, so a sequence's draws do not depend
+// on what else is in the batch.
+//
+// The chain, in this order (each stage is a free function below, tested on its own):
+//   penalties (repetition over prompt + generated tokens, as HF; frequency and presence over the
+//   generated tokens, as OpenAI) -> temperature -> top-k -> top-p -> min-p -> seeded draw.
+// Temperature 0 is greedy: the argmax of the penalised logits, and no random number is used.
 #pragma once
 
 #include <cstdint>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 #include "ops/sampling/sampling.h"
 
@@ -19,15 +28,67 @@ class Rng {
   uint64_t s_[4];
 };
 
+// Every knob of the chain; the defaults switch each stage off. Validation (ranges per field) is the
+// caller's: roofline::validate_sampling_params in the engine.
+struct SamplerSettings {
+  float temperature = 0.0f;         // 0: greedy
+  int32_t top_k = 0;                // 0: all tokens
+  float top_p = 1.0f;               // (0, 1]; 1: off
+  float min_p = 0.0f;               // [0, 1]; 0: off
+  float repetition_penalty = 1.0f;  // > 0; 1: off
+  float frequency_penalty = 0.0f;   // per occurrence in the generated tokens; 0: off
+  float presence_penalty = 0.0f;    // once per distinct generated token; 0: off
+};
+
+// Token ids ranked best first: the survivors of the truncation stages and their logits.
+struct Candidates {
+  std::vector<int32_t> ids;
+  std::vector<float> logits;  // [ids.size()], descending; ties keep the lower id first
+};
+
+// Stage 1, in place on logits [vocab_size]. Repetition (HF's RepetitionPenaltyLogitsProcessor):
+// every token in `seen` (prompt and generated) has a positive logit divided by the penalty and a
+// negative one multiplied by it. Then frequency and presence: logit -= frequency * count +
+// presence, for every token generated `count` > 0 times.
+void apply_penalties(float* logits, int64_t vocab_size, const SamplerSettings& s,
+                     const std::unordered_set<int32_t>& seen,
+                     const std::unordered_map<int32_t, int32_t>& generated_counts);
+// Stage 2, in place: logits / temperature (temperature > 0).
+void apply_temperature(float* logits, int64_t vocab_size, float temperature);
+// Ranks the non-NaN logits best first (the input of stages 3-6). Keeps only the first `limit`
+// when limit > 0 (a partial sort: top-k needs no more).
+Candidates rank_candidates(const float* logits, int64_t vocab_size, int32_t limit);
+// Stage 3: keeps exactly the first k (k > 0; exact k makes top_k = 1 the same as argmax).
+void apply_top_k(Candidates& c, int32_t top_k);
+// Stage 4, as HF's TopPLogitsWarper: over the softmax of the candidates, candidate r is kept while
+// the mass ranked before it is < top_p; the first is always kept.
+void apply_top_p(Candidates& c, float top_p);
+// Stage 5: drops candidates whose probability is below min_p times the largest one's.
+void apply_min_p(Candidates& c, float min_p);
+// Stage 6: the first candidate whose cumulative probability exceeds uniform * total; -1 if empty.
+int32_t draw_candidate(const Candidates& c, double uniform);
+
 class Sampler {
  public:
-  Sampler(const SamplingConfig& config, uint64_t seed) : config_(config), rng_(seed) {}
-  // A token id, or -1 when every logit is NaN (the caller reports it as an error).
+  Sampler(const SamplerSettings& settings, uint64_t seed) : settings_(settings), rng_(seed) {}
+  // The plain chain of Model::generate (no penalties, no min-p).
+  Sampler(const SamplingConfig& config, uint64_t seed)
+      : Sampler(SamplerSettings{config.temperature, config.top_k, config.top_p}, seed) {}
+
+  // The prompt, for the repetition penalty (call once, before the first sample).
+  void set_prompt(const std::vector<int32_t>& prompt);
+  // A token id, or -1 when every logit is NaN (the caller reports it as an error). Records the
+  // token as generated, for the penalties of later calls.
   int32_t sample(const float* logits, int64_t vocab_size);
 
  private:
-  SamplingConfig config_;
+  bool has_penalties() const;
+
+  SamplerSettings settings_;
   Rng rng_;
+  std::unordered_set<int32_t> seen_;  // prompt and generated ids
+  std::unordered_map<int32_t, int32_t> generated_counts_;
+  std::vector<float> scratch_;  // [vocab]: the penalised row
 };
 
 }  // namespace roofline

@@ -59,6 +59,31 @@ expect dummy_unknown 1 "known: llama3-8b" -- generate --dummy-weights gpt5 --pro
 expect both_sources 1 "exactly one" -- generate --dummy-weights llama-tiny --model $model --prompt-ids 1
 expect bad_device 1 "--device must be" -- generate --model $model --prompt-ids 1 --device tpu
 expect cuda_device 1 "cuda" -- generate --model $model --prompt-ids 1 --device cuda:99
+# Batch mode: a JSONL file in, a JSONL file out in input order.
+printf '{"prompt_ids": [1,17,250,3,99,42,7,300,128,5,64], "max_tokens": 8, "ignore_eos": true}\n\n{"prompt_ids": [1,2,3], "max_tokens": 3, "temperature": 0.7, "seed": 5}\n' > "$tmp/in.jsonl"
+expect batch_good 0 "output tokens/s; prefix cache hit rate" -- generate --model $model --input "$tmp/in.jsonl" --output "$tmp/out.jsonl" --max-step-tokens 16
+want_ids=$(tr ' ' ',' <<<"$golden")
+if ! head -1 "$tmp/out.jsonl" | grep -q "\"index\":0" || ! head -1 "$tmp/out.jsonl" | grep -q "\"token_ids\":\[${want_ids}\]" ||
+   ! sed -n 2p "$tmp/out.jsonl" | grep -q '"completion_tokens":3,"finish_reason":"length","index":1'; then
+  echo "FAIL batch_good output:"; cat "$tmp/out.jsonl"; failures=$((failures + 1))
+else
+  passes=$((passes + 1))
+fi
+printf '{"prompt_ids": [1]}\n{"prompt_ids": [1], "top_p": 3}\n{oops\n' > "$tmp/bad.jsonl"
+expect batch_bad_param 1 "bad.jsonl line 2: sampling param 'top_p'" -- generate --model $model --input "$tmp/bad.jsonl" --output "$tmp/o.jsonl"
+printf '{"prompt_ids": [1]}\n{oops\n' > "$tmp/bad2.jsonl"
+expect batch_bad_json 1 "bad2.jsonl line 2: not valid JSON" -- generate --model $model --input "$tmp/bad2.jsonl" --output "$tmp/o.jsonl"
+printf '{"prompt_ids": [1], "temprature": 1}\n' > "$tmp/bad3.jsonl"
+expect batch_unknown_field 1 "line 1: unknown field 'temprature'" -- generate --model $model --input "$tmp/bad3.jsonl" --output "$tmp/o.jsonl"
+expect batch_missing_file 1 "cannot read" -- generate --model $model --input "$tmp/nope.jsonl" --output "$tmp/o.jsonl"
+expect batch_needs_output 2 "needs --output" -- generate --model $model --input "$tmp/in.jsonl"
+expect generate_needs_prompt 2 "prompt-ids" -- generate --model $model
+printf '{"prompt_ids": [1,2,3], "max_tokens": 300}\n{"prompt_ids": [4,5], "max_tokens": 2}\n' > "$tmp/big.jsonl"
+expect batch_request_error 1 "1 of 2 requests failed" -- generate --model $model --input "$tmp/big.jsonl" --output "$tmp/o.jsonl"
+if ! grep -q '"error":"the prompt (3 tokens) + max_tokens (300)' "$tmp/o.jsonl"; then echo "FAIL batch_request_error output"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
+printf '{"prompt": "the quick brown fox", "max_tokens": 6, "stop": ["zzz"]}\n' > "$tmp/text.jsonl"
+expect batch_text 0 "1/1 requests" -- generate --model tests/fixtures/gguf/llama_mha.f32.gguf --input "$tmp/text.jsonl" --output "$tmp/text_out.jsonl"
+if ! grep -q '"text":' "$tmp/text_out.jsonl"; then echo "FAIL batch_text output: $(cat "$tmp/text_out.jsonl")"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
 expect bench_cpu 0 "decode step" -- bench --dummy-weights llama-tiny --batch 2 --context 16 --steps 4 --breakdown
 
 echo "$passes passed, $failures failed"

@@ -1,32 +1,13 @@
-// The block allocator hands out each block once and takes every block back; the cache starts
-// poisoned so unwritten slots cannot pass for zeros.
+// The KV cache starts poisoned so unwritten slots cannot pass for zeros (block accounting is
+// tested in block_manager_test.cc).
 #include "runtime/kv_cache.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <set>
 
 namespace roofline {
 namespace {
-
-TEST(BlockAllocator, EveryBlockOnceThenExhausted) {
-  BlockAllocator a(5);
-  std::set<int32_t> got;
-  for (int i = 0; i < 5; ++i) got.insert(a.allocate());
-  EXPECT_EQ(got, (std::set<int32_t>{0, 1, 2, 3, 4}));
-  EXPECT_EQ(a.allocate(), -1);
-  a.release(3);
-  EXPECT_EQ(a.num_free(), 1);
-  EXPECT_EQ(a.allocate(), 3);
-}
-
-TEST(BlockAllocatorDeathTest, DoubleReleaseAborts) {
-  BlockAllocator a(2);
-  int32_t b = a.allocate();
-  a.release(b);
-  EXPECT_DEATH(a.release(b), "internal check failed");
-}
 
 TEST(KvCache, LayersAreDisjointAndPoisoned) {
   KvCacheShape s{3, 4, 2, 2, 8};

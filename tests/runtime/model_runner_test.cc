@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -167,6 +168,171 @@ TEST(ModelRunnerStep, TooManyTokensInOneStep) {
   Status s = r->step({{a, std::vector<int32_t>(33, 1)}}, false, &out);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("--max-step-tokens"), std::string::npos);
+}
+
+// Prefix caching on llama_mha with 4-token blocks.
+std::unique_ptr<ModelRunner> prefix_runner(bool cache, int64_t kv_tokens = 0) {
+  RunnerOptions o;
+  o.model_dir = fixture("llama_mha");
+  o.kv_block_size = 4;
+  o.max_step_tokens = 32;
+  o.max_seqs = 4;
+  o.max_model_len = 64;
+  o.kv_cache_tokens = kv_tokens;
+  o.enable_prefix_cache = cache;
+  auto r = ModelRunner::create(o);
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  return std::move(r).value();
+}
+
+::testing::AssertionResult logits_close(const std::vector<float>& got, const std::vector<float>& want,
+                                        float tol = 1e-5f) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << got.size() << " logits, expected " << want.size();
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!(std::fabs(got[i] - want[i]) <= tol + tol * std::fabs(want[i])))
+      return ::testing::AssertionFailure() << "logit " << i << ": " << got[i] << " vs " << want[i];
+  return ::testing::AssertionSuccess();
+}
+
+TEST(ModelRunnerPrefixCache, SecondSequenceAdoptsFullBlocksAndMatches) {
+  auto r = prefix_runner(true);
+  const std::vector<int32_t> prompt = {1, 17, 300, 42, 9, 77, 123, 500, 3, 64, 211};  // 11 tokens
+  const int64_t total = r->kv_stats().total_blocks;
+  int32_t a = *r->add_sequence();
+  EXPECT_EQ(*r->adopt_cached_prefix(a, prompt), 0);  // empty cache: one miss, then the walk stops
+  std::vector<float> la, lb;
+  ASSERT_TRUE(r->step({{a, prompt}}, false, &la).ok());
+  KvStats k = r->kv_stats();
+  EXPECT_EQ(k.cached_blocks, 2);  // 11 tokens: two full blocks registered
+  EXPECT_EQ(k.prefix_hit_blocks, 0);
+  EXPECT_EQ(k.prefix_miss_blocks, 1);
+  EXPECT_EQ(k.free_blocks, total - 3);
+
+  int32_t b = *r->add_sequence();
+  EXPECT_EQ(*r->adopt_cached_prefix(b, prompt), 8);
+  EXPECT_EQ(r->sequence_length(b), 8);
+  EXPECT_EQ(r->kv_stats().free_blocks, total - 3) << "adopted blocks are shared, not copied";
+  ASSERT_TRUE(r->step({{b, std::vector<int32_t>(prompt.begin() + 8, prompt.end())}}, false, &lb).ok());
+  EXPECT_TRUE(logits_close(lb, la));
+  k = r->kv_stats();
+  EXPECT_EQ(k.prefix_hit_blocks, 2);
+  EXPECT_EQ(k.prefix_miss_blocks, 1);
+  EXPECT_EQ(k.free_blocks, total - 4);
+  // Both decode on: a writes into its own third block, b into its own; still equal.
+  ASSERT_TRUE(r->step({{a, {5}}, {b, {5}}}, false, &la).ok());
+  ASSERT_EQ(la.size(), 2u * 512);
+  EXPECT_TRUE(logits_close(std::vector<float>(la.begin() + 512, la.end()),
+                           std::vector<float>(la.begin(), la.begin() + 512)));
+
+  // A different prompt: no hit. An 8-token prompt equal to the first 8: capped at one block so a
+  // token is left to compute.
+  int32_t c = *r->add_sequence();
+  std::vector<int32_t> other = prompt;
+  other[0] = 2;
+  EXPECT_EQ(*r->adopt_cached_prefix(c, other), 0);
+  int32_t d = *r->add_sequence();
+  EXPECT_EQ(*r->adopt_cached_prefix(d, std::vector<int32_t>(prompt.begin(), prompt.begin() + 8)), 4);
+  EXPECT_EQ(*r->adopt_cached_prefix(*r->add_sequence(), std::vector<int32_t>(prompt.begin(), prompt.begin() + 4)), 0);
+  k = r->kv_stats();
+  EXPECT_EQ(k.prefix_hit_blocks, 3);
+  EXPECT_EQ(k.prefix_miss_blocks, 2);
+
+  // Adopting into a sequence that holds tokens, or one that is not open, is an error.
+  EXPECT_EQ(r->adopt_cached_prefix(a, prompt).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r->adopt_cached_prefix(d, prompt).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r->adopt_cached_prefix(99, prompt).status().code(), StatusCode::kInvalidArgument);
+
+  // Release everything: the whole pool is allocatable again, the full blocks still cached.
+  for (int32_t s = 0; s < 5; ++s) ASSERT_TRUE(r->release_sequence(s).ok());
+  k = r->kv_stats();
+  EXPECT_EQ(k.free_blocks, total);
+  EXPECT_EQ(r->free_kv_blocks(), total);
+  EXPECT_EQ(k.cached_blocks, 3);  // prompt's two blocks and a's third (prompt[8..10] + 5)
+  EXPECT_EQ(k.evictions, 0);
+}
+
+TEST(ModelRunnerPrefixCache, DisabledCachesNothing) {
+  auto r = prefix_runner(false);
+  const std::vector<int32_t> prompt = {1, 17, 300, 42, 9, 77, 123, 500, 3, 64, 211};
+  std::vector<float> out;
+  for (int i = 0; i < 2; ++i) {
+    int32_t s = *r->add_sequence();
+    EXPECT_EQ(*r->adopt_cached_prefix(s, prompt), 0);
+    ASSERT_TRUE(r->step({{s, prompt}}, false, &out).ok());
+  }
+  const KvStats k = r->kv_stats();
+  EXPECT_EQ(k.cached_blocks, 0);
+  EXPECT_EQ(k.prefix_hit_blocks, 0);
+  EXPECT_EQ(k.prefix_miss_blocks, 0);
+  EXPECT_EQ(k.free_blocks, k.total_blocks - 6);
+  // Still an error on a non-empty sequence.
+  EXPECT_EQ(r->adopt_cached_prefix(0, prompt).status().code(), StatusCode::kInvalidArgument);
+}
+
+// A pool of 8 blocks and requests over two 12-token system prompts with varied questions: cached
+// blocks are evicted and revived constantly. Every request's logits (prompt and two decode
+// steps) must equal those of a runner without caching.
+TEST(ModelRunnerPrefixCache, EvictionUnderATinyPoolKeepsResultsExact) {
+  auto cached = prefix_runner(true, /*kv_tokens=*/32);
+  auto plain = prefix_runner(false);
+  ASSERT_EQ(cached->kv_stats().total_blocks, 8);
+  const std::vector<std::vector<int32_t>> systems = {{1, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20},
+                                                     {1, 10, 11, 12, 99, 98, 97, 96, 95, 94, 93, 92}};
+  auto run = [](ModelRunner& r, const std::vector<int32_t>& prompt, bool adopt, int64_t* adopted,
+                std::vector<float>* logits) -> Status {
+    ROOFLINE_ASSIGN_OR_RETURN(int32_t s, r.add_sequence());
+    int64_t start = 0;
+    if (adopt) {
+      ROOFLINE_ASSIGN_OR_RETURN(start, r.adopt_cached_prefix(s, prompt));
+    }
+    *adopted = start;
+    std::vector<float> out;
+    logits->clear();
+    ROOFLINE_RETURN_IF_ERROR(r.step({{s, std::vector<int32_t>(prompt.begin() + start, prompt.end())}}, false, &out));
+    logits->insert(logits->end(), out.begin(), out.end());
+    for (int32_t t : {7, 8}) {
+      ROOFLINE_RETURN_IF_ERROR(r.step({{s, {t}}}, false, &out));
+      logits->insert(logits->end(), out.begin(), out.end());
+    }
+    return r.release_sequence(s);
+  };
+  int64_t adopted_tokens = 0;
+  for (int i = 0; i < 12; ++i) {
+    std::vector<int32_t> prompt = systems[(i / 2) % 2];  // AABBAABB...
+    for (int q = 0; q <= i % 5; ++q) prompt.push_back(200 + 13 * i + q);
+    std::vector<float> want, got;
+    int64_t adopted = 0, unused = 0;
+    ASSERT_TRUE(run(*plain, prompt, false, &unused, &want).ok());
+    Status s = run(*cached, prompt, true, &adopted, &got);
+    ASSERT_TRUE(s.ok()) << "request " << i << ": " << s.to_string();
+    EXPECT_TRUE(logits_close(got, want)) << "request " << i << " (adopted " << adopted << " tokens)";
+    adopted_tokens += adopted;
+    EXPECT_EQ(cached->free_kv_blocks(), 8);
+  }
+  const KvStats k = cached->kv_stats();
+  EXPECT_GT(k.evictions, 0) << "the pool was meant to be too small to keep everything";
+  EXPECT_GT(k.prefix_hit_blocks, 0);
+  EXPECT_EQ(adopted_tokens, 4 * k.prefix_hit_blocks);
+}
+
+// Two sequences that prefill the same prompt in one step both compute it; the first keeps the
+// cache entry and a third sequence adopts it.
+TEST(ModelRunnerPrefixCache, SamePromptTwiceInOneStep) {
+  auto r = prefix_runner(true);
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  int32_t a = *r->add_sequence(), b = *r->add_sequence();
+  std::vector<float> out, third;
+  ASSERT_TRUE(r->step({{a, prompt}, {b, prompt}}, false, &out).ok());
+  EXPECT_EQ(r->kv_stats().cached_blocks, 2);
+  EXPECT_TRUE(logits_close(std::vector<float>(out.begin() + 512, out.end()),
+                           std::vector<float>(out.begin(), out.begin() + 512)));
+  int32_t c = *r->add_sequence();
+  EXPECT_EQ(*r->adopt_cached_prefix(c, prompt), 8);
+  ASSERT_TRUE(r->step({{c, {9}}}, false, &third).ok());
+  EXPECT_TRUE(logits_close(third, std::vector<float>(out.begin(), out.begin() + 512)));
+  for (int32_t s : {a, b, c}) ASSERT_TRUE(r->release_sequence(s).ok());
+  EXPECT_EQ(r->free_kv_blocks(), r->kv_stats().total_blocks);
 }
 
 TEST(ModelGenerate, BadSamplingOptions) {

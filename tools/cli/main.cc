@@ -2,6 +2,7 @@
 //   roofline run "question" [--model M]                                 streamed answer (chat template)
 //   roofline chat [--model M]                                           interactive conversation
 //   roofline generate --model DIR --prompt-ids 1,2,3 --max-tokens N   streams token ids
+//   roofline generate --input prompts.jsonl --output out.jsonl        many requests, batched
 //   roofline logits   --model DIR --prompt-ids 1,2,3 --out logits.npy  prefill + decode logits
 //   roofline info     --model DIR [--dump-graph] [--dump-plan]         what was loaded, how it runs
 //   roofline bench    --dummy-weights llama3-8b --device cuda           decode step time vs roofline
@@ -10,18 +11,24 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "core/log.h"
 #include "core/npy.h"
 #include "graph/plan.h"
+#include "roofline/engine.h"
 #include "roofline/model.h"
 #include "runtime/model_runner.h"
 
@@ -266,6 +273,256 @@ int run_chat(CommonFlags& f, const std::string& system, const roofline::Generate
   return 0;
 }
 
+// ---- Batch mode: generate --input prompts.jsonl --output out.jsonl ----------------------------
+//
+// Each input line is a JSON object: {"prompt": "text"} or {"prompt_ids": [1, 2]}, plus optional
+// sampling fields (those of roofline::SamplingParams; the command-line flags are their defaults).
+// Blank lines are skipped. Every line is checked before any request starts, in two passes: JSON,
+// fields and ranges (the first bad line fails the run, by number), then, once the model is loaded,
+// the prompt (tokenizer, vocabulary) and stop_token_ids against it.
+// Each output line: {"index", "text" (when the model has a tokenizer), "token_ids",
+// "finish_reason", "prompt_tokens", "completion_tokens"[, "error"]}, in input order.
+
+struct BatchItem {
+  int line = 0;
+  std::optional<std::string> text;
+  std::vector<int32_t> ids;
+  roofline::SamplingParams params;
+};
+
+Status line_error(const std::string& path, int line, const std::string& what) {
+  return roofline::invalid_argument(path + " line " + std::to_string(line) + ": " + what);
+}
+
+// One JSON line into an item; field types and ranges of integers only (the model checks the rest).
+Status parse_batch_line(const nlohmann::json& j, BatchItem* item) {
+  using nlohmann::json;
+  if (!j.is_object()) return roofline::invalid_argument("expected a JSON object like {\"prompt\": \"...\"}");
+  auto want_number = [&](const char* key, float* out) -> Status {
+    if (!j.contains(key)) return roofline::ok_status();
+    if (!j[key].is_number()) return roofline::invalid_argument(std::string("'") + key + "' must be a number");
+    *out = j[key].get<float>();
+    return roofline::ok_status();
+  };
+  auto want_int = [&](const char* key, int64_t lo, int64_t hi, int64_t* out) -> Status {
+    if (!j.contains(key)) return roofline::ok_status();
+    const json& v = j[key];
+    const bool fits = v.is_number_integer() &&
+                      (v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(hi)
+                                              : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi) &&
+                      v.get<int64_t>() >= lo;
+    if (!fits)
+      return roofline::invalid_argument(std::string("'") + key + "' must be an integer in [" + std::to_string(lo) +
+                                        ", " + std::to_string(hi) + "]");
+    *out = v.get<int64_t>();
+    return roofline::ok_status();
+  };
+  auto want_ids = [&](const char* key, std::vector<int32_t>* out) -> Status {
+    const json& v = j[key];
+    if (!v.is_array()) return roofline::invalid_argument(std::string("'") + key + "' must be an array of token ids");
+    out->clear();
+    for (const json& x : v) {
+      if (!x.is_number_integer() || (!x.is_number_unsigned() && x.get<int64_t>() < 0) ||
+          x.get<uint64_t>() > 0x7fffffffull)
+        return roofline::invalid_argument(std::string("'") + key + "' must hold non-negative integer token ids");
+      out->push_back(static_cast<int32_t>(x.get<int64_t>()));
+    }
+    return roofline::ok_status();
+  };
+  static const char* kKnown[] = {"prompt", "prompt_ids", "temperature", "top_k", "top_p", "min_p",
+                                 "repetition_penalty", "frequency_penalty", "presence_penalty", "seed",
+                                 "stop", "stop_token_ids", "max_tokens", "ignore_eos"};
+  for (const auto& [key, value] : j.items()) {
+    if (std::find_if(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return key == k; }) ==
+        std::end(kKnown)) {
+      std::string known;
+      for (const char* k : kKnown) known += std::string(known.empty() ? "" : ", ") + k;
+      return roofline::invalid_argument("unknown field '" + key + "' (known: " + known + ")");
+    }
+  }
+  const bool has_text = j.contains("prompt"), has_ids = j.contains("prompt_ids");
+  if (has_text == has_ids) return roofline::invalid_argument("give exactly one of \"prompt\" (text) and \"prompt_ids\"");
+  if (has_text) {
+    if (!j["prompt"].is_string()) return roofline::invalid_argument("'prompt' must be a string");
+    item->text = j["prompt"].get<std::string>();
+  } else {
+    ROOFLINE_RETURN_IF_ERROR(want_ids("prompt_ids", &item->ids));
+  }
+  roofline::SamplingParams& p = item->params;
+  ROOFLINE_RETURN_IF_ERROR(want_number("temperature", &p.temperature));
+  int64_t top_k = p.top_k;
+  ROOFLINE_RETURN_IF_ERROR(want_int("top_k", 0, 0x7fffffff, &top_k));
+  p.top_k = static_cast<int32_t>(top_k);
+  ROOFLINE_RETURN_IF_ERROR(want_number("top_p", &p.top_p));
+  ROOFLINE_RETURN_IF_ERROR(want_number("min_p", &p.min_p));
+  ROOFLINE_RETURN_IF_ERROR(want_number("repetition_penalty", &p.repetition_penalty));
+  ROOFLINE_RETURN_IF_ERROR(want_number("frequency_penalty", &p.frequency_penalty));
+  ROOFLINE_RETURN_IF_ERROR(want_number("presence_penalty", &p.presence_penalty));
+  ROOFLINE_RETURN_IF_ERROR(want_int("max_tokens", 1, int64_t{1} << 24, &p.max_tokens));
+  if (j.contains("seed")) {
+    if (!j["seed"].is_number_integer() || (!j["seed"].is_number_unsigned() && j["seed"].get<int64_t>() < 0))
+      return roofline::invalid_argument("'seed' must be a non-negative integer");
+    p.seed = j["seed"].get<uint64_t>();
+  }
+  if (j.contains("ignore_eos")) {
+    if (!j["ignore_eos"].is_boolean()) return roofline::invalid_argument("'ignore_eos' must be true or false");
+    p.ignore_eos = j["ignore_eos"].get<bool>();
+  }
+  if (j.contains("stop")) {
+    const json& v = j["stop"];
+    p.stop.clear();
+    if (v.is_string()) {
+      p.stop.push_back(v.get<std::string>());
+    } else if (v.is_array()) {
+      for (const json& x : v) {
+        if (!x.is_string()) return roofline::invalid_argument("'stop' must be a string or an array of strings");
+        p.stop.push_back(x.get<std::string>());
+      }
+    } else {
+      return roofline::invalid_argument("'stop' must be a string or an array of strings");
+    }
+  }
+  if (j.contains("stop_token_ids")) ROOFLINE_RETURN_IF_ERROR(want_ids("stop_token_ids", &p.stop_token_ids));
+  return roofline::ok_status();
+}
+
+StatusOr<std::vector<BatchItem>> read_batch(const std::string& path, const roofline::SamplingParams& defaults) {
+  std::ifstream in(path);
+  if (!in) return roofline::not_found("cannot read '" + path + "': " + std::strerror(errno));
+  std::vector<BatchItem> items;
+  std::string text;
+  for (int line = 1; std::getline(in, text); ++line) {
+    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::parse_error& e) {
+      return line_error(path, line, std::string("not valid JSON (") + e.what() + ")");
+    }
+    BatchItem item;
+    item.line = line;
+    item.params = defaults;
+    Status s = parse_batch_line(j, &item);
+    // Ranges too, so the first bad line is reported first; the vocabulary bound waits for the model.
+    if (s.ok()) s = roofline::validate_sampling_params(item.params, /*vocab_size=*/int64_t{1} << 31);
+    if (!s.ok()) return line_error(path, line, s.message());
+    items.push_back(std::move(item));
+  }
+  if (items.empty()) return roofline::invalid_argument(path + " holds no prompts: one JSON object per line");
+  return items;
+}
+
+void print_progress(int64_t done, int64_t total, int64_t tokens, double seconds) {
+  constexpr int kWidth = 30;
+  const int filled = total > 0 ? static_cast<int>(kWidth * done / total) : kWidth;
+  std::string bar(static_cast<size_t>(filled), '#');
+  bar.resize(kWidth, '.');
+  std::fprintf(stderr, "\r[%s] %lld/%lld requests, %.1f tok/s", bar.c_str(), static_cast<long long>(done),
+               static_cast<long long>(total), seconds > 0 ? tokens / seconds : 0.0);
+  std::fflush(stderr);
+}
+
+int run_batch(CommonFlags& f, const std::string& input, const std::string& output,
+              const roofline::SamplingParams& defaults, int64_t max_num_seqs) {
+  auto items = read_batch(input, defaults);
+  if (!items.ok()) return fail(items.status());
+  Status s = resolve_model(f);
+  if (!s.ok()) return fail(s);
+  roofline::EngineOptions eo;
+  eo.model = f.model;
+  eo.max_num_batched_tokens = f.model.max_step_tokens;
+  eo.max_num_seqs = max_num_seqs;
+  auto loaded = roofline::Engine::load(eo);
+  if (!loaded.ok()) return fail(loaded.status());
+  roofline::Engine& engine = **loaded;
+  // Every line is checked against the model before the first request starts.
+  const int64_t vocab = engine.info().vocab_size;
+  for (BatchItem& item : *items) {
+    if (item.text) {
+      if (!engine.has_tokenizer())
+        return fail(line_error(input, item.line, "this model has no tokenizer: give \"prompt_ids\" instead of \"prompt\""));
+      auto ids = engine.tokenize(*item.text, /*add_special_tokens=*/true);
+      if (!ids.ok()) return fail(line_error(input, item.line, ids.status().message()));
+      item.ids = std::move(ids).value();
+    }
+    if (item.ids.empty()) return fail(line_error(input, item.line, "the prompt is empty"));
+    for (int32_t id : item.ids)
+      if (id >= vocab)
+        return fail(line_error(input, item.line, "token id " + std::to_string(id) +
+                                                     " is out of range for this model's vocabulary of " +
+                                                     std::to_string(vocab)));
+    Status v = roofline::validate_sampling_params(item.params, vocab);
+    if (v.ok() && !item.params.stop.empty() && !engine.has_tokenizer())
+      v = roofline::invalid_argument("'stop' strings need a tokenizer and this model has none: use stop_token_ids");
+    if (!v.ok()) return fail(line_error(input, item.line, v.message()));
+  }
+  std::ofstream out(output);
+  if (!out) return fail(roofline::io_error("cannot write '" + output + "': " + std::strerror(errno)));
+
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  std::map<roofline::RequestId, size_t> index_of;
+  for (size_t i = 0; i < items->size(); ++i) {
+    auto id = engine.add_request((*items)[i].ids, (*items)[i].params);
+    if (!id.ok()) return fail(line_error(input, (*items)[i].line, id.status().message()));
+    index_of[*id] = i;
+  }
+  const int64_t total = static_cast<int64_t>(items->size());
+  int64_t done = 0, tokens = 0;
+  auto last_draw = t0;
+  auto results = engine.run_to_completion([&](const std::vector<roofline::RequestOutput>& outs) {
+    for (const auto& o : outs) {
+      tokens += static_cast<int64_t>(o.new_token_ids.size());
+      done += o.finished ? 1 : 0;
+    }
+    const auto now = clock::now();
+    if (now - last_draw > std::chrono::milliseconds(100) || done == total) {
+      print_progress(done, total, tokens, std::chrono::duration<double>(now - t0).count());
+      last_draw = now;
+    }
+  });
+  const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
+  std::fprintf(stderr, "\n");  // below the progress bar, which the last step drew complete
+
+  std::vector<const roofline::RequestResult*> by_index(items->size(), nullptr);
+  for (const auto& r : results) by_index[index_of.at(r.id)] = &r;
+  int64_t failed = 0, completion_tokens = 0;
+  for (size_t i = 0; i < by_index.size(); ++i) {
+    const roofline::RequestResult& r = *by_index[i];
+    nlohmann::json j;
+    j["index"] = i;
+    if (engine.has_tokenizer()) j["text"] = r.text;
+    j["token_ids"] = r.token_ids;
+    j["finish_reason"] = roofline::finish_reason_name(r.finish_reason);
+    j["prompt_tokens"] = r.prompt_tokens;
+    j["completion_tokens"] = r.completion_tokens;
+    if (r.finish_reason == roofline::FinishReason::kError) {
+      j["error"] = r.error;
+      ++failed;
+    }
+    completion_tokens += r.completion_tokens;
+    out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  }
+  out.flush();
+  if (!out) return fail(roofline::io_error("writing '" + output + "' failed (disk full?)"));
+  const roofline::EngineStats st = engine.stats();
+  const int64_t lookups = st.prefix_hit_blocks + st.prefix_miss_blocks;
+  std::fprintf(stderr,
+               "%lld requests in %.2f s: %.2f requests/s, %.1f output tokens/s; prefix cache hit rate "
+               "%.1f%% (%lld of %lld prompt blocks); %lld preemptions\n",
+               static_cast<long long>(total), seconds, seconds > 0 ? total / seconds : 0.0,
+               seconds > 0 ? completion_tokens / seconds : 0.0,
+               lookups > 0 ? 100.0 * st.prefix_hit_blocks / lookups : 0.0,
+               static_cast<long long>(st.prefix_hit_blocks), static_cast<long long>(lookups),
+               static_cast<long long>(st.preemptions));
+  if (failed > 0) {
+    std::fprintf(stderr, "roofline: %lld of %lld requests failed (see \"error\" in %s)\n",
+                 static_cast<long long>(failed), static_cast<long long>(total), output.c_str());
+    return 1;
+  }
+  return 0;
+}
+
 // Decode-step latency: B sequences prefilled to `context` tokens, then timed decode steps of one
 // token each. The roofline is the plan's analytic bytes (weights read once, KV read, activations)
 // over the measured copy bandwidth of the H200 (shared/docs/HARDWARE.md).
@@ -381,18 +638,29 @@ int main(int argc, char** argv) {
   CommonFlags gen_flags, logit_flags, info_flags;
   std::string gen_ids, logit_ids, out_path;
   roofline::GenerateOptions gen;
+  roofline::SamplingParams batch_defaults;
   int64_t decode_steps = 16;
   bool ignore_eos = false, dump_graph = false, dump_plan = false;
 
   CLI::App* g = app.add_subcommand("generate", "Generate from prompt token ids, streaming ids to stdout");
   gen_flags.add(g);
-  g->add_option("--prompt-ids", gen_ids, "Comma-separated prompt token ids")->required();
+  std::string batch_input, batch_output;
+  int64_t batch_max_seqs = 8;
+  auto* ids_opt = g->add_option("--prompt-ids", gen_ids, "Comma-separated prompt token ids");
+  auto* input_opt = g->add_option("--input", batch_input,
+                                  "Batch mode: a JSONL file, one {\"prompt\": ...} or {\"prompt_ids\": [...]} per "
+                                  "line (plus optional sampling fields); needs --output");
+  input_opt->excludes(ids_opt);
+  g->add_option("--output", batch_output, "Batch mode: the JSONL file of results, in input order")->needs(input_opt);
+  g->add_option("--max-num-seqs", batch_max_seqs, "Batch mode: requests running at once")->capture_default_str();
   g->add_option("--max-tokens", gen.max_new_tokens, "Tokens to generate")->capture_default_str();
   g->add_option("--temperature", gen.temperature, "0 = greedy")->capture_default_str();
   g->add_option("--top-k", gen.top_k, "Keep the k most likely tokens; 0 = all");
   g->add_option("--top-p", gen.top_p, "Nucleus sampling mass")->capture_default_str();
   g->add_option("--seed", gen.seed, "Random seed for sampling");
   g->add_flag("--ignore-eos", ignore_eos, "Keep generating past end-of-sequence tokens");
+  g->add_option("--min-p", batch_defaults.min_p, "Batch mode: drop tokens below min_p x the best one's probability");
+  g->add_option("--repetition-penalty", batch_defaults.repetition_penalty, "Batch mode: HF repetition penalty");
 
   CLI::App* l = app.add_subcommand("logits", "Write prefill + greedy-decode logits to a .npy file");
   logit_flags.add(l);
@@ -448,6 +716,23 @@ int main(int argc, char** argv) {
     if (f->verbose) roofline::set_log_level(roofline::LogLevel::kInfo);
   if (g->parsed()) {
     gen.stop_at_eos = !ignore_eos;
+    if (!batch_input.empty()) {
+      if (batch_output.empty()) {
+        std::fprintf(stderr, "generate: --input needs --output (where the results go)\n");
+        return 2;
+      }
+      batch_defaults.temperature = gen.temperature;
+      batch_defaults.top_k = gen.top_k;
+      batch_defaults.top_p = gen.top_p;
+      batch_defaults.max_tokens = gen.max_new_tokens;
+      batch_defaults.ignore_eos = ignore_eos;
+      if (g->count("--seed") > 0) batch_defaults.seed = gen.seed;
+      return run_batch(gen_flags, batch_input, batch_output, batch_defaults, batch_max_seqs);
+    }
+    if (ids_opt->count() == 0) {
+      std::fprintf(stderr, "generate: give --prompt-ids (one prompt) or --input with --output (a batch)\n");
+      return 2;
+    }
     return run_generate(gen_flags, gen_ids, gen);
   }
   if (l->parsed()) return run_logits(logit_flags, logit_ids, decode_steps, out_path);

@@ -1,0 +1,76 @@
+// load_model: ModelOptions -> runner, ModelInfo and tokenizer (see loaded_model.h).
+#include "engine/loaded_model.h"
+
+#include <filesystem>
+
+#include "core/thread_pool.h"
+#include "io/tokenizer_files.h"
+
+namespace roofline {
+
+Status LoadedModel::need_tokenizer() const {
+  if (tokenizer) return ok_status();
+  return invalid_argument("this model has no tokenizer (" + no_tokenizer_reason +
+                          "): give token ids (--prompt-ids) instead of text");
+}
+
+StatusOr<LoadedModel> load_model(const ModelOptions& o, bool enable_prefix_cache) {
+  if (o.num_threads < 0 || o.num_threads > 1024)
+    return invalid_argument("--threads must be in [0, 1024], got " + std::to_string(o.num_threads));
+  if (o.num_threads > 0) ThreadPool::set_default_num_threads(o.num_threads);
+  RunnerOptions ro;
+  ro.model_dir = o.model_dir;
+  ro.dummy_weights = o.dummy_weights;
+  ro.device = o.device;
+  ro.kv_block_size = o.kv_block_size;
+  ro.max_step_tokens = o.max_step_tokens;
+  ro.max_seqs = o.max_seqs;
+  ro.max_model_len = o.max_model_len;
+  ro.kv_cache_tokens = o.kv_cache_tokens;
+  ro.fuse = o.fuse;
+  ro.enable_prefix_cache = enable_prefix_cache;
+  auto runner = ModelRunner::create(ro);
+  if (!runner.ok())
+    return runner.status().with_context("loading " + (o.dummy_weights.empty()
+                                                          ? "'" + o.model_dir + "'"
+                                                          : "dummy '" + o.dummy_weights + "'"));
+  LoadedModel m;
+  m.runner = std::move(runner).value();
+  const ModelConfig& c = m.runner->config();
+  ModelInfo& info = m.info;
+  info.architecture = c.architecture_name;
+  info.vocab_size = c.vocab_size;
+  info.hidden_size = c.hidden_size;
+  info.num_layers = c.num_layers;
+  info.num_heads = c.num_heads;
+  info.num_kv_heads = c.num_kv_heads;
+  info.head_dim = c.head_dim;
+  info.max_model_len = m.runner->options().max_model_len;
+  info.weight_bytes = m.runner->weights().total_bytes();
+  info.bos_token_id = c.bos_token_id;
+  info.eos_token_ids = c.eos_token_ids;
+
+  StatusOr<TokenizerSpec> spec = not_found("");
+  if (!o.dummy_weights.empty()) {
+    m.no_tokenizer_reason = "dummy weights";
+  } else if (m.runner->gguf()) {
+    spec = tokenizer_spec_from_gguf(*m.runner->gguf());
+  } else if (std::filesystem::exists(std::filesystem::path(o.model_dir) / "tokenizer.json")) {
+    spec = load_tokenizer_json(o.model_dir);
+  } else {
+    m.no_tokenizer_reason = "no tokenizer.json in '" + o.model_dir + "'";
+  }
+  if (m.no_tokenizer_reason.empty()) {
+    if (!spec.ok())
+      return spec.status().with_context("loading the tokenizer of '" + o.model_dir + "'");
+    auto tok = Tokenizer::create(std::move(spec).value());
+    if (!tok.ok())
+      return tok.status().with_context("building the tokenizer of '" + o.model_dir + "'");
+    m.tokenizer = std::move(tok).value();
+    info.eos_token_ids = m.tokenizer->eos_ids();
+    info.bos_token_id = m.tokenizer->bos_id();
+  }
+  return m;
+}
+
+}  // namespace roofline

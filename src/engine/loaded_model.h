@@ -1,0 +1,29 @@
+// LoadedModel: what Model and Engine both build from ModelOptions: the runner, the public
+// ModelInfo and the tokenizer (from a GGUF's metadata or tokenizer.json beside the weights).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "roofline/model.h"
+#include "roofline/status.h"
+#include "runtime/model_runner.h"
+#include "tokenizer/tokenizer.h"
+
+namespace roofline {
+
+struct LoadedModel {
+  std::unique_ptr<ModelRunner> runner;
+  ModelInfo info;
+  std::unique_ptr<Tokenizer> tokenizer;  // null when the model files carry none
+  std::string no_tokenizer_reason;       // why, when tokenizer is null
+
+  // InvalidArgument naming the reason when there is no tokenizer.
+  Status need_tokenizer() const;
+};
+
+// Loads the model `options` names. A model without a tokenizer still loads (it runs from token
+// ids); a tokenizer that exists but is broken is an error.
+StatusOr<LoadedModel> load_model(const ModelOptions& options, bool enable_prefix_cache);
+
+}  // namespace roofline

@@ -1,0 +1,291 @@
+// The host sampling chain (runtime/sampler.h): every stage against a naive reference written here
+// over dense rows in double, on fresh random rows each run (ROOFLINE_TEST_SEED replays one); the
+// whole chain against sample_cpu where they overlap; and Sampler's reproducibility.
+#include "runtime/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "ops/testing/op_test_util.h"
+
+namespace roofline {
+namespace {
+
+using testing::make_rng;
+using testing::random_vector;
+using testing::seed_note;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// Ids ranked by (logit desc, id asc), NaN dropped.
+std::vector<int32_t> naive_rank(const std::vector<float>& logits) {
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (!std::isnan(logits[i])) ids.push_back(static_cast<int32_t>(i));
+  std::stable_sort(ids.begin(), ids.end(),
+                   [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  return ids;
+}
+
+std::vector<double> naive_softmax(const std::vector<float>& logits,
+                                  const std::vector<int32_t>& ids) {
+  double best = -std::numeric_limits<double>::infinity();
+  for (int32_t id : ids) best = std::max(best, static_cast<double>(logits[id]));
+  std::vector<double> p;
+  double sum = 0;
+  for (int32_t id : ids) {
+    p.push_back(std::exp(logits[id] - best));
+    sum += p.back();
+  }
+  for (double& x : p) x /= sum;
+  return p;
+}
+
+Candidates candidates_of(const std::vector<float>& logits, const std::vector<int32_t>& ids) {
+  Candidates c;
+  c.ids = ids;
+  for (int32_t id : ids) c.logits.push_back(logits[id]);
+  return c;
+}
+
+std::vector<float> random_row(std::mt19937_64& rng, int64_t vocab, float spread) {
+  std::vector<float> row = random_vector(vocab, rng, -spread, spread);
+  // Some exact ties, so the tie rule is exercised.
+  for (int64_t i = 3; i < vocab; i += 17) row[i] = row[i - 3];
+  return row;
+}
+
+TEST(SamplerPenalties, MatchReference) {
+  auto rng = make_rng(1);
+  for (int trial = 0; trial < 50; ++trial) {
+    const int64_t vocab = 37 + trial;
+    std::vector<float> logits = random_row(rng, vocab, 4.0f);
+    std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(vocab - 1));
+    std::vector<int32_t> prompt(5 + trial % 7), generated(trial % 11);
+    for (int32_t& t : prompt) t = tok(rng);
+    for (int32_t& t : generated) t = tok(rng);
+    SamplerSettings s;
+    s.repetition_penalty = 0.5f + static_cast<float>(trial % 5) * 0.4f;
+    s.frequency_penalty = static_cast<float>(trial % 3) * 0.3f - 0.2f;
+    s.presence_penalty = static_cast<float>(trial % 4) * 0.25f - 0.5f;
+
+    // Reference: HF's repetition processor over the distinct ids of prompt + generated, then the
+    // OpenAI formula over the generated counts.
+    std::vector<double> want(logits.begin(), logits.end());
+    std::set<int32_t> seen(prompt.begin(), prompt.end());
+    seen.insert(generated.begin(), generated.end());
+    for (int32_t id : seen)
+      want[id] = want[id] > 0 ? want[id] / s.repetition_penalty : want[id] * s.repetition_penalty;
+    std::map<int32_t, int> counts;
+    for (int32_t id : generated) ++counts[id];
+    for (auto [id, n] : counts) want[id] -= s.frequency_penalty * n + s.presence_penalty;
+
+    std::unordered_set<int32_t> seen_set(seen.begin(), seen.end());
+    std::unordered_map<int32_t, int32_t> count_map(counts.begin(), counts.end());
+    std::vector<float> got = logits;
+    apply_penalties(got.data(), vocab, s, seen_set, count_map);
+    for (int64_t i = 0; i < vocab; ++i)
+      EXPECT_NEAR(got[i], want[i], 1e-5 * (1 + std::fabs(want[i])))
+          << "trial " << trial << " id " << i << "; " << seed_note();
+  }
+}
+
+TEST(SamplerPenalties, OffIsIdentity) {
+  auto rng = make_rng(2);
+  std::vector<float> logits = random_row(rng, 50, 3.0f);
+  std::vector<float> got = logits;
+  apply_penalties(got.data(), 50, SamplerSettings{}, {1, 2, 3}, {{4, 2}});
+  EXPECT_EQ(got, logits);
+}
+
+TEST(SamplerTemperature, Divides) {
+  std::vector<float> logits = {1.0f, -2.0f, 0.5f, kNaN};
+  apply_temperature(logits.data(), 4, 0.5f);
+  EXPECT_FLOAT_EQ(logits[0], 2.0f);
+  EXPECT_FLOAT_EQ(logits[1], -4.0f);
+  EXPECT_FLOAT_EQ(logits[2], 1.0f);
+  EXPECT_TRUE(std::isnan(logits[3]));
+}
+
+TEST(SamplerTopK, RankAndCutMatchReference) {
+  auto rng = make_rng(3);
+  for (int trial = 0; trial < 40; ++trial) {
+    const int64_t vocab = 1 + trial * 7;
+    std::vector<float> logits = random_row(rng, vocab, 2.0f);
+    if (vocab > 5) logits[2] = kNaN;
+    const std::vector<int32_t> ranked = naive_rank(logits);
+    for (int32_t k : {0, 1, 2, 5, 1000}) {
+      Candidates c = rank_candidates(logits.data(), vocab, k);
+      apply_top_k(c, k);
+      std::vector<int32_t> want = ranked;
+      if (k > 0 && want.size() > static_cast<size_t>(k)) want.resize(static_cast<size_t>(k));
+      EXPECT_EQ(c.ids, want) << "vocab " << vocab << " k " << k << "; " << seed_note();
+      for (size_t r = 0; r < c.ids.size(); ++r) EXPECT_EQ(c.logits[r], logits[c.ids[r]]);
+    }
+  }
+}
+
+TEST(SamplerTopP, MatchesHfReference) {
+  auto rng = make_rng(4);
+  for (int trial = 0; trial < 60; ++trial) {
+    const int64_t vocab = 2 + trial * 3;
+    std::vector<float> logits = random_row(rng, vocab, 1.0f + static_cast<float>(trial % 6));
+    const std::vector<int32_t> ranked = naive_rank(logits);
+    for (float top_p : {0.05f, 0.3f, 0.5f, 0.9f, 0.999f, 1.0f}) {
+      // HF: sort ascending, remove the tail whose cumulative probability is <= 1 - top_p, keep
+      // >= 1.
+      const std::vector<double> p = naive_softmax(logits, ranked);
+      size_t keep = p.size();
+      if (top_p < 1.0f) {
+        double cum = 0;
+        for (size_t i = p.size(); i-- > 1;) {
+          cum += p[i];
+          if (cum <= 1.0 - static_cast<double>(top_p))
+            --keep;
+          else
+            break;
+        }
+      }
+      Candidates c = candidates_of(logits, ranked);
+      apply_top_p(c, top_p);
+      EXPECT_EQ(c.ids.size(), keep)
+          << "vocab " << vocab << " top_p " << top_p << "; " << seed_note();
+    }
+  }
+}
+
+TEST(SamplerMinP, MatchesReference) {
+  auto rng = make_rng(5);
+  for (int trial = 0; trial < 60; ++trial) {
+    const int64_t vocab = 2 + trial * 5;
+    std::vector<float> logits = random_row(rng, vocab, 0.5f + static_cast<float>(trial % 5));
+    const std::vector<int32_t> ranked = naive_rank(logits);
+    const std::vector<double> p = naive_softmax(logits, ranked);
+    for (float min_p : {0.0f, 0.01f, 0.1f, 0.5f, 0.9f, 1.0f}) {
+      std::vector<int32_t> want;
+      for (size_t r = 0; r < ranked.size(); ++r)
+        if (r == 0 || p[r] >= static_cast<double>(min_p) * p[0] * (1 - 1e-12))
+          want.push_back(ranked[r]);
+      Candidates c = candidates_of(logits, ranked);
+      apply_min_p(c, min_p);
+      EXPECT_EQ(c.ids, want) << "vocab " << vocab << " min_p " << min_p << "; " << seed_note();
+    }
+  }
+}
+
+TEST(SamplerDraw, InverseCdfMatchesReference) {
+  auto rng = make_rng(6);
+  std::uniform_real_distribution<double> uni(0.0, 1.0);
+  for (int trial = 0; trial < 40; ++trial) {
+    const int64_t vocab = 1 + trial * 4;
+    std::vector<float> logits = random_row(rng, vocab, 3.0f);
+    const std::vector<int32_t> ranked = naive_rank(logits);
+    const std::vector<double> p = naive_softmax(logits, ranked);
+    const Candidates c = candidates_of(logits, ranked);
+    for (int i = 0; i < 50; ++i) {
+      const double u = uni(rng);
+      int32_t want = ranked.back();
+      bool near_boundary = false;
+      double cum = 0;
+      for (size_t r = 0; r < p.size(); ++r) {
+        cum += p[r];
+        // Draws within rounding of a boundary are skipped: the two sums may round differently.
+        near_boundary = near_boundary || std::fabs(cum - u) < 1e-9;
+        if (u < cum) {
+          want = ranked[r];
+          break;
+        }
+      }
+      if (!near_boundary) {
+        EXPECT_EQ(draw_candidate(c, u), want) << "u " << u << "; " << seed_note();
+      }
+    }
+  }
+  EXPECT_EQ(draw_candidate(Candidates{}, 0.5), -1);
+  Candidates inf = candidates_of({1.0f, kInf, 2.0f}, {1, 2, 0});
+  EXPECT_EQ(draw_candidate(inf, 0.99), 1);
+}
+
+// Without penalties and min-p the chain is sample_cpu's: the same token for the same uniform.
+TEST(SamplerChain, AgreesWithSampleCpu) {
+  auto rng = make_rng(7);
+  std::uniform_real_distribution<double> uni(0.0, 1.0);
+  for (int trial = 0; trial < 100; ++trial) {
+    const int64_t vocab = 3 + trial * 11;
+    std::vector<float> logits = random_row(rng, vocab, 4.0f);
+    SamplingConfig cfg{0.3f + static_cast<float>(trial % 7) * 0.3f, trial % 4 == 0 ? 0 : trial % 13,
+                       trial % 3 == 0 ? 1.0f : 0.2f + static_cast<float>(trial % 8) * 0.1f};
+    for (int i = 0; i < 10; ++i) {
+      const double u = uni(rng);
+      std::vector<float> scaled = logits;
+      apply_temperature(scaled.data(), vocab, cfg.temperature);
+      Candidates c = rank_candidates(scaled.data(), vocab, cfg.top_k);
+      apply_top_k(c, cfg.top_k);
+      apply_top_p(c, cfg.top_p);
+      EXPECT_EQ(draw_candidate(c, u), sample_cpu(logits.data(), vocab, cfg, u))
+          << "trial " << trial << "; " << seed_note();
+    }
+  }
+}
+
+TEST(Sampler, SameSeedSameTokensDifferentSeedDifferent) {
+  auto rng = make_rng(8);
+  const int64_t vocab = 64;
+  std::vector<std::vector<float>> rows;
+  for (int i = 0; i < 40; ++i) rows.push_back(random_row(rng, vocab, 1.0f));
+  SamplerSettings s;
+  s.temperature = 1.0f;
+  s.top_p = 0.95f;
+  s.min_p = 0.01f;
+  s.repetition_penalty = 1.2f;
+  s.frequency_penalty = 0.3f;
+  s.presence_penalty = 0.2f;
+  auto run = [&](uint64_t seed) {
+    Sampler sampler(s, seed);
+    sampler.set_prompt({1, 2, 3});
+    std::vector<int32_t> out;
+    for (const auto& row : rows) out.push_back(sampler.sample(row.data(), vocab));
+    return out;
+  };
+  EXPECT_EQ(run(42), run(42));
+  EXPECT_NE(run(42), run(43));
+}
+
+TEST(Sampler, GreedyRepetitionPenaltyAvoidsRepeats) {
+  // Token 0 is best by a little; once generated, a strong penalty hands the next pick to token 1.
+  const std::vector<float> row = {2.0f, 1.9f, 0.0f, -1.0f};
+  SamplerSettings s;
+  s.repetition_penalty = 2.0f;
+  Sampler sampler(s, 0);
+  EXPECT_EQ(sampler.sample(row.data(), 4), 0);
+  EXPECT_EQ(sampler.sample(row.data(), 4), 1);
+  // The prompt counts too.
+  Sampler prompted(s, 0);
+  prompted.set_prompt({0, 1});
+  EXPECT_EQ(prompted.sample(row.data(), 4), 0);  // 1.0 vs 0.95: still token 0
+  SamplerSettings f;
+  f.frequency_penalty = 0.06f;
+  Sampler freq(f, 0);
+  EXPECT_EQ(freq.sample(row.data(), 4), 0);
+  EXPECT_EQ(freq.sample(row.data(), 4), 0);  // 1.94 vs 1.9
+  EXPECT_EQ(freq.sample(row.data(), 4), 1);  // 1.88 vs 1.9
+}
+
+TEST(Sampler, AllNaNIsMinusOne) {
+  const std::vector<float> row = {kNaN, kNaN};
+  Sampler greedy(SamplerSettings{}, 1);
+  EXPECT_EQ(greedy.sample(row.data(), 2), -1);
+  SamplerSettings s;
+  s.temperature = 1.0f;
+  Sampler random(s, 1);
+  EXPECT_EQ(random.sample(row.data(), 2), -1);
+}
+
+}  // namespace
+}  // namespace roofline
