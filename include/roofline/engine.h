@@ -123,6 +123,9 @@ class Engine {
   const ModelInfo& info() const;
   bool has_tokenizer() const;
   StatusOr<std::vector<int32_t>> tokenize(const std::string& text, bool add_special_tokens) const;
+  // The conversation rendered with the model's chat template; feed the result to
+  // tokenize(text, /*add_special_tokens=*/false) (the template writes its own special tokens).
+  StatusOr<std::string> render_chat(const std::vector<ChatTurn>& turns, bool add_generation_prompt) const;
 
   // Queues a request; it starts at the next step. Fails (and queues nothing) on an empty prompt,
   // a token id outside the vocabulary or bad params. A request that can never fit (prompt +

@@ -474,6 +474,11 @@ StatusOr<std::vector<int32_t>> Engine::tokenize(const std::string& text,
   return impl_->model.tokenizer->encode(text, add_special_tokens);
 }
 
+StatusOr<std::string> Engine::render_chat(const std::vector<ChatTurn>& turns,
+                                          bool add_generation_prompt) const {
+  return impl_->model.render_chat(turns, add_generation_prompt);
+}
+
 StatusOr<RequestId> Engine::add_request(const std::vector<int32_t>& prompt_ids,
                                         const SamplingParams& params) {
   const int64_t vocab = impl_->model.info.vocab_size;

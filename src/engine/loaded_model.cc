@@ -69,8 +69,30 @@ StatusOr<LoadedModel> load_model(const ModelOptions& o, bool enable_prefix_cache
     m.tokenizer = std::move(tok).value();
     info.eos_token_ids = m.tokenizer->eos_ids();
     info.bos_token_id = m.tokenizer->bos_id();
+    // A template that does not compile does not stop the model from loading (token ids and raw
+    // text still work); asking for chat then reports why.
+    const std::string& source = m.tokenizer->chat_template();
+    if (source.empty()) {
+      m.chat_template_status = invalid_argument("the model files carry no chat template");
+    } else {
+      auto compiled = ChatTemplate::compile(source);
+      if (compiled.ok()) m.chat_template = std::make_shared<const ChatTemplate>(std::move(compiled).value());
+      else m.chat_template_status = compiled.status().with_context("the model's chat template");
+    }
   }
   return m;
+}
+
+StatusOr<std::string> LoadedModel::render_chat(const std::vector<ChatTurn>& turns,
+                                               bool add_generation_prompt) const {
+  ROOFLINE_RETURN_IF_ERROR(need_tokenizer());
+  if (!chat_template) return chat_template_status;
+  std::vector<ChatMessage> messages;
+  for (const ChatTurn& t : turns) messages.push_back({t.role, t.content});
+  ChatTemplateVars vars;
+  if (tokenizer->bos_id() >= 0) vars.bos_token = tokenizer->id_to_token(tokenizer->bos_id());
+  if (!tokenizer->eos_ids().empty()) vars.eos_token = tokenizer->id_to_token(tokenizer->eos_ids().front());
+  return chat_template->render(messages, add_generation_prompt, vars);
 }
 
 }  // namespace roofline

@@ -8,6 +8,7 @@
 #include "roofline/model.h"
 #include "roofline/status.h"
 #include "runtime/model_runner.h"
+#include "tokenizer/chat_template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace roofline {
@@ -17,9 +18,13 @@ struct LoadedModel {
   ModelInfo info;
   std::unique_ptr<Tokenizer> tokenizer;  // null when the model files carry none
   std::string no_tokenizer_reason;       // why, when tokenizer is null
+  std::shared_ptr<const ChatTemplate> chat_template;  // null when there is none
+  Status chat_template_status;           // why there is none (absent, or fails to compile)
 
   // InvalidArgument naming the reason when there is no tokenizer.
   Status need_tokenizer() const;
+  // The conversation rendered with the model's chat template (its BOS/EOS strings bound).
+  StatusOr<std::string> render_chat(const std::vector<ChatTurn>& turns, bool add_generation_prompt) const;
 };
 
 // Loads the model `options` names. A model without a tokenizer still loads (it runs from token

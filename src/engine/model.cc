@@ -5,7 +5,6 @@
 #include <chrono>
 
 #include "engine/loaded_model.h"
-#include "tokenizer/chat_template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "runtime/model_runner.h"
 #include "runtime/sampler.h"
@@ -13,30 +12,19 @@
 namespace roofline {
 
 struct Model::Impl {
-  std::unique_ptr<ModelRunner> runner;
-  ModelInfo info;
-  std::unique_ptr<Tokenizer> tokenizer;   // null when the model files carry none
-  std::string no_tokenizer_reason;
-  std::unique_ptr<ChatTemplate> chat_template;
-  Status chat_template_status;            // why there is no chat template, if there is none
-
-  Status need_tokenizer() const {
-    if (tokenizer) return ok_status();
-    return invalid_argument("this model has no tokenizer (" + no_tokenizer_reason +
-                            "): give token ids (--prompt-ids) instead of text");
-  }
+  LoadedModel m;  // runner, info, tokenizer and chat template (shared with Engine)
 
   // Appends `tokens` to `seq` in chunks of at most max_step_tokens. Returns the logits of every
   // token when all_logits, else of the last token only.
   Status feed(int32_t seq, const std::vector<int32_t>& tokens, bool all_logits,
               std::vector<float>* out) {
-    const int64_t chunk = runner->options().max_step_tokens;
+    const int64_t chunk = m.runner->options().max_step_tokens;
     out->clear();
     std::vector<float> part;
     for (size_t begin = 0; begin < tokens.size(); begin += static_cast<size_t>(chunk)) {
       const size_t end = std::min(tokens.size(), begin + static_cast<size_t>(chunk));
       StepEntry e{seq, std::vector<int32_t>(tokens.begin() + begin, tokens.begin() + end)};
-      ROOFLINE_RETURN_IF_ERROR(runner->step({e}, all_logits, &part));
+      ROOFLINE_RETURN_IF_ERROR(m.runner->step({e}, all_logits, &part));
       if (all_logits) out->insert(out->end(), part.begin(), part.end());
       else *out = part;
     }
@@ -48,26 +36,12 @@ Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Model::~Model() = default;
 
 StatusOr<std::unique_ptr<Model>> Model::load(const ModelOptions& o) {
-  ROOFLINE_ASSIGN_OR_RETURN(LoadedModel loaded, load_model(o, /*enable_prefix_cache=*/true));
   auto impl = std::make_unique<Impl>();
-  impl->runner = std::move(loaded.runner);
-  impl->info = std::move(loaded.info);
-  impl->tokenizer = std::move(loaded.tokenizer);
-  impl->no_tokenizer_reason = std::move(loaded.no_tokenizer_reason);
-  if (impl->tokenizer) {
-    const std::string& source = impl->tokenizer->chat_template();
-    if (source.empty()) {
-      impl->chat_template_status = invalid_argument("the model files carry no chat template");
-    } else {
-      auto compiled = ChatTemplate::compile(source);
-      if (compiled.ok()) impl->chat_template = std::make_unique<ChatTemplate>(std::move(compiled).value());
-      else impl->chat_template_status = compiled.status().with_context("the model's chat template");
-    }
-  }
+  ROOFLINE_ASSIGN_OR_RETURN(impl->m, load_model(o, /*enable_prefix_cache=*/true));
   return std::unique_ptr<Model>(new Model(std::move(impl)));
 }
 
-const ModelInfo& Model::info() const { return impl_->info; }
+const ModelInfo& Model::info() const { return impl_->m.info; }
 
 namespace {
 
@@ -98,11 +72,11 @@ StatusOr<std::vector<int32_t>> Model::generate(const std::vector<int32_t>& promp
   if (o.top_p <= 0.0f || o.top_p > 1.0f) return invalid_argument("--top-p must be in (0, 1]");
   if (o.top_k < 0) return invalid_argument("--top-k must not be negative");
   if (!(o.temperature >= 0.0f)) return invalid_argument("--temperature must not be negative");
-  ModelRunner& runner = *impl_->runner;
+  ModelRunner& runner = *impl_->m.runner;
   ROOFLINE_ASSIGN_OR_RETURN(int32_t seq, runner.add_sequence());
   SequenceGuard guard(runner, seq);
   Sampler sampler(SamplingConfig{o.temperature, o.top_k, o.top_p}, o.seed);
-  const int64_t vocab = impl_->info.vocab_size;
+  const int64_t vocab = impl_->m.info.vocab_size;
   std::vector<int32_t> out;
   std::vector<float> logits;
   using clock = std::chrono::steady_clock;
@@ -117,8 +91,8 @@ StatusOr<std::vector<int32_t>> Model::generate(const std::vector<int32_t>& promp
                             ": the weights may be corrupt");
     if (i == 0) t_first = clock::now();
     out.push_back(token);
-    const bool eos = std::find(impl_->info.eos_token_ids.begin(), impl_->info.eos_token_ids.end(),
-                               token) != impl_->info.eos_token_ids.end();
+    const bool eos = std::find(impl_->m.info.eos_token_ids.begin(), impl_->m.info.eos_token_ids.end(),
+                               token) != impl_->m.info.eos_token_ids.end();
     const bool keep_going = !on_token || on_token(token);
     if (!keep_going || (o.stop_at_eos && eos)) break;
     if (runner.sequence_length(seq) + 1 > runner.options().max_model_len) break;
@@ -138,10 +112,10 @@ StatusOr<std::vector<float>> Model::logits(const std::vector<int32_t>& prompt, i
                                            std::vector<int32_t>* greedy_tokens) {
   ROOFLINE_RETURN_IF_ERROR(check_prompt(prompt));
   if (decode_steps < 0) return invalid_argument("--decode-steps must not be negative");
-  ModelRunner& runner = *impl_->runner;
+  ModelRunner& runner = *impl_->m.runner;
   ROOFLINE_ASSIGN_OR_RETURN(int32_t seq, runner.add_sequence());
   SequenceGuard guard(runner, seq);
-  const int64_t vocab = impl_->info.vocab_size;
+  const int64_t vocab = impl_->m.info.vocab_size;
   std::vector<float> all, step;
   ROOFLINE_RETURN_IF_ERROR(impl_->feed(seq, prompt, /*all_logits=*/true, &all));
   if (greedy_tokens) greedy_tokens->clear();
@@ -160,39 +134,31 @@ StatusOr<std::vector<float>> Model::logits(const std::vector<int32_t>& prompt, i
 
 namespace roofline {
 
-bool Model::has_tokenizer() const { return impl_->tokenizer != nullptr; }
+bool Model::has_tokenizer() const { return impl_->m.tokenizer != nullptr; }
 
 StatusOr<std::vector<int32_t>> Model::tokenize(const std::string& text, bool add_special_tokens) const {
-  ROOFLINE_RETURN_IF_ERROR(impl_->need_tokenizer());
-  return impl_->tokenizer->encode(text, add_special_tokens);
+  ROOFLINE_RETURN_IF_ERROR(impl_->m.need_tokenizer());
+  return impl_->m.tokenizer->encode(text, add_special_tokens);
 }
 
 StatusOr<std::string> Model::detokenize(const std::vector<int32_t>& ids) const {
-  ROOFLINE_RETURN_IF_ERROR(impl_->need_tokenizer());
+  ROOFLINE_RETURN_IF_ERROR(impl_->m.need_tokenizer());
   for (int32_t id : ids)
-    if (id < 0 || id >= impl_->tokenizer->vocab_size())
+    if (id < 0 || id >= impl_->m.tokenizer->vocab_size())
       return invalid_argument("token id " + std::to_string(id) + " is outside the vocabulary");
-  return impl_->tokenizer->decode(ids, /*skip_special=*/false);
+  return impl_->m.tokenizer->decode(ids, /*skip_special=*/false);
 }
 
 StatusOr<std::string> Model::render_chat(const std::vector<ChatTurn>& turns, bool add_generation_prompt) const {
-  ROOFLINE_RETURN_IF_ERROR(impl_->need_tokenizer());
-  if (!impl_->chat_template) return impl_->chat_template_status;
-  std::vector<ChatMessage> messages;
-  for (const ChatTurn& t : turns) messages.push_back({t.role, t.content});
-  ChatTemplateVars vars;
-  const Tokenizer& tok = *impl_->tokenizer;
-  if (tok.bos_id() >= 0) vars.bos_token = tok.id_to_token(tok.bos_id());
-  if (!tok.eos_ids().empty()) vars.eos_token = tok.id_to_token(tok.eos_ids().front());
-  return impl_->chat_template->render(messages, add_generation_prompt, vars);
+  return impl_->m.render_chat(turns, add_generation_prompt);
 }
 
 StatusOr<std::string> Model::generate_text(const std::string& prompt, bool add_special_tokens,
                                            const GenerateOptions& options,
                                            const std::function<bool(const std::string&)>& on_text,
                                            GenerateStats* stats) {
-  ROOFLINE_RETURN_IF_ERROR(impl_->need_tokenizer());
-  const Tokenizer& tok = *impl_->tokenizer;
+  ROOFLINE_RETURN_IF_ERROR(impl_->m.need_tokenizer());
+  const Tokenizer& tok = *impl_->m.tokenizer;
   std::vector<int32_t> ids = tok.encode(prompt, add_special_tokens);
   if (ids.empty()) return invalid_argument("the prompt is empty after tokenisation");
   Tokenizer::StreamDecoder decoder(tok, /*skip_special=*/true);

@@ -84,6 +84,13 @@ if ! grep -q '"error":"the prompt (3 tokens) + max_tokens (300)' "$tmp/o.jsonl";
 printf '{"prompt": "the quick brown fox", "max_tokens": 6, "stop": ["zzz"]}\n' > "$tmp/text.jsonl"
 expect batch_text 0 "1/1 requests" -- generate --model tests/fixtures/gguf/llama_mha.f32.gguf --input "$tmp/text.jsonl" --output "$tmp/text_out.jsonl"
 if ! grep -q '"text":' "$tmp/text_out.jsonl"; then echo "FAIL batch_text output: $(cat "$tmp/text_out.jsonl")"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
+printf '{"messages": [{"role": "user"}]}\n' > "$tmp/bad4.jsonl"
+expect batch_bad_messages 1 "line 1: each message must be" -- generate --model $model --input "$tmp/bad4.jsonl" --output "$tmp/o.jsonl"
+if [ -f .models/SmolLM2-135M-Instruct.Q4_1.gguf ]; then
+  printf '{"messages": [{"role": "user", "content": "What is the capital of France?"}], "max_tokens": 12}\n{"messages": [{"role": "user", "content": "What is the capital of France?"}], "max_tokens": 12}\n' > "$tmp/chat.jsonl"
+  expect batch_chat 0 "prefix cache hit rate" -- generate --input "$tmp/chat.jsonl" --output "$tmp/chat_out.jsonl"
+  if [ "$(grep -c 'Paris' "$tmp/chat_out.jsonl")" -ne 2 ]; then echo "FAIL batch_chat output: $(cat "$tmp/chat_out.jsonl")"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
+fi
 expect bench_cpu 0 "decode step" -- bench --dummy-weights llama-tiny --batch 2 --context 16 --steps 4 --breakdown
 
 echo "$passes passed, $failures failed"

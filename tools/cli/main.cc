@@ -275,7 +275,8 @@ int run_chat(CommonFlags& f, const std::string& system, const roofline::Generate
 
 // ---- Batch mode: generate --input prompts.jsonl --output out.jsonl ----------------------------
 //
-// Each input line is a JSON object: {"prompt": "text"} or {"prompt_ids": [1, 2]}, plus optional
+// Each input line is a JSON object: {"prompt": "text"} (fed as is), {"messages": [{"role": "user",
+// "content": "..."}]} (rendered with the model's chat template) or {"prompt_ids": [1, 2]}, plus optional
 // sampling fields (those of roofline::SamplingParams; the command-line flags are their defaults).
 // Blank lines are skipped. Every line is checked before any request starts, in two passes: JSON,
 // fields and ranges (the first bad line fails the run, by number), then, once the model is loaded,
@@ -286,6 +287,7 @@ int run_chat(CommonFlags& f, const std::string& system, const roofline::Generate
 struct BatchItem {
   int line = 0;
   std::optional<std::string> text;
+  std::vector<roofline::ChatTurn> messages;  // non-empty: a chat request
   std::vector<int32_t> ids;
   roofline::SamplingParams params;
 };
@@ -329,7 +331,7 @@ Status parse_batch_line(const nlohmann::json& j, BatchItem* item) {
     }
     return roofline::ok_status();
   };
-  static const char* kKnown[] = {"prompt", "prompt_ids", "temperature", "top_k", "top_p", "min_p",
+  static const char* kKnown[] = {"prompt", "messages", "prompt_ids", "temperature", "top_k", "top_p", "min_p",
                                  "repetition_penalty", "frequency_penalty", "presence_penalty", "seed",
                                  "stop", "stop_token_ids", "max_tokens", "ignore_eos"};
   for (const auto& [key, value] : j.items()) {
@@ -341,8 +343,19 @@ Status parse_batch_line(const nlohmann::json& j, BatchItem* item) {
     }
   }
   const bool has_text = j.contains("prompt"), has_ids = j.contains("prompt_ids");
-  if (has_text == has_ids) return roofline::invalid_argument("give exactly one of \"prompt\" (text) and \"prompt_ids\"");
-  if (has_text) {
+  const bool has_messages = j.contains("messages");
+  if (int(has_text) + int(has_ids) + int(has_messages) != 1)
+    return roofline::invalid_argument("give exactly one of \"prompt\" (text), \"messages\" (chat) and \"prompt_ids\"");
+  if (has_messages) {
+    const json& m = j["messages"];
+    if (!m.is_array() || m.empty()) return roofline::invalid_argument("'messages' must be a non-empty array");
+    for (const json& turn : m) {
+      if (!turn.is_object() || !turn.contains("role") || !turn.contains("content") ||
+          !turn["role"].is_string() || !turn["content"].is_string())
+        return roofline::invalid_argument("each message must be {\"role\": string, \"content\": string}");
+      item->messages.push_back({turn["role"].get<std::string>(), turn["content"].get<std::string>()});
+    }
+  } else if (has_text) {
     if (!j["prompt"].is_string()) return roofline::invalid_argument("'prompt' must be a string");
     item->text = j["prompt"].get<std::string>();
   } else {
@@ -438,7 +451,13 @@ int run_batch(CommonFlags& f, const std::string& input, const std::string& outpu
   // Every line is checked against the model before the first request starts.
   const int64_t vocab = engine.info().vocab_size;
   for (BatchItem& item : *items) {
-    if (item.text) {
+    if (!item.messages.empty()) {
+      auto rendered = engine.render_chat(item.messages, /*add_generation_prompt=*/true);
+      if (!rendered.ok()) return fail(line_error(input, item.line, rendered.status().message()));
+      auto ids = engine.tokenize(*rendered, /*add_special_tokens=*/false);
+      if (!ids.ok()) return fail(line_error(input, item.line, ids.status().message()));
+      item.ids = std::move(ids).value();
+    } else if (item.text) {
       if (!engine.has_tokenizer())
         return fail(line_error(input, item.line, "this model has no tokenizer: give \"prompt_ids\" instead of \"prompt\""));
       auto ids = engine.tokenize(*item.text, /*add_special_tokens=*/true);
