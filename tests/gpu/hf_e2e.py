@@ -17,7 +17,6 @@ Usage: python3 tests/gpu/hf_e2e.py --roofline build/cuda/tools/cli/roofline --ou
 """
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
@@ -29,20 +28,10 @@ import transformers
 from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
                           Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
-V5 = int(transformers.__version__.split(".")[0]) >= 5
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures"))
+from hf_model_util import dtype_kwargs, init_weights, rope_kwargs  # noqa: E402
+
 DECODE_STEPS = 32
-
-
-def rope(theta, scaling=None):
-    if V5:
-        p = {"rope_type": "default", "rope_theta": theta}
-        if scaling:
-            p.update(scaling)
-        return {"rope_parameters": p}
-    kw = {"rope_theta": theta}
-    if scaling:
-        kw["rope_scaling"] = scaling
-    return kw
 
 
 def base(**kw):
@@ -54,35 +43,21 @@ def base(**kw):
 
 
 MODELS = [
-    ("llama3_gqa4_h1024", LlamaForCausalLM, LlamaConfig(**base(**rope(500000.0, {
+    ("llama3_gqa4_h1024", LlamaForCausalLM, LlamaConfig(**base(**rope_kwargs(500000.0, {
         "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
         "original_max_position_embeddings": 1024})))),
     ("mistral_gqa8_h1024", MistralForCausalLM, MistralConfig(**base(
         num_attention_heads=32, num_key_value_heads=4, head_dim=32, sliding_window=None,
-        **rope(1000000.0)))),
+        **rope_kwargs(1000000.0)))),
     ("qwen2_bias_gqa7_h896", Qwen2ForCausalLM, Qwen2Config(**base(
         hidden_size=896, intermediate_size=4864, num_attention_heads=14, num_key_value_heads=2,
-        tie_word_embeddings=True, use_sliding_window=False, rms_norm_eps=1e-6, **rope(1000000.0)))),
+        tie_word_embeddings=True, use_sliding_window=False, rms_norm_eps=1e-6, **rope_kwargs(1000000.0)))),
     ("qwen3_qknorm_hd128_h1024", Qwen3ForCausalLM, Qwen3Config(**base(
         intermediate_size=3072, num_attention_heads=16, num_key_value_heads=8, head_dim=128,
-        tie_word_embeddings=True, use_sliding_window=False, rms_norm_eps=1e-6, **rope(1000000.0)))),
+        tie_word_embeddings=True, use_sliding_window=False, rms_norm_eps=1e-6, **rope_kwargs(1000000.0)))),
     ("llama_mha_bias_h1024", LlamaForCausalLM, LlamaConfig(**base(
-        num_attention_heads=8, num_key_value_heads=8, attention_bias=True, **rope(10000.0)))),
+        num_attention_heads=8, num_key_value_heads=8, attention_bias=True, **rope_kwargs(10000.0)))),
 ]
-
-
-def init(model, seed):
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
-            elif name.endswith(".bias"):
-                p.copy_(0.1 * torch.randn(p.shape, generator=g))
-            elif "embed_tokens" in name:
-                p.copy_(torch.randn(p.shape, generator=g))
-            else:
-                p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(p.shape[-1]))
 
 
 def hf_logits(model, tokens):
@@ -95,11 +70,11 @@ def run_one(name, cls, config, roofline, root, seed):
     config._attn_implementation = "eager"
     torch.manual_seed(seed)
     m = cls(config)
-    init(m, seed)
+    init_weights(m, seed, bias_std=0.1)
     m.to(torch.bfloat16).save_pretrained(path)
     del m
-    kw32 = {"dtype" if V5 else "torch_dtype": torch.float32}
-    kw16 = {"dtype" if V5 else "torch_dtype": torch.bfloat16}
+    kw32 = dtype_kwargs(torch.float32)
+    kw16 = dtype_kwargs(torch.bfloat16)
     ref32 = cls.from_pretrained(path, attn_implementation="eager", **kw32).cuda().eval()
     ref16 = cls.from_pretrained(path, attn_implementation="eager", **kw16).cuda().eval()
     rng = np.random.default_rng(seed)
