@@ -334,7 +334,9 @@ Status parse_batch_line(const nlohmann::json& j, BatchItem* item) {
   static const char* kKnown[] = {"prompt", "messages", "prompt_ids", "temperature", "top_k", "top_p", "min_p",
                                  "repetition_penalty", "frequency_penalty", "presence_penalty", "seed",
                                  "stop", "stop_token_ids", "max_tokens", "ignore_eos"};
-  for (const auto& [key, value] : j.items()) {
+  for (const auto& item_kv : j.items()) {
+    // A named copy, not a structured binding: clang 14 cannot capture those in a lambda.
+    const std::string key = item_kv.key();
     if (std::find_if(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return key == k; }) ==
         std::end(kKnown)) {
       std::string known;
