@@ -50,9 +50,12 @@ for args in "--dummy-weights llama3-8b --batch 1 --context 512" \
   timeout 120 build/cuda/tools/cli/roofline bench $args --device cuda --steps 32 --breakdown \
     >> "$out/decode_bench.txt" 2>&1 || echo "(exit $?)" >> "$out/decode_bench.txt"
 done
+timeout 120 build/cuda/tools/cli/roofline profile --dummy-weights llama3-8b --device cuda --batch 1 \
+  --context 512 --steps 8 --trace "$out/trace_llama3_8b_bs1.json" > "$out/profile.txt" 2>&1
 done_at=$(date +%s)
 
 cat "$out/op_bench.txt"
+tail -n 16 "$out/profile.txt"
 grep -E "^\||^==|decode step|roofline " "$out/hf_e2e.log" "$out/decode_bench.txt"
 
 echo

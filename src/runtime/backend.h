@@ -19,6 +19,13 @@
 
 namespace roofline {
 
+// When one plan call ran, in milliseconds from the start of its step (host wall clock on the CPU,
+// CUDA events around each call on the GPU, so launch gaps between calls are visible).
+struct CallTime {
+  double start_ms = 0;
+  double end_ms = 0;
+};
+
 struct BackendSetup {
   KvCacheShape kv_shape;
   int64_t workspace_bytes = 0;          // the largest plan's
@@ -46,10 +53,10 @@ class Backend {
   virtual StatusOr<TensorView> resolve_weight(const std::string& name) const = 0;
   // Workspace, KV cache, rope table and step-input buffers.
   virtual Status allocate(const BackendSetup& setup) = 0;
-  // Runs `plan` for `step`; its output (the logits) comes back as f32 rows. When call_ms is given
-  // it receives each call's time in milliseconds (synchronising after every call on the GPU).
+  // Runs `plan` for `step`; its output (the logits) comes back as f32 rows. When call_times is
+  // given it receives each call's start and end (an event pair around every call on the GPU).
   virtual void execute(const Plan& plan, const StepBuffers& step, std::vector<float>* logits,
-                       std::vector<double>* call_ms) = 0;
+                       std::vector<CallTime>* call_times) = 0;
 };
 
 std::unique_ptr<Backend> create_cpu_backend();

@@ -92,18 +92,21 @@ class CpuBackend final : public Backend {
   }
 
   void execute(const Plan& plan, const StepBuffers& step, std::vector<float>* logits,
-               std::vector<double>* call_ms) override {
+               std::vector<CallTime>* call_times) override {
     ctx_.num_tokens = step.num_tokens;
     ctx_.num_seqs = step.num_seqs;
     ctx_.block_table_width = step.block_table_width;
     for (int i = 0; i < kNumStepInputs; ++i) ctx_.step_inputs[static_cast<size_t>(i)] = step.data(i);
     CpuKernels k;
-    if (call_ms) call_ms->assign(plan.calls.size(), 0.0);
+    if (call_times) call_times->assign(plan.calls.size(), CallTime{});
+    const auto step_start = std::chrono::steady_clock::now();
+    auto since_start = [&](std::chrono::steady_clock::time_point t) {
+      return std::chrono::duration<double, std::milli>(t - step_start).count();
+    };
     for (size_t i = 0; i < plan.calls.size(); ++i) {
       const auto t0 = std::chrono::steady_clock::now();
       run_plan_call(plan.calls[i], ctx_, k);
-      if (call_ms)
-        (*call_ms)[i] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (call_times) (*call_times)[i] = {since_start(t0), since_start(std::chrono::steady_clock::now())};
     }
     const BufferRef& out = plan.outputs[0];
     const int64_t n = out.shape[0].eval(step.num_tokens, step.num_seqs) *

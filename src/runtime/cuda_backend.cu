@@ -248,7 +248,7 @@ class CudaBackend final : public Backend {
   }
 
   void execute(const Plan& plan, const StepBuffers& step, std::vector<float>* logits,
-               std::vector<double>* call_ms) override {
+               std::vector<CallTime>* call_times) override {
     ROOFLINE_CHECK(step.num_tokens <= setup_.max_tokens && step.num_seqs <= setup_.max_seqs &&
                    step.block_table_width <= setup_.max_blocks_per_seq);
     // Pack the step's metadata into the pinned region and upload it in one copy.
@@ -265,8 +265,9 @@ class CudaBackend final : public Backend {
     ctx_.num_seqs = step.num_seqs;
     ctx_.block_table_width = step.block_table_width;
     CudaKernels k{stream_, matmul_ctx_.get()};
-    if (call_ms) {
-      while (events_.size() < plan.calls.size() + 1) {
+    // With timing on: event 0 marks the step's start, events 2i+1 and 2i+2 bracket call i.
+    if (call_times) {
+      while (events_.size() < 2 * plan.calls.size() + 1) {
         cudaEvent_t e;
         ROOFLINE_CUDA_CHECK(cudaEventCreate(&e));
         events_.push_back(e);
@@ -274,8 +275,9 @@ class CudaBackend final : public Backend {
       ROOFLINE_CUDA_CHECK(cudaEventRecord(events_[0], stream_));
     }
     for (size_t i = 0; i < plan.calls.size(); ++i) {
+      if (call_times) ROOFLINE_CUDA_CHECK(cudaEventRecord(events_[2 * i + 1], stream_));
       run_plan_call(plan.calls[i], ctx_, k);
-      if (call_ms) ROOFLINE_CUDA_CHECK(cudaEventRecord(events_[i + 1], stream_));
+      if (call_times) ROOFLINE_CUDA_CHECK(cudaEventRecord(events_[2 * i + 2], stream_));
     }
     // Logits: bf16 rows come back through a fixed pinned buffer in chunks, each widened to f32 by
     // the host thread pool (at decode sizes one chunk holds them all). A single-threaded widening
@@ -296,12 +298,13 @@ class CudaBackend final : public Backend {
         for (int64_t i = b; i < e; ++i) dst[i] = bf16_bits_to_f32(staging[i]);
       });
     }
-    if (call_ms) {
-      call_ms->assign(plan.calls.size(), 0.0);
+    if (call_times) {
+      call_times->assign(plan.calls.size(), CallTime{});
       for (size_t i = 0; i < plan.calls.size(); ++i) {
-        float ms = 0;
-        ROOFLINE_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[i], events_[i + 1]));
-        (*call_ms)[i] = ms;
+        float start = 0, end = 0;
+        ROOFLINE_CUDA_CHECK(cudaEventElapsedTime(&start, events_[0], events_[2 * i + 1]));
+        ROOFLINE_CUDA_CHECK(cudaEventElapsedTime(&end, events_[0], events_[2 * i + 2]));
+        (*call_times)[i] = {start, end};
       }
     }
   }

@@ -287,7 +287,7 @@ Status ModelRunner::step(const std::vector<StepEntry>& entries, bool all_logits,
     sb.last_token_index.push_back(sb.query_start.back() - 1);
   }
 
-  backend_->execute(*plan, sb, logits, record_call_times_ ? &last_call_ms_ : nullptr);
+  backend_->execute(*plan, sb, logits, record_call_times_ ? &last_call_times_ : nullptr);
   last_plan_ = plan;
   // Only now is the KV of the blocks this step filled written, so only now can they be shared.
   if (options_.enable_prefix_cache)

@@ -90,7 +90,7 @@ class ModelRunner {
   Status step(const std::vector<StepEntry>& entries, bool all_logits, std::vector<float>* logits);
 
   // Wall time of each call of the last step's plan, and that plan (for `roofline profile`).
-  const std::vector<double>& last_call_ms() const { return last_call_ms_; }
+  const std::vector<CallTime>& last_call_times() const { return last_call_times_; }
   const Plan* last_plan() const { return last_plan_; }
   void set_record_call_times(bool on) { record_call_times_ = on; }
 
@@ -120,7 +120,7 @@ class ModelRunner {
   std::vector<Sequence> seqs_;
   StepBuffers step_;
   KvCacheShape kv_shape_;
-  std::vector<double> last_call_ms_;
+  std::vector<CallTime> last_call_times_;
   const Plan* last_plan_ = nullptr;
   bool record_call_times_ = false;
 };

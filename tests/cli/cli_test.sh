@@ -91,6 +91,10 @@ if [ -f .models/SmolLM2-135M-Instruct.Q4_1.gguf ]; then
   expect batch_chat 0 "prefix cache hit rate" -- generate --input "$tmp/chat.jsonl" --output "$tmp/chat_out.jsonl"
   if [ "$(grep -c 'Paris' "$tmp/chat_out.jsonl")" -ne 2 ]; then echo "FAIL batch_chat output: $(cat "$tmp/chat_out.jsonl")"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
 fi
+expect profile_cpu 0 "of the speed of light" -- profile --dummy-weights llama-tiny --batch 2 --context 16 --steps 3 --trace "$tmp/trace.json" --bandwidth-gbps 10 --peak-tflops 0.1
+if ! python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert len(d['traceEvents']) > 0" "$tmp/trace.json"; then echo "FAIL profile trace json"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
+expect profile_bad_steps 1 "--steps must be in" -- profile --dummy-weights llama-tiny --steps 0
+expect profile_bad_trace 1 "cannot write the trace" -- profile --dummy-weights llama-tiny --steps 1 --context 4 --trace /nonexistent/dir/t.json
 expect bench_cpu 0 "decode step" -- bench --dummy-weights llama-tiny --batch 2 --context 16 --steps 4 --breakdown
 
 echo "$passes passed, $failures failed"

@@ -6,6 +6,7 @@
 //   roofline logits   --model DIR --prompt-ids 1,2,3 --out logits.npy  prefill + decode logits
 //   roofline info     --model DIR [--dump-graph] [--dump-plan]         what was loaded, how it runs
 //   roofline bench    --dummy-weights llama3-8b --device cuda           decode step time vs roofline
+//   roofline profile  --dummy-weights llama3-8b --device cuda --trace t.json   where the time goes
 // Exit status: 0 success, 1 the request failed (message on stderr), 2 bad command line.
 #include <algorithm>
 #include <array>
@@ -26,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/log.h"
+#include "profiler/analysis.h"
 #include "core/npy.h"
 #include "graph/plan.h"
 #include "roofline/engine.h"
@@ -547,39 +549,69 @@ int run_batch(CommonFlags& f, const std::string& input, const std::string& outpu
 // Decode-step latency: B sequences prefilled to `context` tokens, then timed decode steps of one
 // token each. The roofline is the plan's analytic bytes (weights read once, KV read, activations)
 // over the measured copy bandwidth of the H200 (shared/docs/HARDWARE.md).
-int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, bool breakdown) {
-  if (batch < 1 || batch > 4096) return fail(roofline::invalid_argument("--batch must be in [1, 4096]"));
-  if (context < 1) return fail(roofline::invalid_argument("--context must be positive"));
-  if (steps < 1 || steps > 100000) return fail(roofline::invalid_argument("--steps must be in [1, 100000]"));
-  constexpr int64_t kWarmup = 3;
+// Shared by bench and profile: B sequences prefilled to `context` tokens, ready for decode steps
+// of one token each. Sizes the KV cache and model length for the warm-up, timed and extra steps.
+struct DecodeSetup {
+  std::unique_ptr<roofline::ModelRunner> runner;
+  std::vector<int32_t> seqs;
+  double prefill_ms = 0;
+};
+
+StatusOr<DecodeSetup> prepare_decode(CommonFlags& f, int64_t batch, int64_t context, int64_t steps) {
+  if (batch < 1 || batch > 4096) return roofline::invalid_argument("--batch must be in [1, 4096]");
+  if (context < 1) return roofline::invalid_argument("--context must be positive");
+  if (steps < 1 || steps > 100000) return roofline::invalid_argument("--steps must be in [1, 100000]");
+  constexpr int64_t kExtraSteps = 8;  // warm-up and breakdown steps beyond the timed ones
   f.model.max_seqs = std::max<int64_t>(f.model.max_seqs, batch);
   f.model.max_step_tokens = std::max<int64_t>(f.model.max_step_tokens, batch);
   // Every sequence grows by the warm-up, timed and breakdown steps; whole blocks per sequence.
-  const int64_t per_seq = context + steps + kWarmup + 1;
+  const int64_t per_seq = context + steps + kExtraSteps;
   const int64_t bs = std::max<int64_t>(1, f.model.kv_block_size);
   if (f.model.max_model_len == 0) f.model.max_model_len = per_seq;
   if (f.model.kv_cache_tokens == 0) f.model.kv_cache_tokens = batch * ((per_seq + bs - 1) / bs) * bs;
-  auto created = create_runner(f);
-  if (!created.ok()) return fail(created.status());
-  roofline::ModelRunner& r = **created;
+  DecodeSetup d;
+  ROOFLINE_ASSIGN_OR_RETURN(d.runner, create_runner(f));
+  roofline::ModelRunner& r = *d.runner;
   const int64_t vocab = r.config().vocab_size;
-  std::vector<int32_t> seqs;
   std::vector<float> logits;
-  using clock = std::chrono::steady_clock;
-  const auto t_prefill = clock::now();
+  const auto t0 = std::chrono::steady_clock::now();
   for (int64_t b = 0; b < batch; ++b) {
-    auto seq = r.add_sequence();
-    if (!seq.ok()) return fail(seq.status());
-    seqs.push_back(*seq);
+    ROOFLINE_ASSIGN_OR_RETURN(int32_t seq, r.add_sequence());
+    d.seqs.push_back(seq);
     std::vector<int32_t> prompt(static_cast<size_t>(context));
     for (int64_t i = 0; i < context; ++i) prompt[i] = static_cast<int32_t>((1 + 7919 * (i + 31 * b)) % vocab);
     for (int64_t i = 0; i < context; i += f.model.max_step_tokens) {
       std::vector<int32_t> chunk(prompt.begin() + i, prompt.begin() + std::min(context, i + f.model.max_step_tokens));
-      Status s = r.step({{*seq, chunk}}, false, &logits);
-      if (!s.ok()) return fail(s);
+      ROOFLINE_RETURN_IF_ERROR(r.step({{seq, chunk}}, false, &logits));
     }
   }
-  const double prefill_ms = std::chrono::duration<double, std::milli>(clock::now() - t_prefill).count();
+  d.prefill_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return d;
+}
+
+// The analytic cost of each call of the runner's last plan for a decode step of its sequences.
+std::vector<roofline::CallCost> decode_step_costs(const roofline::ModelRunner& r, const std::vector<int32_t>& seqs) {
+  roofline::StepShape shape;
+  shape.num_tokens = static_cast<int64_t>(seqs.size());
+  shape.num_seqs = static_cast<int64_t>(seqs.size());
+  for (int32_t s : seqs) {
+    shape.kv_tokens += r.sequence_length(s);
+    shape.attended_pairs += r.sequence_length(s);
+  }
+  std::vector<roofline::CallCost> costs;
+  for (const auto& c : r.last_plan()->calls) costs.push_back(roofline::call_cost(c, shape, r.backend().kv_dtype()));
+  return costs;
+}
+
+int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, bool breakdown) {
+  constexpr int64_t kWarmup = 3;
+  auto setup = prepare_decode(f, batch, context, steps);
+  if (!setup.ok()) return fail(setup.status());
+  roofline::ModelRunner& r = *setup->runner;
+  const std::vector<int32_t>& seqs = setup->seqs;
+  const double prefill_ms = setup->prefill_ms;
+  std::vector<float> logits;
+  using clock = std::chrono::steady_clock;
   std::vector<roofline::StepEntry> entries;
   for (int32_t s : seqs) entries.push_back({s, {3}});
   std::vector<double> step_ms;
@@ -594,19 +626,11 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
   const double median = sorted[sorted.size() / 2];
   // Analytic cost of the last step (context grown by the timed steps).
   const roofline::Plan& plan = *r.last_plan();
-  roofline::StepShape shape;
-  shape.num_tokens = batch;
-  shape.num_seqs = batch;
-  for (int32_t s : seqs) {
-    shape.kv_tokens += r.sequence_length(s);
-    shape.attended_pairs += r.sequence_length(s);
-  }
+  const std::vector<roofline::CallCost> costs = decode_step_costs(r, seqs);
   double bytes = 0, flops = 0;
-  std::vector<roofline::CallCost> costs;
-  for (const auto& c : plan.calls) {
-    costs.push_back(roofline::call_cost(c, shape, r.backend().kv_dtype()));
-    bytes += costs.back().bytes;
-    flops += costs.back().flops;
+  for (const auto& c : costs) {
+    bytes += c.bytes;
+    flops += c.flops;
   }
   constexpr double kCopyBytesPerSecond = 4.28e12;  // H200 measured, shared/docs/HARDWARE.md
   const bool gpu = r.backend().name() != "cpu";
@@ -629,7 +653,8 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
     r.set_record_call_times(false);
     if (!s.ok()) return fail(s);
     std::map<std::string, std::array<double, 3>> by_op;  // ms, bytes, calls
-    const auto& ms = r.last_call_ms();
+    std::vector<double> ms;
+    for (const auto& t : r.last_call_times()) ms.push_back(t.end_ms - t.start_ms);
     for (size_t i = 0; i < plan.calls.size(); ++i) {
       auto& e = by_op[roofline::op_kind_name(plan.calls[i].op)];
       e[0] += ms[i];
@@ -646,6 +671,78 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
                   e[1] / 1e9, gpu ? 100.0 * gbps * 1e9 / kCopyBytesPerSecond : gbps);
     }
     std::printf("%-20s %6zu %10.3f\n", "sum of calls", plan.calls.size(), total);
+  }
+  return 0;
+}
+
+// Profile decode steps: every plan call timed (host clock on the CPU, a CUDA event pair per call
+// on the GPU, so the gaps between calls are real), joined to the plan's analytic cost, analysed
+// into busy share, idle gaps, top kernels and the per-op distance to the speed of light.
+int run_profile(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, const std::string& trace_path,
+                double bandwidth_gbps, double peak_tflops) {
+  constexpr int64_t kWarmup = 3;
+  auto setup = prepare_decode(f, batch, context, steps);
+  if (!setup.ok()) return fail(setup.status());
+  roofline::ModelRunner& r = *setup->runner;
+  const bool gpu = r.backend().name() != "cpu";
+  roofline::Ceilings ceilings;  // H200 measured (shared/docs/HARDWARE.md) unless overridden
+  if (bandwidth_gbps > 0) ceilings.bytes_per_s = bandwidth_gbps * 1e9;
+  if (peak_tflops > 0) ceilings.flops_per_s = peak_tflops * 1e12;
+  std::vector<roofline::StepEntry> entries;
+  for (int32_t seq : setup->seqs) entries.push_back({seq, {3}});
+  std::vector<float> logits;
+  for (int64_t i = 0; i < kWarmup; ++i) {
+    Status s = r.step(entries, false, &logits);
+    if (!s.ok()) return fail(s);
+  }
+  using clock = std::chrono::steady_clock;
+  std::vector<roofline::TraceEvent> events;
+  double offset_ms = 0, wall_ms = 0;
+  r.set_record_call_times(true);
+  const auto t_all = clock::now();
+  for (int64_t step = 0; step < steps; ++step) {
+    const auto t0 = clock::now();
+    Status s = r.step(entries, false, &logits);
+    if (!s.ok()) return fail(s);
+    const double step_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+    const roofline::Plan& plan = *r.last_plan();
+    const auto& times = r.last_call_times();
+    for (size_t i = 0; i < plan.calls.size(); ++i) {
+      roofline::TraceEvent e;
+      e.name = plan.calls[i].name;
+      e.op = roofline::op_kind_name(plan.calls[i].op);
+      e.start_ns = static_cast<int64_t>((offset_ms + times[i].start_ms) * 1e6);
+      e.end_ns = static_cast<int64_t>((offset_ms + times[i].end_ms) * 1e6);
+      e.step = static_cast<int>(step);
+      e.call_index = static_cast<int>(i);
+      events.push_back(std::move(e));
+    }
+    offset_ms += step_ms;
+    wall_ms += step_ms;
+  }
+  r.set_record_call_times(false);
+  (void)t_all;
+  std::vector<roofline::CallModel> models;
+  const auto costs = decode_step_costs(r, setup->seqs);
+  for (size_t i = 0; i < costs.size(); ++i)
+    models.push_back({r.last_plan()->calls[i].name, roofline::op_kind_name(r.last_plan()->calls[i].op),
+                      costs[i].bytes, costs[i].flops});
+  roofline::ProfileReport report = roofline::analyze(events, models, ceilings, roofline::AnalysisOptions{});
+  std::printf("profile: %s on %s, batch %lld, context %lld, %lld decode steps (after %lld warm-up)\n",
+              f.model.dummy_weights.empty() ? f.model.model_dir.c_str() : ("dummy " + f.model.dummy_weights).c_str(),
+              r.backend().name().c_str(), (long long)batch, (long long)context, (long long)steps, (long long)kWarmup);
+  std::printf("ceilings: %.2f TB/s, %.1f TFLOP/s%s; calls timed %s\n", ceilings.bytes_per_s / 1e12,
+              ceilings.flops_per_s / 1e12,
+              (bandwidth_gbps > 0 || peak_tflops > 0) ? " (given)" : " (H200 measured; --bandwidth-gbps / --peak-tflops override)",
+              gpu ? "with a CUDA event pair each" : "with the host clock");
+  std::printf("host wall time %.3f ms per step; the device windows below cover %.3f ms of it\n\n",
+              wall_ms / static_cast<double>(steps), report.total_ns / 1e6 / std::max(1, report.num_steps));
+  std::printf("%s", roofline::format_report(report).c_str());
+  if (!trace_path.empty()) {
+    std::ofstream out(trace_path);
+    out << roofline::chrome_trace_json(events);
+    if (!out) return fail(roofline::io_error("cannot write the trace to '" + trace_path + "'"));
+    std::printf("\ntrace: %s (open in ui.perfetto.dev)\n", trace_path.c_str());
   }
   return 0;
 }
@@ -723,6 +820,19 @@ int main(int argc, char** argv) {
   bch->add_option("--steps", bench_steps, "Timed decode steps")->capture_default_str();
   bch->add_flag("--breakdown", bench_breakdown, "Also time one step call by call, per op");
 
+  CommonFlags profile_flags;
+  int64_t prof_batch = 1, prof_context = 512, prof_steps = 8;
+  std::string prof_trace;
+  double prof_bw = 0, prof_tflops = 0;
+  CLI::App* prof = app.add_subcommand("profile", "Profile decode steps: busy share, gaps, distance to the speed of light");
+  profile_flags.add(prof);
+  prof->add_option("--batch", prof_batch, "Sequences decoding together")->capture_default_str();
+  prof->add_option("--context", prof_context, "Tokens in each sequence before decoding")->capture_default_str();
+  prof->add_option("--steps", prof_steps, "Profiled decode steps")->capture_default_str();
+  prof->add_option("--trace", prof_trace, "Write a Chrome/Perfetto trace JSON here");
+  prof->add_option("--bandwidth-gbps", prof_bw, "Memory bandwidth ceiling (default: the H200's 4280)");
+  prof->add_option("--peak-tflops", prof_tflops, "Compute ceiling (default: the H200's 783 bf16)");
+
   CLI::App* i = app.add_subcommand("info", "Describe a model and how roofline plans it");
   info_flags.add(i);
   i->add_flag("--dump-graph", dump_graph, "Print the graph after fusion");
@@ -733,7 +843,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  for (CommonFlags* f : {&gen_flags, &logit_flags, &info_flags, &bench_flags, &run_flags, &chat_flags})
+  for (CommonFlags* f : {&gen_flags, &logit_flags, &info_flags, &bench_flags, &run_flags, &chat_flags, &profile_flags})
     if (f->verbose) roofline::set_log_level(roofline::LogLevel::kInfo);
   if (g->parsed()) {
     gen.stop_at_eos = !ignore_eos;
@@ -759,6 +869,8 @@ int main(int argc, char** argv) {
   if (l->parsed()) return run_logits(logit_flags, logit_ids, decode_steps, out_path);
   if (run->parsed()) return run_text(run_flags, question, system_prompt, raw, run_gen);
   if (chat->parsed()) return run_chat(chat_flags, chat_system, chat_gen);
+  if (prof->parsed())
+    return run_profile(profile_flags, prof_batch, prof_context, prof_steps, prof_trace, prof_bw, prof_tflops);
   if (bch->parsed()) return run_bench(bench_flags, bench_batch, bench_context, bench_steps, bench_breakdown);
   return run_info(info_flags, dump_graph, dump_plan);
 }

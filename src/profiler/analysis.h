@@ -1,0 +1,130 @@
+// Analysis of a device trace against the roofline: how busy the device was, where it sat idle, how
+// much communication hid under compute, which kernels took more than their share, and how far the
+// step is from the speed of light, split into per-op excess and idle time.
+//
+// The profiler sits below graph, so its inputs are plain structs: TraceEvent is one device interval
+// (from CUPTI activity records, already joined to plan calls by NVTX range), CallModel is the
+// analytic cost of one plan call (graph's call_cost, copied out by the caller).
+//
+// The central identity, exact up to rounding:
+//   measured_step_ns = ideal_step_ns + Σ per_op excess_ns + launch_gap_ns + other_gap_ns
+//                      + unattributed_ns
+// To make it hold, busy time is attributed to calls so that every busy nanosecond belongs to
+// exactly one place: at each instant the active compute kernels share it equally; with no compute
+// active the active copies share it; with neither, the active communication. Communication hidden
+// under compute therefore costs its call nothing — it did not lengthen the step.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace roofline {
+
+// One interval of device activity.
+struct TraceEvent {
+  enum class Kind { kCompute, kCommunication, kMemcpy };
+
+  std::string name;  // kernel name, or "memcpy HtoD", "ncclAllReduce", ...
+  std::string op;    // op kind of the plan call, e.g. "matmul"; empty when not joined
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;  // end_ns <= start_ns: zero length, left out of busy time and windows
+  int stream = 0;
+  Kind kind = Kind::kCompute;
+  int step = 0;
+  int call_index = -1;  // plan call it belongs to; -1 (or out of range): none, "unattributed"
+};
+
+// Analytic cost of plan call i (index = TraceEvent::call_index) for one step.
+struct CallModel {
+  std::string name;
+  std::string op;
+  double bytes = 0;  // fewest bytes the call must read + write in device memory
+  double flops = 0;
+};
+
+// Roofs of the device; the defaults are the H200's measured copy bandwidth and dense bf16 peak.
+struct Ceilings {
+  double bytes_per_s = 4.28e12;
+  double flops_per_s = 783e12;
+};
+
+struct AnalysisOptions {
+  // Idle stretches shorter than this are laid on the CPU not submitting fast enough (launch
+  // latency); longer ones are syncs, host work or waiting for requests.
+  double launch_gap_threshold_ns = 20e3;
+  // Steps to analyse (e.g. leave out warm-up); empty: every step in the trace. The call models
+  // describe one step, so the analysed steps should share one shape (e.g. decode steps).
+  std::vector<int> steps;
+};
+
+struct ProfileReport {
+  int num_steps = 0;  // analysed steps that have events
+
+  // A step's window runs from its first event's start to its last event's end; totals are summed
+  // over the analysed steps. Busy time is the union of all events, not the sum.
+  double total_ns = 0;
+  double busy_ns = 0;
+  double busy_fraction = 0;
+  std::vector<double> step_busy_fraction;  // one per analysed step, by ascending step number
+
+  // Idle stretches of the device (no event of any stream running) inside the step windows.
+  double gap_ns = 0;
+  // (bucket upper bound in µs, number of idle stretches no longer than it and longer than the
+  // previous bound); bounds 1, 2, 5, 10, 20, 50, 100, +inf.
+  std::vector<std::pair<double, int64_t>> gap_histogram;
+  // Idle stretches shorter than the launch-gap threshold, summed. Counted on the device-wide union
+  // rather than per stream: a short pause of one stream covered by another did not cost time.
+  double small_gap_ns = 0;
+
+  // Communication: union of communication events, the part of it under some compute kernel, and
+  // their ratio (0 when there is no communication).
+  double comm_ns = 0;
+  double comm_hidden_ns = 0;
+  double comm_overlap_fraction = 0;
+
+  struct KernelRow {
+    std::string name;
+    std::string op;  // op of the first event with this name
+    int64_t calls = 0;
+    double total_ns = 0;  // summed durations (not the union)
+    double share = 0;     // of all events' summed durations
+    // Share the cost model expects: each call's ideal time, split among the kernels it launched
+    // in proportion to their measured time, over the ideal time of all steps. 0 for kernels not
+    // joined to a call.
+    double expected_share = 0;
+    bool unexpected = false;  // share > 1.5 × expected_share and share > 2 %
+  };
+  std::vector<KernelRow> top_kernels;  // every kernel name, by total time, longest first
+
+  // Speed of light, per step (measured times are averaged over the analysed steps).
+  struct SolRow {
+    std::string name;  // call name (per_call) or op kind (per_op)
+    std::string op;
+    double measured_ns = 0;  // busy time attributed to it (see the file comment)
+    double ideal_ns = 0;     // max(bytes / bandwidth, flops / peak)
+    double excess_ns = 0;    // measured - ideal; negative when faster than the model claims
+  };
+  std::vector<SolRow> per_call;  // every modelled call, by excess, largest first
+  std::vector<SolRow> per_op;    // summed per op kind, by excess, largest first
+
+  double ideal_step_ns = 0;     // Σ ideal over all modelled calls
+  double measured_step_ns = 0;  // total_ns / num_steps
+  double launch_gap_ns = 0;     // small_gap_ns / num_steps
+  double other_gap_ns = 0;      // longer idle stretches per step
+  double unattributed_ns = 0;   // busy time per step of events joined to no call
+};
+
+ProfileReport analyze(const std::vector<TraceEvent>& events, const std::vector<CallModel>& calls,
+                      const Ceilings& ceilings, const AnalysisOptions& options);
+
+// A compact text table: busy %, gaps, overlap, top kernels (flagged), the distance to the speed of
+// light ranked by op, and a closing "measured X ms vs roofline Y ms: Z % of the speed of light".
+std::string format_report(const ProfileReport& report);
+
+// Chrome / Perfetto trace-event JSON: {"traceEvents": [{"ph": "X", "ts": µs, "dur": µs, "pid": 0,
+// "tid": stream, "args": {"op", "call_index", "step"}}, ...]}, one event per input, in input order.
+std::string chrome_trace_json(const std::vector<TraceEvent>& events);
+
+}  // namespace roofline

@@ -1,0 +1,313 @@
+// Trace analysis on synthetic traces whose answers are known by hand: busy union, idle stretches
+// and their histogram, hidden communication, kernels flagged against the cost model, per-op sums;
+// the distance identity over random traces; the Chrome trace parsed back.
+#include "profiler/analysis.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace roofline {
+namespace {
+
+constexpr int64_t kUs = 1000;
+using Kind = TraceEvent::Kind;
+
+TraceEvent event(std::string name, std::string op, int64_t start_ns, int64_t end_ns, int stream = 0,
+                 Kind kind = Kind::kCompute, int step = 0, int call_index = -1) {
+  TraceEvent e;
+  e.name = std::move(name);
+  e.op = std::move(op);
+  e.start_ns = start_ns;
+  e.end_ns = end_ns;
+  e.stream = stream;
+  e.kind = kind;
+  e.step = step;
+  e.call_index = call_index;
+  return e;
+}
+
+// Ceilings of 1 byte/ns and 1 flop/ns, so a call's ideal time in ns is max(bytes, flops).
+Ceilings unit_ceilings() { return {1e9, 1e9}; }
+
+int64_t histogram_count(const ProfileReport& r, double bound_us) {
+  for (const auto& [bound, count] : r.gap_histogram) {
+    if (bound == bound_us) return count;
+  }
+  ADD_FAILURE() << "no bucket " << bound_us;
+  return -1;
+}
+
+int64_t histogram_total(const ProfileReport& r) {
+  int64_t n = 0;
+  for (const auto& [bound, count] : r.gap_histogram) n += count;
+  return n;
+}
+
+// measured = ideal + Σ per-op excess + launch gaps + other idle + unattributed.
+double identity_error(const ProfileReport& r) {
+  double sum = r.ideal_step_ns + r.launch_gap_ns + r.other_gap_ns + r.unattributed_ns;
+  for (const auto& row : r.per_op) sum += row.excess_ns;
+  return std::abs(r.measured_step_ns - sum);
+}
+
+TEST(Analysis, EmptyTrace) {
+  const ProfileReport r = analyze({}, {}, Ceilings{}, AnalysisOptions{});
+  EXPECT_EQ(r.num_steps, 0);
+  EXPECT_EQ(r.total_ns, 0);
+  EXPECT_EQ(r.busy_fraction, 0);
+  EXPECT_EQ(r.comm_overlap_fraction, 0);
+  EXPECT_EQ(histogram_total(r), 0);
+  EXPECT_EQ(r.gap_histogram.size(), 8u);
+  EXPECT_TRUE(std::isinf(r.gap_histogram.back().first));
+  EXPECT_TRUE(r.top_kernels.empty());
+  EXPECT_EQ(r.measured_step_ns, 0);
+  const std::string text = format_report(r);
+  EXPECT_NE(text.find("of the speed of light"), std::string::npos) << text;
+  // Calls modelled but nothing measured: the ideal still counts, the excess is negative.
+  const ProfileReport m = analyze({}, {{"q", "matmul", 100, 0}}, unit_ceilings(), {});
+  EXPECT_DOUBLE_EQ(m.ideal_step_ns, 100);
+  ASSERT_EQ(m.per_call.size(), 1u);
+  EXPECT_DOUBLE_EQ(m.per_call[0].excess_ns, -100);
+}
+
+TEST(Analysis, BackToBackKernelsWithGaps) {
+  // 10 µs, gap 5 µs, 20 µs, gap 30 µs, 15 µs: window 80 µs, busy 45 µs.
+  const std::vector<TraceEvent> trace = {
+      event("a", "matmul", 0, 10 * kUs),
+      event("b", "matmul", 15 * kUs, 35 * kUs),
+      event("c", "add", 65 * kUs, 80 * kUs),
+  };
+  const ProfileReport r = analyze(trace, {}, Ceilings{}, AnalysisOptions{});
+  EXPECT_EQ(r.num_steps, 1);
+  EXPECT_DOUBLE_EQ(r.total_ns, 80 * kUs);
+  EXPECT_DOUBLE_EQ(r.busy_ns, 45 * kUs);
+  EXPECT_DOUBLE_EQ(r.busy_fraction, 45.0 / 80.0);
+  ASSERT_EQ(r.step_busy_fraction.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.step_busy_fraction[0], 45.0 / 80.0);
+  EXPECT_DOUBLE_EQ(r.gap_ns, 35 * kUs);
+  EXPECT_DOUBLE_EQ(r.small_gap_ns, 5 * kUs);  // the 30 µs gap is past the 20 µs threshold
+  EXPECT_DOUBLE_EQ(r.launch_gap_ns, 5 * kUs);
+  EXPECT_DOUBLE_EQ(r.other_gap_ns, 30 * kUs);
+  EXPECT_EQ(histogram_count(r, 5), 1);
+  EXPECT_EQ(histogram_count(r, 50), 1);
+  EXPECT_EQ(histogram_total(r), 2);
+  EXPECT_DOUBLE_EQ(r.unattributed_ns, 45 * kUs);  // no call models
+  EXPECT_LT(identity_error(r), 1.0);
+
+  AnalysisOptions strict;
+  strict.launch_gap_threshold_ns = 2 * kUs;
+  EXPECT_DOUBLE_EQ(analyze(trace, {}, Ceilings{}, strict).small_gap_ns, 0);
+}
+
+TEST(Analysis, OverlappingStreamsCountOnceAsBusy) {
+  // Stream 0: [0, 40) µs; stream 1: [20, 60) µs; stream 0 again [70, 80) µs.
+  const std::vector<TraceEvent> trace = {
+      event("a", "matmul", 0, 40 * kUs, 0),
+      event("b", "matmul", 20 * kUs, 60 * kUs, 1),
+      event("c", "matmul", 70 * kUs, 80 * kUs, 0),
+  };
+  const ProfileReport r = analyze(trace, {}, Ceilings{}, AnalysisOptions{});
+  EXPECT_DOUBLE_EQ(r.total_ns, 80 * kUs);
+  EXPECT_DOUBLE_EQ(r.busy_ns, 70 * kUs);  // union, not the 90 µs sum
+  EXPECT_DOUBLE_EQ(r.gap_ns, 10 * kUs);
+  EXPECT_EQ(histogram_count(r, 10), 1);
+  // Stream 0's own 30 µs pause is mostly covered by stream 1: only the 10 µs device idle counts.
+  EXPECT_DOUBLE_EQ(r.small_gap_ns, 10 * kUs);
+}
+
+TEST(Analysis, ZeroLengthEventsAreInstants) {
+  // A zero-length marker before the first kernel, one inside a gap, one reversed: none of them
+  // stretches the window or fills a gap.
+  const std::vector<TraceEvent> trace = {
+      event("mark", "", 0, 0),
+      event("a", "matmul", 10 * kUs, 20 * kUs),
+      event("mark", "", 22 * kUs, 22 * kUs),
+      event("backwards", "", 26 * kUs, 24 * kUs),
+      event("b", "matmul", 30 * kUs, 40 * kUs),
+  };
+  const ProfileReport r = analyze(trace, {}, Ceilings{}, AnalysisOptions{});
+  EXPECT_DOUBLE_EQ(r.total_ns, 30 * kUs);
+  EXPECT_DOUBLE_EQ(r.busy_ns, 20 * kUs);
+  EXPECT_EQ(histogram_count(r, 10), 1);
+  EXPECT_EQ(histogram_total(r), 1);
+}
+
+TEST(Analysis, CommunicationPartlyUnderCompute) {
+  // Compute [0, 20) µs; communication [14, 24) µs: 6 of its 10 µs are hidden.
+  const std::vector<CallModel> calls = {{"mlp", "matmul", 1000, 0}, {"ar", "all_reduce", 500, 0}};
+  const std::vector<TraceEvent> trace = {
+      event("gemm", "matmul", 0, 20 * kUs, 0, Kind::kCompute, 0, 0),
+      event("nccl", "all_reduce", 14 * kUs, 24 * kUs, 1, Kind::kCommunication, 0, 1),
+  };
+  const ProfileReport r = analyze(trace, calls, unit_ceilings(), AnalysisOptions{});
+  EXPECT_DOUBLE_EQ(r.comm_ns, 10 * kUs);
+  EXPECT_DOUBLE_EQ(r.comm_hidden_ns, 6 * kUs);
+  EXPECT_DOUBLE_EQ(r.comm_overlap_fraction, 0.6);
+  EXPECT_DOUBLE_EQ(r.busy_ns, 24 * kUs);
+  // Hidden communication costs its call nothing: only the exposed 4 µs are attributed to it.
+  for (const auto& row : r.per_call) {
+    if (row.name == "ar") {
+      EXPECT_DOUBLE_EQ(row.measured_ns, 4 * kUs);
+    } else {
+      EXPECT_DOUBLE_EQ(row.measured_ns, 20 * kUs);
+    }
+  }
+  EXPECT_LT(identity_error(r), 1.0);
+  // No communication at all: the fraction is 0, not NaN.
+  const ProfileReport none = analyze({trace[0]}, calls, unit_ceilings(), {});
+  EXPECT_EQ(none.comm_overlap_fraction, 0);
+}
+
+TEST(Analysis, SlowCallRankedFirstAndFlagged) {
+  // Ideal times 10, 10, 10 µs; measured 10, 30, 10 µs back to back.
+  const std::vector<CallModel> calls = {
+      {"q_proj", "matmul", 10 * kUs, 0},
+      {"norm", "rms_norm", 10 * kUs, 0},
+      {"o_proj", "matmul", 0, 10 * kUs},
+  };
+  const std::vector<TraceEvent> trace = {
+      event("gemm_q", "matmul", 0, 10 * kUs, 0, Kind::kCompute, 0, 0),
+      event("rms_norm_kernel", "rms_norm", 10 * kUs, 40 * kUs, 0, Kind::kCompute, 0, 1),
+      event("gemm_o", "matmul", 40 * kUs, 50 * kUs, 0, Kind::kCompute, 0, 2),
+  };
+  const ProfileReport r = analyze(trace, calls, unit_ceilings(), AnalysisOptions{});
+  ASSERT_EQ(r.per_call.size(), 3u);
+  EXPECT_EQ(r.per_call[0].name, "norm");
+  EXPECT_DOUBLE_EQ(r.per_call[0].measured_ns, 30 * kUs);
+  EXPECT_DOUBLE_EQ(r.per_call[0].ideal_ns, 10 * kUs);
+  EXPECT_DOUBLE_EQ(r.per_call[0].excess_ns, 20 * kUs);
+  ASSERT_EQ(r.top_kernels.size(), 3u);
+  EXPECT_EQ(r.top_kernels[0].name, "rms_norm_kernel");
+  EXPECT_DOUBLE_EQ(r.top_kernels[0].share, 0.6);
+  EXPECT_DOUBLE_EQ(r.top_kernels[0].expected_share, 1.0 / 3.0);
+  EXPECT_TRUE(r.top_kernels[0].unexpected);
+  EXPECT_FALSE(r.top_kernels[1].unexpected);  // 20 % against 33 % expected
+  EXPECT_FALSE(r.top_kernels[2].unexpected);
+  EXPECT_DOUBLE_EQ(r.ideal_step_ns, 30 * kUs);
+  EXPECT_DOUBLE_EQ(r.measured_step_ns, 50 * kUs);
+  const std::string text = format_report(r);
+  EXPECT_NE(text.find("<< unexpected"), std::string::npos) << text;
+  EXPECT_NE(text.find("launch gaps"), std::string::npos) << text;
+  EXPECT_NE(text.find("measured 0.0500 ms vs roofline 0.0300 ms: 60.0 % of the speed of light"),
+            std::string::npos)
+      << text;
+}
+
+TEST(Analysis, PerOpSumsAndSeveralSteps) {
+  // Two steps of the same plan: two matmul calls and one add. Steps are 100 µs apart; the time
+  // between steps is not part of any window.
+  const std::vector<CallModel> calls = {
+      {"up", "matmul", 4 * kUs, 0}, {"down", "matmul", 2 * kUs, 0}, {"res", "add", 1 * kUs, 0}};
+  std::vector<TraceEvent> trace;
+  for (int step = 0; step < 2; ++step) {
+    const int64_t t0 = step * 100 * kUs;
+    trace.push_back(event("g", "matmul", t0, t0 + 5 * kUs, 0, Kind::kCompute, step, 0));
+    trace.push_back(event("g", "matmul", t0 + 6 * kUs, t0 + 9 * kUs, 0, Kind::kCompute, step, 1));
+    trace.push_back(event("a", "add", t0 + 9 * kUs, t0 + 11 * kUs, 0, Kind::kCompute, step, 2));
+  }
+  const ProfileReport r = analyze(trace, calls, unit_ceilings(), AnalysisOptions{});
+  EXPECT_EQ(r.num_steps, 2);
+  EXPECT_DOUBLE_EQ(r.total_ns, 22 * kUs);
+  EXPECT_DOUBLE_EQ(r.measured_step_ns, 11 * kUs);
+  EXPECT_DOUBLE_EQ(r.launch_gap_ns, 1 * kUs);
+  ASSERT_EQ(r.step_busy_fraction.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.step_busy_fraction[1], 10.0 / 11.0);
+  ASSERT_EQ(r.per_op.size(), 2u);
+  EXPECT_EQ(r.per_op[0].name, "matmul");
+  EXPECT_DOUBLE_EQ(r.per_op[0].measured_ns, 8 * kUs);
+  EXPECT_DOUBLE_EQ(r.per_op[0].ideal_ns, 6 * kUs);
+  EXPECT_DOUBLE_EQ(r.per_op[0].excess_ns, 2 * kUs);
+  EXPECT_EQ(r.per_op[1].name, "add");
+  EXPECT_DOUBLE_EQ(r.per_op[1].excess_ns, 1 * kUs);
+  EXPECT_LT(identity_error(r), 1.0);
+  // One kernel name shared by two calls: one row, both calls' ideals.
+  ASSERT_EQ(r.top_kernels.size(), 2u);
+  EXPECT_EQ(r.top_kernels[0].name, "g");
+  EXPECT_EQ(r.top_kernels[0].calls, 4);
+  EXPECT_DOUBLE_EQ(r.top_kernels[0].expected_share, 6.0 / 7.0);
+
+  // Only step 1.
+  AnalysisOptions one;
+  one.steps = {1};
+  const ProfileReport s = analyze(trace, calls, unit_ceilings(), one);
+  EXPECT_EQ(s.num_steps, 1);
+  EXPECT_DOUBLE_EQ(s.measured_step_ns, 11 * kUs);
+}
+
+// Random traces over several streams, kinds and steps, some events joined to no call, some to
+// calls out of range, some of zero length: the distance identity must hold within 1 ns.
+TEST(Analysis, DistanceIdentityHoldsOnRandomTraces) {
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  auto uniform = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  const char* kOps[] = {"matmul", "attention", "rms_norm", "all_reduce"};
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<CallModel> calls(static_cast<size_t>(uniform(0, 12)));
+    for (size_t c = 0; c < calls.size(); ++c) {
+      calls[c] = {"call" + std::to_string(c), kOps[uniform(0, 3)],
+                  static_cast<double>(uniform(0, 1'000'000)),
+                  static_cast<double>(uniform(0, 1'000'000'000))};
+    }
+    std::vector<TraceEvent> trace;
+    const int num_streams = static_cast<int>(uniform(1, 4));
+    const int num_steps = static_cast<int>(uniform(1, 3));
+    for (int step = 0; step < num_steps; ++step) {
+      for (int s = 0; s < num_streams; ++s) {
+        int64_t t = step * 10'000'000 + uniform(0, 50'000);
+        for (int64_t k = uniform(0, 20); k > 0; --k) {
+          const int64_t start = t + uniform(0, 40'000);
+          const int64_t end = start + uniform(0, 30'000);
+          t = end;
+          const Kind kind = static_cast<Kind>(uniform(0, 2));
+          const int call = static_cast<int>(uniform(-1, static_cast<int64_t>(calls.size())));
+          trace.push_back(event("k" + std::to_string(uniform(0, 6)), kOps[uniform(0, 3)], start,
+                                end, s, kind, step, call));
+        }
+      }
+    }
+    std::shuffle(trace.begin(), trace.end(), rng);
+    const ProfileReport r = analyze(trace, calls, Ceilings{}, AnalysisOptions{});
+    ASSERT_LT(identity_error(r), 1.0) << "trial " << trial << "\n" << format_report(r);
+    ASSERT_LE(r.busy_ns, r.total_ns);
+    ASSERT_LE(r.small_gap_ns, r.gap_ns);
+    ASSERT_LE(r.comm_hidden_ns, r.comm_ns);
+    double share = 0;
+    for (const auto& k : r.top_kernels) share += k.expected_share;
+    ASSERT_LE(share, 1.0 + 1e-9);
+  }
+}
+
+TEST(Analysis, ChromeTraceParsesBack) {
+  const std::vector<TraceEvent> trace = {
+      event("gemm", "matmul", 1'000'500, 1'003'250, 0, Kind::kCompute, 0, 3),
+      event("nccl", "all_reduce", 1'002'000, 1'010'000, 2, Kind::kCommunication, 0, -1),
+      event("copy \"in\"", "", 5, 5, 1, Kind::kMemcpy, 1, -1),
+  };
+  const nlohmann::json j = nlohmann::json::parse(chrome_trace_json(trace));
+  const auto& list = j.at("traceEvents");
+  ASSERT_EQ(list.size(), trace.size());
+  for (size_t i = 0; i < trace.size(); ++i) {
+    const auto& e = list[i];
+    EXPECT_EQ(e.at("name"), trace[i].name);
+    EXPECT_EQ(e.at("ph"), "X");
+    EXPECT_EQ(e.at("pid"), 0);
+    EXPECT_EQ(e.at("tid"), trace[i].stream);
+    EXPECT_DOUBLE_EQ(e.at("ts").get<double>(), trace[i].start_ns / 1e3);
+    EXPECT_DOUBLE_EQ(e.at("dur").get<double>(), (trace[i].end_ns - trace[i].start_ns) / 1e3);
+    EXPECT_EQ(e.at("args").at("op"), trace[i].op);
+    EXPECT_EQ(e.at("args").at("call_index"), trace[i].call_index);
+  }
+  EXPECT_EQ(nlohmann::json::parse(chrome_trace_json({})).at("traceEvents").size(), 0u);
+}
+
+}  // namespace
+}  // namespace roofline
