@@ -39,50 +39,35 @@ constexpr uint32_t kMaxDims = 4;                // GGML_MAX_DIMS
 constexpr uint64_t kDefaultAlignment = 32;
 constexpr uint64_t kMaxAlignment = uint64_t{1} << 30;
 
-// GGUF metadata value type tags.
-enum GgufType : uint32_t {
-  kU8 = 0,
-  kI8 = 1,
-  kU16 = 2,
-  kI16 = 3,
-  kU32 = 4,
-  kI32 = 5,
-  kF32 = 6,
-  kBool = 7,
-  kString = 8,
-  kArray = 9,
-  kU64 = 10,
-  kI64 = 11,
-  kF64 = 12,
-};
+using VT = GgufValueTypes;
 
 const char* gguf_type_name(uint32_t t) {
   switch (t) {
-    case kU8:
+    case VT::kU8:
       return "u8";
-    case kI8:
+    case VT::kI8:
       return "i8";
-    case kU16:
+    case VT::kU16:
       return "u16";
-    case kI16:
+    case VT::kI16:
       return "i16";
-    case kU32:
+    case VT::kU32:
       return "u32";
-    case kI32:
+    case VT::kI32:
       return "i32";
-    case kF32:
+    case VT::kF32:
       return "f32";
-    case kBool:
+    case VT::kBool:
       return "bool";
-    case kString:
+    case VT::kString:
       return "string";
-    case kArray:
+    case VT::kArray:
       return "array";
-    case kU64:
+    case VT::kU64:
       return "u64";
-    case kI64:
+    case VT::kI64:
       return "i64";
-    case kF64:
+    case VT::kF64:
       return "f64";
     default:
       return "unknown";
@@ -93,22 +78,22 @@ const char* gguf_type_name(uint32_t t) {
 // the bytes left in the file before anything is reserved.
 uint64_t min_encoded_bytes(uint32_t t) {
   switch (t) {
-    case kU8:
-    case kI8:
-    case kBool:
+    case VT::kU8:
+    case VT::kI8:
+    case VT::kBool:
       return 1;
-    case kU16:
-    case kI16:
+    case VT::kU16:
+    case VT::kI16:
       return 2;
-    case kU32:
-    case kI32:
-    case kF32:
+    case VT::kU32:
+    case VT::kI32:
+    case VT::kF32:
       return 4;
-    case kU64:
-    case kI64:
-    case kF64:
+    case VT::kU64:
+    case VT::kI64:
+    case VT::kF64:
       return 8;
-    case kString:
+    case VT::kString:
       return 8;  // the u64 length of an empty string
     default:
       return 0;
@@ -223,15 +208,15 @@ Status read_integer(Cursor& c, uint32_t type, const std::string& what, int64_t* 
     *out = static_cast<int64_t>(v);             \
     return ok_status();                         \
   }
-    ROOFLINE_GGUF_INT(kU8, uint8_t)
-    ROOFLINE_GGUF_INT(kI8, int8_t)
-    ROOFLINE_GGUF_INT(kU16, uint16_t)
-    ROOFLINE_GGUF_INT(kI16, int16_t)
-    ROOFLINE_GGUF_INT(kU32, uint32_t)
-    ROOFLINE_GGUF_INT(kI32, int32_t)
-    ROOFLINE_GGUF_INT(kI64, int64_t)
+    ROOFLINE_GGUF_INT(VT::kU8, uint8_t)
+    ROOFLINE_GGUF_INT(VT::kI8, int8_t)
+    ROOFLINE_GGUF_INT(VT::kU16, uint16_t)
+    ROOFLINE_GGUF_INT(VT::kI16, int16_t)
+    ROOFLINE_GGUF_INT(VT::kU32, uint32_t)
+    ROOFLINE_GGUF_INT(VT::kI32, int32_t)
+    ROOFLINE_GGUF_INT(VT::kI64, int64_t)
 #undef ROOFLINE_GGUF_INT
-    case kU64: {
+    case VT::kU64: {
       uint64_t v = 0;
       ROOFLINE_RETURN_IF_ERROR(c.read(&v, what));
       if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
@@ -246,8 +231,8 @@ Status read_integer(Cursor& c, uint32_t type, const std::string& what, int64_t* 
 }
 
 bool is_integer_type(uint32_t t) {
-  return t == kU8 || t == kI8 || t == kU16 || t == kI16 || t == kU32 || t == kI32 || t == kU64 ||
-         t == kI64;
+  return t == VT::kU8 || t == VT::kI8 || t == VT::kU16 || t == VT::kI16 || t == VT::kU32 || t == VT::kI32 || t == VT::kU64 ||
+         t == VT::kI64;
 }
 
 Status read_bool(Cursor& c, const std::string& what, bool* out) {
@@ -259,7 +244,7 @@ Status read_bool(Cursor& c, const std::string& what, bool* out) {
 }
 
 Status read_float(Cursor& c, uint32_t type, const std::string& what, double* out) {
-  if (type == kF32) {
+  if (type == VT::kF32) {
     float f = 0;
     ROOFLINE_RETURN_IF_ERROR(c.read(&f, what));
     *out = f;
@@ -286,11 +271,11 @@ Status read_array(Cursor& c, const std::string& what, GgufValue* out) {
   uint64_t count = 0;
   ROOFLINE_RETURN_IF_ERROR(c.read(&elem_type, "the element type of " + what));
   ROOFLINE_RETURN_IF_ERROR(c.read(&count, "the length of " + what));
-  if (elem_type == kArray)
+  if (elem_type == VT::kArray)
     return c.bad(what +
                  " is an array of arrays; nested arrays are not supported (no model "
                  "roofline loads uses them)");
-  if (elem_type > kF64)
+  if (elem_type > VT::kF64)
     return c.bad(what + " has element type " + std::to_string(elem_type) +
                  ", which is not a GGUF value type");
   out->array_type = elem_type;
@@ -304,7 +289,7 @@ Status read_array(Cursor& c, const std::string& what, GgufValue* out) {
       v.push_back(x);
     }
     out->value = GgufValue::Array(std::move(v));
-  } else if (elem_type == kF32 || elem_type == kF64) {
+  } else if (elem_type == VT::kF32 || elem_type == VT::kF64) {
     std::vector<double> v;
     ROOFLINE_RETURN_IF_ERROR(reserve_checked(c, count, elem_type, what, &v));
     for (uint64_t i = 0; i < count; ++i) {
@@ -313,7 +298,7 @@ Status read_array(Cursor& c, const std::string& what, GgufValue* out) {
       v.push_back(x);
     }
     out->value = GgufValue::Array(std::move(v));
-  } else if (elem_type == kBool) {
+  } else if (elem_type == VT::kBool) {
     std::vector<bool> v;
     ROOFLINE_RETURN_IF_ERROR(reserve_checked(c, count, elem_type, what, &v));
     for (uint64_t i = 0; i < count; ++i) {
@@ -322,7 +307,7 @@ Status read_array(Cursor& c, const std::string& what, GgufValue* out) {
       v.push_back(x);
     }
     out->value = GgufValue::Array(std::move(v));
-  } else {  // kString
+  } else {  // VT::kString
     std::vector<std::string> v;
     ROOFLINE_RETURN_IF_ERROR(reserve_checked(c, count, elem_type, what, &v));
     for (uint64_t i = 0; i < count; ++i) {
@@ -341,19 +326,19 @@ Status read_value(Cursor& c, uint32_t type, const std::string& what, GgufValue* 
     int64_t v = 0;
     ROOFLINE_RETURN_IF_ERROR(read_integer(c, type, what, &v));
     out->value = v;
-  } else if (type == kF32 || type == kF64) {
+  } else if (type == VT::kF32 || type == VT::kF64) {
     double v = 0;
     ROOFLINE_RETURN_IF_ERROR(read_float(c, type, what, &v));
     out->value = v;
-  } else if (type == kBool) {
+  } else if (type == VT::kBool) {
     bool v = false;
     ROOFLINE_RETURN_IF_ERROR(read_bool(c, what, &v));
     out->value = v;
-  } else if (type == kString) {
+  } else if (type == VT::kString) {
     std::string s;
     ROOFLINE_RETURN_IF_ERROR(c.read_string(kMaxStringBytes, &s, what));
     out->value = std::move(s);
-  } else if (type == kArray) {
+  } else if (type == VT::kArray) {
     return read_array(c, what, out);
   } else {
     return c.bad(what + " has type " + std::to_string(type) + ", which is not a GGUF value type");
@@ -680,7 +665,7 @@ namespace {
 Status wrong_type(const GgufFile& f, const std::string& key, const GgufValue& v,
                   const char* wanted) {
   std::string has = gguf_type_name(v.gguf_type);
-  if (v.gguf_type == kArray) has += std::string(" of ") + gguf_type_name(v.array_type);
+  if (v.gguf_type == VT::kArray) has += std::string(" of ") + gguf_type_name(v.array_type);
   return invalid_argument("GGUF '" + f.source() + "': metadata '" + key + "' is " + has + " but " +
                           wanted + " is expected; the file does not follow the GGUF conventions");
 }

@@ -46,6 +46,15 @@ bool ggml_storage_layout(uint32_t type, int64_t* block_elems, int64_t* block_byt
 // Unimplemented for types roofline does not support (the message names the type).
 Status dequantize_to_f32(uint32_t type, const uint8_t* src, int64_t n, float* dst);
 
+// GGUF metadata value type tags: the u32 the file writes before every value (and every array's
+// element type). Shared by the parser and the tests that build hostile files.
+struct GgufValueTypes {
+  enum : uint32_t {
+    kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6,
+    kBool = 7, kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
+  };
+};
+
 // A metadata value. Arrays hold one element type; nested arrays are not supported (no model
 // roofline loads uses them) and are rejected at parse time.
 struct GgufValue {

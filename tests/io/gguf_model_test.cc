@@ -21,20 +21,6 @@ using testing::TinyModelOptions;
 
 const std::string kRoot = std::string(ROOFLINE_SOURCE_DIR) + "/tests/fixtures/";
 
-inline Status status_of(const Status& s) { return s; }
-template <typename T>
-Status status_of(const StatusOr<T>& s) {
-  return s.status();
-}
-
-// Expects an error of `code` whose message contains `needle`.
-#define EXPECT_ERROR(expr, want_code, needle)                                           \
-  do {                                                                                  \
-    const Status s_ = status_of(expr);                                                  \
-    ASSERT_FALSE(s_.ok()) << "accepted: expected " #want_code " containing " << needle; \
-    EXPECT_EQ(s_.code(), StatusCode::want_code) << s_.to_string();                      \
-    EXPECT_NE(s_.message().find(needle), std::string::npos) << s_.to_string();          \
-  } while (0)
 
 struct Fixture {
   const char* hf_dir;

@@ -32,21 +32,6 @@ StatusOr<std::unique_ptr<GgufFile>> parse(const std::vector<uint8_t>& bytes) {
   return GgufFile::parse(bytes.data(), bytes.size(), "test.gguf");
 }
 
-// Expects an error whose message contains `needle`.
-inline Status status_of(const Status& s) { return s; }
-template <typename T>
-Status status_of(const StatusOr<T>& s) {
-  return s.status();
-}
-
-// Expects an error of `code` whose message contains `needle`.
-#define EXPECT_ERROR(expr, want_code, needle)                                           \
-  do {                                                                                  \
-    const Status s_ = status_of(expr);                                                  \
-    ASSERT_FALSE(s_.ok()) << "accepted: expected " #want_code " containing " << needle; \
-    EXPECT_EQ(s_.code(), StatusCode::want_code) << s_.to_string();                      \
-    EXPECT_NE(s_.message().find(needle), std::string::npos) << s_.to_string();          \
-  } while (0)
 
 // ---------------------------------------------------------------- dequantisation
 

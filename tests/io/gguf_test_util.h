@@ -9,26 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "io/gguf.h"
+#include "roofline/status.h"
+
 namespace roofline::testing {
 
-class GgufBuilder {
+// Value type tags come from the parser's own GgufValueTypes (GgufBuilder::kString, ...).
+class GgufBuilder : public GgufValueTypes {
  public:
-  // GGUF value type tags.
-  enum : uint32_t {
-    kU8 = 0,
-    kI8 = 1,
-    kU16 = 2,
-    kI16 = 3,
-    kU32 = 4,
-    kI32 = 5,
-    kF32 = 6,
-    kBool = 7,
-    kString = 8,
-    kArray = 9,
-    kU64 = 10,
-    kI64 = 11,
-    kF64 = 12
-  };
 
   uint32_t version = 3;
   std::optional<uint64_t> tensor_count_override;
@@ -227,4 +215,20 @@ inline GgufBuilder tiny_model(const TinyModelOptions& o) {
   return b;
 }
 
+// The Status of a Status or StatusOr, for EXPECT_ERROR.
+inline Status status_of(const Status& s) { return s; }
+template <typename T>
+Status status_of(const StatusOr<T>& s) {
+  return s.status();
+}
+
 }  // namespace roofline::testing
+
+// Expects an error of `code` whose message contains `needle`.
+#define EXPECT_ERROR(expr, want_code, needle)                                           \
+  do {                                                                                  \
+    const ::roofline::Status s_ = ::roofline::testing::status_of(expr);                 \
+    ASSERT_FALSE(s_.ok()) << "accepted: expected " #want_code " containing " << needle; \
+    EXPECT_EQ(s_.code(), ::roofline::StatusCode::want_code) << s_.to_string();          \
+    EXPECT_NE(s_.message().find(needle), std::string::npos) << s_.to_string();          \
+  } while (0)

@@ -21,6 +21,7 @@
 #include "core/cuda_check.h"
 #include "ops/attention/attention.h"
 #include "ops/attention/attention_shapes.h"
+#include "ops/testing/gpu_bench_buffers.h"
 #include "ops/testing/gpu_bench_util.h"
 
 namespace roofline {
@@ -28,33 +29,8 @@ namespace {
 
 constexpr int kLaunchesPerSample = 16;
 
-// bf16 values in [-1, 1) from a 64-bit LCG: fast enough for gigabytes of cache.
-std::vector<uint16_t> random_bf16(int64_t n, uint64_t seed) {
-  std::vector<uint16_t> v(static_cast<size_t>(n));
-  uint64_t state = seed * 6364136223846793005ull + 1442695040888963407ull;
-  for (auto& x : v) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    const float f = static_cast<float>(state >> 40) * (2.0f / 16777216.0f) - 1.0f;
-    x = f32_to_bf16_bits(f);
-  }
-  return v;
-}
-
-struct DeviceMemory {
-  void* ptr = nullptr;
-  explicit DeviceMemory(size_t bytes) {
-    ROOFLINE_CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(bytes, 1)));
-  }
-  ~DeviceMemory() { cudaFree(ptr); }
-  DeviceMemory(const DeviceMemory&) = delete;
-  DeviceMemory& operator=(const DeviceMemory&) = delete;
-  template <typename T>
-  static std::unique_ptr<DeviceMemory> from_host(const std::vector<T>& v) {
-    auto m = std::make_unique<DeviceMemory>(v.size() * sizeof(T));
-    ROOFLINE_CUDA_CHECK(cudaMemcpy(m->ptr, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-    return m;
-  }
-};
+using bench::DeviceMemory;
+using bench::random_bf16;
 
 // Median ms of one launch over the shape, its pages scattered, its K/V rotated over copies.
 // kv_bytes receives the compulsory K+V bytes of one launch.

@@ -15,6 +15,7 @@
 #include "core/cuda_check.h"
 #include "ops/matmul/matmul.h"
 #include "ops/matmul/matmul_shapes.h"
+#include "ops/testing/gpu_bench_buffers.h"
 #include "ops/testing/gpu_bench_util.h"
 
 namespace roofline {
@@ -22,25 +23,8 @@ namespace {
 
 constexpr int kCallsPerGraph = 16;
 
-// bf16 values in [-1, 1) from a 64-bit LCG: fast enough for gigabytes of weights.
-std::vector<uint16_t> random_bf16(int64_t n, uint64_t seed) {
-  std::vector<uint16_t> v(static_cast<size_t>(n));
-  uint64_t state = seed * 6364136223846793005ull + 1442695040888963407ull;
-  for (auto& x : v) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    const float f = static_cast<float>(state >> 40) * (2.0f / 16777216.0f) - 1.0f;
-    x = f32_to_bf16_bits(f);
-  }
-  return v;
-}
-
-struct DeviceMemory {
-  void* ptr = nullptr;
-  explicit DeviceMemory(size_t bytes) { ROOFLINE_CUDA_CHECK(cudaMalloc(&ptr, bytes)); }
-  ~DeviceMemory() { cudaFree(ptr); }
-  DeviceMemory(const DeviceMemory&) = delete;
-  DeviceMemory& operator=(const DeviceMemory&) = delete;
-};
+using bench::DeviceMemory;
+using bench::random_bf16;
 
 // Median ms of one call of y[m, n] = x · Wᵀ, over weight copies rotated call by call.
 double time_matmul(MatmulCudaContext& ctx, cudaStream_t stream, int64_t m, int64_t n, int64_t k,

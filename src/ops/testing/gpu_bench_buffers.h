@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <random>
 #include <utility>
 #include <vector>
@@ -25,6 +26,33 @@ inline bool gpu_present() {
   }
   return n > 0;
 }
+
+// bf16 values in [-1, 1) from a 64-bit LCG: fast enough to fill gigabytes of weights or cache.
+inline std::vector<uint16_t> random_bf16(int64_t n, uint64_t seed) {
+  std::vector<uint16_t> v(static_cast<size_t>(n));
+  uint64_t state = seed * 6364136223846793005ull + 1442695040888963407ull;
+  for (auto& x : v) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const float f = static_cast<float>(state >> 40) * (2.0f / 16777216.0f) - 1.0f;
+    x = f32_to_bf16_bits(f);
+  }
+  return v;
+}
+
+// A raw device allocation with a public pointer, for benchmarks that keep many copies alive.
+struct DeviceMemory {
+  void* ptr = nullptr;
+  explicit DeviceMemory(size_t bytes) { ROOFLINE_CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(bytes, 1))); }
+  ~DeviceMemory() { cudaFree(ptr); }
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+  template <typename T>
+  static std::unique_ptr<DeviceMemory> from_host(const std::vector<T>& v) {
+    auto m = std::make_unique<DeviceMemory>(v.size() * sizeof(T));
+    ROOFLINE_CUDA_CHECK(cudaMemcpy(m->ptr, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+    return m;
+  }
+};
 
 class GpuArray {
  public:
