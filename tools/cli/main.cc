@@ -699,7 +699,6 @@ int run_profile(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, c
   std::vector<roofline::TraceEvent> events;
   double offset_ms = 0, wall_ms = 0;
   r.set_record_call_times(true);
-  const auto t_all = clock::now();
   for (int64_t step = 0; step < steps; ++step) {
     const auto t0 = clock::now();
     Status s = r.step(entries, false, &logits);
@@ -721,7 +720,6 @@ int run_profile(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, c
     wall_ms += step_ms;
   }
   r.set_record_call_times(false);
-  (void)t_all;
   std::vector<roofline::CallModel> models;
   const auto costs = decode_step_costs(r, setup->seqs);
   for (size_t i = 0; i < costs.size(); ++i)
