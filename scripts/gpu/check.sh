@@ -52,11 +52,26 @@ for args in "--dummy-weights llama3-8b --batch 1 --context 512" \
 done
 timeout 120 build/cuda/tools/cli/roofline profile --dummy-weights llama3-8b --device cuda --batch 1 \
   --context 512 --steps 8 --trace "$out/trace_llama3_8b_bs1.json" > "$out/profile.txt" 2>&1
+
+# Engine throughput (issue 7): 1,000 mixed requests, then the prefix-cache workloads, llama3-8b shape.
+: > "$out/engine_bench.txt"
+python3 bench/workloads/make_workload.py mixed "$out/mixed.jsonl" --vocab 128000
+python3 bench/workloads/make_workload.py shared-prefix "$out/shared.jsonl" --vocab 128000
+python3 bench/workloads/make_workload.py unique-prefix "$out/unique.jsonl" --vocab 128000
+for w in mixed shared unique; do
+  echo "== roofline generate --dummy-weights llama3-8b --input $w.jsonl --max-num-seqs 64 --max-step-tokens 2048 --kv-cache-tokens 131072 --device cuda" >> "$out/engine_bench.txt"
+  timeout 150 build/cuda/tools/cli/roofline generate --dummy-weights llama3-8b --device cuda \
+    --input "$out/$w.jsonl" --output "$out/$w.out.jsonl" --max-num-seqs 64 --max-step-tokens 2048 \
+    --kv-cache-tokens 131072 2>&1 | tr '\r' '\n' | tail -n 2 >> "$out/engine_bench.txt" \
+    || echo "(exit $?)" >> "$out/engine_bench.txt"
+done
+rm -f "$out"/*.jsonl
 done_at=$(date +%s)
 
 cat "$out/op_bench.txt"
 tail -n 16 "$out/profile.txt"
 grep -E "^\||^==|decode step|roofline " "$out/hf_e2e.log" "$out/decode_bench.txt"
+cat "$out/engine_bench.txt"
 
 echo
 echo "| step | result | seconds |"

@@ -47,6 +47,7 @@
 #include "core/check.h"
 #include "core/cuda_check.h"
 #include "ops/attention/attention.h"
+#include "ops/common/cuda_async.cuh"
 
 namespace roofline {
 
@@ -130,19 +131,6 @@ __device__ __forceinline__ float warp_sum(float v) {
   for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
     v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;
-}
-
-// 16 bytes global -> shared without registers; src_bytes == 0 zero-fills (nothing is read).
-__device__ __forceinline__ void cp_async_16(void* smem_dst, const void* gmem_src, bool valid) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
-  const int src_bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem_src),
-               "r"(src_bytes)
-               : "memory");
-}
-
-__device__ __forceinline__ void cp_async_wait_all() {
-  asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
 // N consecutive bf16 (N in 1, 2, 4, 8; the address aligned to 2·N bytes) to f32.
@@ -304,10 +292,10 @@ __global__ void __launch_bounds__(AttentionConfig<kHeadDim, kRowWarps, kKeySplit
         offset = slot * slot_stride + static_cast<int64_t>(kv_head) * kHeadDim + chunk * 8;
       }
       const int dst = key * Cfg::kKvRowStride + chunk * 8;
-      cp_async_16(k_s + dst, a.k_cache + offset, valid);
-      cp_async_16(v_s + dst, a.v_cache + offset, valid);
+      cuda::cp_async_16(k_s + dst, a.k_cache + offset, valid);
+      cuda::cp_async_16(v_s + dst, a.v_cache + offset, valid);
     }
-    cp_async_wait_all();
+    cuda::cp_async_wait_all();
     __syncthreads();
 
     // ---- This warp's 32-key sub-tile, skipped when none of its rows attends any of its keys.

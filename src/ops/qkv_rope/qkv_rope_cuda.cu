@@ -26,9 +26,12 @@
 // llama3-8b (32 / 8 heads, D 128) at 8192 tokens in bf16 = 201 MB, 47 us at 4.28 TB/s.
 #include <algorithm>
 #include <climits>
+#include <mutex>
 
+#include "ops/common/cuda_async.cuh"
 #include "ops/common/cuda_vector.cuh"
 #include "ops/qkv_rope/qkv_rope.h"
+#include "ops/qkv_rope/qkv_rope_cuda_variant.h"
 
 namespace roofline {
 
@@ -176,6 +179,154 @@ __global__ void __launch_bounds__(kMaxThreads) qkv_rope_kernel(const QkvRopeArgs
   }
 }
 
+// Stages of qkv_rope_ring_kernel's shared-memory ring: the current token and two ahead.
+constexpr int kRingStages = 3;
+
+// The ring form of qkv_rope_kernel for tokens that fit one round (units <= blockDim.x): a grid of
+// resident blocks walks the tokens with a stride of gridDim.x; each thread copies its two packs
+// of the tokens kRingStages - 1 ahead into a shared-memory ring with cp.async, so the loads hold
+// no registers while in flight and each SM keeps ~2 tokens per block of loads outstanding through
+// the rotation and the stores. A thread reads back only what it copied itself, so the ring needs
+// no barrier; cos / sin are double-buffered: one barrier per token. Slot and position of the
+// next token are loaded one token ahead. The math and the stores are qkv_rope_kernel's.
+template <typename T, int kHeadDim, bool kQkNorm>
+__global__ void __launch_bounds__(kMaxThreads) qkv_rope_ring_kernel(const QkvRopeArgs a) {
+  using S = typename T::Storage;
+  constexpr int N = cuda::kVec16<T>;
+  constexpr int kHalf = kHeadDim / 2;
+  constexpr int G = kHalf / N;  // lanes per head
+  static_assert(kHalf % N == 0 && G >= 1 && G <= 32 && (G & (G - 1)) == 0,
+                "a head is a power-of-two group of lanes inside one warp");
+  using P = cuda::Pack<S, N>;
+  static_assert(sizeof(P) == 16, "the ring holds 16-byte packs");
+  extern __shared__ __align__(16) unsigned char ring_bytes[];
+  P* ring = reinterpret_cast<P*>(ring_bytes);  // [kRingStages][2][blockDim.x]
+  __shared__ float s_cos[2][kHalf];
+  __shared__ float s_sin[2][kHalf];
+  __shared__ float s_q_weight[kQkNorm ? kHeadDim : 1];
+  __shared__ float s_k_weight[kQkNorm ? kHeadDim : 1];
+
+  const S* qkv = static_cast<const S*>(a.qkv);
+  S* q_out = static_cast<S*>(a.q_out);
+  S* k_cache = static_cast<S*>(a.k_cache);
+  S* v_cache = static_cast<S*>(a.v_cache);
+  const int tid = static_cast<int>(threadIdx.x);
+  const int threads = static_cast<int>(blockDim.x);
+  const int q_heads = a.num_heads;
+  const int qk_heads = a.num_heads + a.num_kv_heads;
+  const int units = (qk_heads + a.num_kv_heads) * G;  // <= threads (the launcher checks)
+  const int64_t row_elems = static_cast<int64_t>(qk_heads + a.num_kv_heads) * kHeadDim;
+  const int64_t kv_row_elems = static_cast<int64_t>(a.num_kv_heads) * kHeadDim;
+  const bool active = tid < units;
+  const int head = tid / G;
+  const int col = (tid % G) * N;
+  const bool is_v = head >= qk_heads;
+  const int64_t head_offset = static_cast<int64_t>(head) * kHeadDim + col;
+  const int64_t stride = gridDim.x;
+
+  if constexpr (kQkNorm) {
+    // Visible to all after the first barrier below.
+    for (int i = tid; i < kHeadDim; i += threads) {
+      float w[1];
+      cuda::load_weight_f32<1>(a.q_norm_weight, a.norm_weight_dtype, i, w);
+      s_q_weight[i] = w[0];
+      cuda::load_weight_f32<1>(a.k_norm_weight, a.norm_weight_dtype, i, w);
+      s_k_weight[i] = w[0];
+    }
+  }
+
+  // Token t's two packs into ring stage `stage`; one commit group per token, empty past the end.
+  auto issue = [&](int64_t t, int stage) {
+    if (active && t < a.num_tokens) {
+      const S* src = qkv + t * row_elems + head_offset;
+      cuda::cp_async_16(&ring[(stage * 2) * threads + tid], src, true);
+      cuda::cp_async_16(&ring[(stage * 2 + 1) * threads + tid], src + kHalf, true);
+    }
+    cuda::cp_async_commit();
+  };
+  int64_t t = blockIdx.x;
+#pragma unroll
+  for (int s = 0; s < kRingStages - 1; ++s) issue(t + s * stride, s);
+  int64_t cur_slot = t < a.num_tokens ? a.slot_mapping[t] : -1;
+  int32_t cur_pos = t < a.num_tokens ? a.positions[t] : 0;
+  for (int i = 0; t < a.num_tokens; t += stride, ++i) {
+    const int stage = i % kRingStages;
+    // The stage read one token ago (by this thread only) takes the token kRingStages - 1 ahead.
+    issue(t + (kRingStages - 1) * stride, (i + kRingStages - 1) % kRingStages);
+    const int64_t tn = t + stride;
+    const int64_t next_slot = tn < a.num_tokens ? a.slot_mapping[tn] : -1;
+    const int32_t next_pos = tn < a.num_tokens ? a.positions[tn] : 0;
+
+    // This token's cos / sin into buffer i & 1, last read two tokens ago (a barrier between).
+    const int buf = i & 1;
+    const float position = static_cast<float>(cur_pos);
+    for (int j = tid; j < kHalf; j += threads) {
+      float sn, cs;
+      sincosf(position * a.inv_freq[j], &sn, &cs);
+      s_cos[buf][j] = cs;
+      s_sin[buf][j] = sn;
+    }
+    cuda::cp_async_wait<kRingStages - 1>();  // this token's group has landed
+    __syncthreads();
+
+    float x1[N], x2[N];
+    if (active) {
+      const P p1 = ring[(stage * 2) * threads + tid];
+      const P p2 = ring[(stage * 2 + 1) * threads + tid];
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        x1[j] = T::to_f32(p1.v[j]);
+        x2[j] = T::to_f32(p2.v[j]);
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < N; ++j) x1[j] = x2[j] = 0.0f;
+    }
+    if constexpr (kQkNorm) {
+      float sum_sq = 0.0f;
+#pragma unroll
+      for (int j = 0; j < N; ++j) sum_sq += x1[j] * x1[j] + x2[j] * x2[j];
+#pragma unroll
+      for (int offset = G / 2; offset > 0; offset >>= 1)
+        sum_sq += __shfl_xor_sync(0xffffffffu, sum_sq, offset);
+      if (!is_v) {
+        const float inv_rms = 1.0f / sqrtf(sum_sq / static_cast<float>(kHeadDim) + a.norm_eps);
+        const float* w = head < q_heads ? s_q_weight : s_k_weight;
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+          x1[j] = (x1[j] * inv_rms) * w[col + j];
+          x2[j] = (x2[j] * inv_rms) * w[kHalf + col + j];
+        }
+      }
+    }
+    const bool write_kv = cur_slot >= 0 && cur_slot < a.num_slots;
+    if (active && (head < q_heads || write_kv)) {
+      S* dst;
+      if (head < q_heads) {
+        dst = q_out + (t * q_heads + head) * kHeadDim;
+      } else if (!is_v) {
+        dst = k_cache + cur_slot * kv_row_elems + static_cast<int64_t>(head - q_heads) * kHeadDim;
+      } else {
+        dst = v_cache + cur_slot * kv_row_elems + static_cast<int64_t>(head - qk_heads) * kHeadDim;
+      }
+      if (!is_v) {
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+          float o1, o2;
+          rotate(x1[j], x2[j], s_cos[buf][col + j], s_sin[buf][col + j], o1, o2);
+          x1[j] = o1;
+          x2[j] = o2;
+        }
+      }
+      cuda::store_f32<T, N>(dst + col, x1);
+      cuda::store_f32<T, N>(dst + kHalf + col, x2);
+    }
+    cur_slot = next_slot;
+    cur_pos = next_pos;
+  }
+  cuda::cp_async_wait_all();  // no copy outlives the block
+}
+
 // Any even head_dim and any alignment: one warp per (token, head), lanes striding over the pairs.
 template <typename T, bool kQkNorm>
 __global__ void __launch_bounds__(kGenericThreads) qkv_rope_generic_kernel(const QkvRopeArgs a) {
@@ -248,12 +399,46 @@ __global__ void __launch_bounds__(kGenericThreads) qkv_rope_generic_kernel(const
   }
 }
 
+template <typename T, int kHeadDim, bool kQkNorm>
+void launch_ring(const QkvRopeArgs& a, int threads, cudaStream_t stream) {
+  auto* kernel = qkv_rope_ring_kernel<T, kHeadDim, kQkNorm>;
+  const int smem = kRingStages * 2 * threads * 16;
+  int device = 0;
+  ROOFLINE_CUDA_CHECK(cudaGetDevice(&device));
+  // Above 48 KiB a kernel must opt in to its dynamic shared memory, once per device.
+  constexpr int kMaxDevices = 64;
+  static std::once_flag configured[kMaxDevices];
+  ROOFLINE_CHECK(device < kMaxDevices);
+  std::call_once(configured[device], [kernel] {
+    ROOFLINE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             kRingStages * 2 * kMaxThreads * 16));
+  });
+  int64_t grid = a.num_tokens;
+  if (grid > cuda::device_sm_count()) {
+    // As many blocks as stay resident at once: the grid walks the tokens.
+    int per_sm = 0;
+    ROOFLINE_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
+    grid = std::min<int64_t>(grid,
+                             static_cast<int64_t>(std::max(per_sm, 1)) * cuda::device_sm_count());
+  }
+  kernel<<<static_cast<unsigned>(grid), threads, smem, stream>>>(a);
+}
+
 template <typename T, int kHeadDim>
-void launch_vector(const QkvRopeArgs& a, bool qk_norm, cudaStream_t stream) {
+void launch_vector(const QkvRopeArgs& a, bool qk_norm, bool ring, cudaStream_t stream) {
   constexpr int kLanesPerHead = kHeadDim / 2 / cuda::kVec16<T>;
   const int64_t units = static_cast<int64_t>(a.num_heads + 2 * a.num_kv_heads) * kLanesPerHead;
   const int threads =
       static_cast<int>(std::min<int64_t>(cuda::round_up_to_warp(units), kMaxThreads));
+  if (ring && units <= kMaxThreads) {
+    if (qk_norm) {
+      launch_ring<T, kHeadDim, true>(a, threads, stream);
+    } else {
+      launch_ring<T, kHeadDim, false>(a, threads, stream);
+    }
+    return;
+  }
   const int grid = static_cast<int>(std::min<int64_t>(a.num_tokens, INT_MAX));
   if (qk_norm) {
     qkv_rope_kernel<T, kHeadDim, true><<<grid, threads, 0, stream>>>(a);
@@ -278,7 +463,9 @@ void launch_generic(const QkvRopeArgs& a, bool qk_norm, cudaStream_t stream) {
 
 }  // namespace
 
-void qkv_rope_cuda(const QkvRopeParams& p, CudaStream stream) {
+void qkv_rope_cuda_variant(const QkvRopeParams& p, int variant, CudaStream stream) {
+  ROOFLINE_CHECK(variant >= 0 && variant < kQkvRopeNumVariants);
+  const bool ring = kQkvRopeVariants[variant].ring;
   ROOFLINE_CHECK(p.num_tokens >= 0 && p.num_heads > 0 && p.num_kv_heads > 0);
   ROOFLINE_CHECK(p.head_dim > 0 && p.head_dim % 2 == 0);
   ROOFLINE_CHECK(p.num_heads + 2 * p.num_kv_heads <= INT_MAX / p.head_dim);
@@ -316,16 +503,16 @@ void qkv_rope_cuda(const QkvRopeParams& p, CudaStream stream) {
     using T = decltype(tag);
     switch (aligned ? p.head_dim : 0) {
       case 32:
-        launch_vector<T, 32>(a, qk_norm, stream);
+        launch_vector<T, 32>(a, qk_norm, ring, stream);
         break;
       case 64:
-        launch_vector<T, 64>(a, qk_norm, stream);
+        launch_vector<T, 64>(a, qk_norm, ring, stream);
         break;
       case 128:
-        launch_vector<T, 128>(a, qk_norm, stream);
+        launch_vector<T, 128>(a, qk_norm, ring, stream);
         break;
       case 256:
-        launch_vector<T, 256>(a, qk_norm, stream);
+        launch_vector<T, 256>(a, qk_norm, ring, stream);
         break;
       default:
         launch_generic<T>(a, qk_norm, stream);
@@ -333,6 +520,10 @@ void qkv_rope_cuda(const QkvRopeParams& p, CudaStream stream) {
     }
   });
   ROOFLINE_CUDA_LAUNCH_CHECK(stream);
+}
+
+void qkv_rope_cuda(const QkvRopeParams& p, CudaStream stream) {
+  qkv_rope_cuda_variant(p, kQkvRopeDefaultVariant, stream);
 }
 
 }  // namespace roofline

@@ -3,8 +3,9 @@
 // are the minimum the op must move: read q|k|v (T·(32 + 2·8)·128 elements), write q (T·32·128)
 // and K, V into the cache (2·T·8·128), plus positions and slots; 201 MB at 8192 tokens. Slots are
 // contiguous, as in a prefill. Inputs and outputs rotate through enough copies to defeat L2.
-// Target (issue): >= 75% of the ceiling at 8192 tokens. Prints a message and exits 0 without a
-// GPU.
+// Every kernel variant (qkv_rope_cuda_variant.h) is timed, one line each; "default" marks the
+// launcher's. Target (issue): >= 75% of the ceiling at 8192 tokens. Prints a message and exits 0
+// without a GPU.
 #include <cmath>
 #include <cstdio>
 #include <numeric>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "ops/qkv_rope/qkv_rope.h"
+#include "ops/qkv_rope/qkv_rope_cuda_variant.h"
 #include "ops/testing/gpu_bench_buffers.h"
 #include "ops/testing/gpu_bench_util.h"
 
@@ -56,37 +58,41 @@ void run_shape(int64_t tokens, bool qk_norm) {
   bench::GpuArray norm_weight(kHeadDim * 2);
   norm_weight.fill_bf16(0.5f, 1.5f, 9);
 
-  const double ms = bench::median_ms([&](int i) {
-    const Buffers& b = sets[static_cast<size_t>(i % copies)];
-    QkvRopeParams p;
-    p.qkv = b.qkv.get();
-    p.q_out = b.q_out.get();
-    p.positions = d_positions.get<int32_t>();
-    p.slot_mapping = d_slots.get<int64_t>();
-    p.k_cache = b.k_cache.get();
-    p.v_cache = b.v_cache.get();
-    p.inv_freq = d_inv_freq.get<float>();
-    if (qk_norm) {
-      p.q_norm_weight = norm_weight.get();
-      p.k_norm_weight = norm_weight.get();
-      p.norm_weight_dtype = DType::kBF16;
-    }
-    p.num_tokens = tokens;
-    p.num_heads = kHeads;
-    p.num_kv_heads = kKvHeads;
-    p.head_dim = kHeadDim;
-    p.block_size = kBlockSize;
-    p.num_blocks = num_blocks;
-    p.dtype = DType::kBF16;
-    p.kv_dtype = DType::kBF16;
-    qkv_rope_cuda(p, nullptr);
-  });
-  const double bytes = static_cast<double>(qkv_bytes + q_bytes) +
-                       static_cast<double>(tokens * 2 * kKvHeads * kHeadDim * 2) +
-                       static_cast<double>(tokens * (4 + 8));
-  const std::string name = std::string("qkv_rope bf16 32/8x128 ") + std::to_string(tokens) +
-                           (qk_norm ? " tokens, q/k norm" : " tokens");
-  bench::print_bandwidth(name.c_str(), ms, bytes);
+  for (int v = 0; v < kQkvRopeNumVariants; ++v) {
+    const double ms = bench::median_ms([&](int i) {
+      const Buffers& b = sets[static_cast<size_t>(i % copies)];
+      QkvRopeParams p;
+      p.qkv = b.qkv.get();
+      p.q_out = b.q_out.get();
+      p.positions = d_positions.get<int32_t>();
+      p.slot_mapping = d_slots.get<int64_t>();
+      p.k_cache = b.k_cache.get();
+      p.v_cache = b.v_cache.get();
+      p.inv_freq = d_inv_freq.get<float>();
+      if (qk_norm) {
+        p.q_norm_weight = norm_weight.get();
+        p.k_norm_weight = norm_weight.get();
+        p.norm_weight_dtype = DType::kBF16;
+      }
+      p.num_tokens = tokens;
+      p.num_heads = kHeads;
+      p.num_kv_heads = kKvHeads;
+      p.head_dim = kHeadDim;
+      p.block_size = kBlockSize;
+      p.num_blocks = num_blocks;
+      p.dtype = DType::kBF16;
+      p.kv_dtype = DType::kBF16;
+      qkv_rope_cuda_variant(p, v, nullptr);
+    });
+    const double bytes = static_cast<double>(qkv_bytes + q_bytes) +
+                         static_cast<double>(tokens * 2 * kKvHeads * kHeadDim * 2) +
+                         static_cast<double>(tokens * (4 + 8));
+    const std::string name = std::string("qkv_rope bf16 32/8x128 ") + std::to_string(tokens) +
+                             (qk_norm ? " tokens, q/k norm " : " tokens ") +
+                             kQkvRopeVariants[v].name +
+                             (v == kQkvRopeDefaultVariant ? " (default)" : "");
+    bench::print_bandwidth(name.c_str(), ms, bytes);
+  }
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // qkv_rope_cuda against qkv_rope_cpu on every element of q_out and of every mapped cache slot,
 // and byte for byte on every other slot (the cache is poisoned first and must stay so where the
 // slot map does not point). Cases cover: tokens 1..733; GQA ratios 1, 4, 7; head_dim 32, 64, 128,
-// 256 (vector kernel) and 48, 80 (generic kernel); misaligned pointers (generic kernel at
+// 256 (vector kernel, every variant) and 48, 80 (generic kernel); 9001 tokens (the ring
+// variant walks many tokens per block); misaligned pointers (generic kernel at
 // head_dim 128); a token wider than one block (144 heads x 8 lanes); block sizes 16, 5 and 1 with
 // partly filled blocks and slots scattered at random; padding tokens (slot -1); positions up to
 // 32768; with and without the q/k norm; bf16 and f32. Skips itself without a GPU.
@@ -15,6 +16,7 @@
 #include <tuple>
 
 #include "ops/qkv_rope/qkv_rope.h"
+#include "ops/qkv_rope/qkv_rope_cuda_variant.h"
 #include "ops/testing/gpu_dtype_util.h"
 #include "ops/testing/gpu_test_util.h"
 #include "ops/testing/op_test_util.h"
@@ -94,11 +96,11 @@ std::vector<uint8_t> bytes_of(const Placed& p) {
   return std::vector<uint8_t>(all.begin() + p.offset_bytes, all.end());
 }
 
-class QkvRopeCudaTest : public ::testing::TestWithParam<std::tuple<Case, DType>> {};
+class QkvRopeCudaTest : public ::testing::TestWithParam<std::tuple<Case, DType, int>> {};
 
 TEST_P(QkvRopeCudaTest, MatchesCpuAndWritesOnlyMappedSlots) {
   ROOFLINE_SKIP_WITHOUT_GPU();
-  const auto [c, dtype] = GetParam();
+  const auto [c, dtype, variant] = GetParam();
   auto rng = make_rng(static_cast<uint64_t>(c.num_tokens * 1000003 + c.num_heads * 1009 +
                                             c.num_kv_heads * 101 + c.head_dim * 7 + c.block_size) *
                           8 +
@@ -173,7 +175,7 @@ TEST_P(QkvRopeCudaTest, MatchesCpuAndWritesOnlyMappedSlots) {
   p.num_blocks = num_blocks;
   p.dtype = dtype;
   p.kv_dtype = dtype;
-  qkv_rope_cuda(p, nullptr);
+  qkv_rope_cuda_variant(p, variant, nullptr);
 
   // The CPU twin on the same values (f32 cache, sentinel where nothing is written).
   std::vector<float> q_expected(static_cast<size_t>(c.num_tokens * c.num_heads * d));
@@ -238,6 +240,7 @@ const Case kCases[] = {
     {733, 32, 8, 128, 16, false, false},  // llama3-8b prefill
     {733, 32, 8, 128, 16, true, false},   // with q/k norm
     {733, 14, 2, 64, 1, false, false},    // block size 1
+    {9001, 32, 8, 128, 16, true, false},  // ring: each resident block walks ~20 tokens
     {3, 128, 8, 128, 16, true, false},    // 144 heads x 8 lanes: more than one round per token
     {19, 7, 1, 80, 16, true, false},      // generic head_dim 80, ratio 7
     {7, 4, 4, 48, 1, false, false},       // generic head_dim 48, ratio 1
@@ -247,11 +250,13 @@ const Case kCases[] = {
 
 INSTANTIATE_TEST_SUITE_P(Cases, QkvRopeCudaTest,
                          ::testing::Combine(::testing::ValuesIn(kCases),
-                                            ::testing::Values(DType::kBF16, DType::kF32)),
+                                            ::testing::Values(DType::kBF16, DType::kF32),
+                                            ::testing::Range(0, kQkvRopeNumVariants)),
                          [](const ::testing::TestParamInfo<QkvRopeCudaTest::ParamType>& info) {
                            std::ostringstream os;
                            os << std::get<0>(info.param) << "_"
-                              << dtype_name(std::get<1>(info.param));
+                              << dtype_name(std::get<1>(info.param)) << "_"
+                              << kQkvRopeVariants[std::get<2>(info.param)].name;
                            return os.str();
                          });
 

@@ -2,7 +2,9 @@
 // output so the MLP needs one activation kernel between its two GEMMs.
 //
 // Element types: the CPU backend takes f32 (dtype kF32); the CUDA backend takes bf16 or f32, with
-// f32 math and one rounding of the result to dtype.
+// f32 math and one rounding of the result to dtype. In bf16 the CUDA kernel computes silu with the
+// hardware exp2 and reciprocal (within a few f32 ulp before the rounding, so within one bf16 ulp
+// of the CPU twin); in f32 with the accurate expf and IEEE division.
 #pragma once
 
 #include <cstdint>

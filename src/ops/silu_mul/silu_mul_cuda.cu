@@ -1,21 +1,23 @@
 // silu_mul_cuda: out[t][i] = silu(gate[t][i]) * up[t][i], silu(g) = g / (1 + exp(-g)), reading
 // the merged [num_tokens, 2 * intermediate] gate|up GEMM output.
 //
-// Algorithm (16-byte accesses: 8 bf16 or 4 f32 per pack): two layouts, several variants of each,
-// chosen at run time (silu_mul_cuda_variant.h lists them with the predicted ranking). rows:
-// threadIdx.x / blockIdx.x walk the packs of a row, blockIdx.y the tokens, 2 or 4 tokens per
-// thread. flat: the packs of all tokens as one range, 1D grid-stride, 2 / 4 / 8 packs per thread
-// spaced blockDim apart. Both issue every load of a thread (gate and up of each pack) before the
-// first use. An intermediate size that is not a multiple of the pack width, or a
-// misaligned pointer, takes the same kernel with packs of one element.
+// Algorithm (16-byte accesses: 8 bf16 or 4 f32 per pack): two layouts, chosen at run time with
+// the math (silu_mul_cuda_variant.h lists the variants with their measurements). rows:
+// threadIdx.x / blockIdx.x walk the packs of a row, blockIdx.y the tokens, 2 tokens per thread.
+// flat: the packs of all tokens as one range, 1D grid-stride, 2 packs per thread spaced blockDim
+// apart. Both issue every load of a thread (gate and up of each pack) before the first use. An
+// intermediate size that is not a multiple of the pack width, or a misaligned pointer, takes the
+// same kernel with packs of one element.
 //
-// Numerics: f32 math with IEEE division and the accurate expf (no fast-math), in the CPU twin's
-// order ((g / (1 + exp(-g))) * u); the result is rounded once to the activation dtype. For very
-// negative g, expf(-g) overflows to inf and the quotient is -0, the right limit.
+// Numerics: f32 math in the CPU twin's order ((g / (1 + exp(-g))) * u), the result rounded once to
+// the activation dtype. Accurate variants: IEEE division and the accurate expf; for very negative
+// g, expf(-g) overflows to inf and the quotient is -0, the right limit. Fast variants (bf16 only):
+// __expf and __fdividef, within a few f32 ulp before the bf16 rounding.
 //
 // Bound: memory. Reads 2·T·I elements, writes T·I: 8192 x 14336 bf16 = 705 MB, 165 us at
 // 4.28 TB/s.
 #include <algorithm>
+#include <type_traits>
 
 #include "ops/common/cuda_vector.cuh"
 #include "ops/silu_mul/silu_mul.h"
@@ -25,13 +27,19 @@ namespace roofline {
 
 namespace {
 
-// silu(g) * u in the CPU twin's order.
+// silu(g) * u in the CPU twin's order; kFast: hardware exp2 and reciprocal (bf16 outputs only,
+// see SiluMulVariant::fast_math). For g < -87, __expf(-g) is inf and __fdividef gives 0.
+template <bool kFast>
 __device__ __forceinline__ float silu_mul_one(float g, float u) {
-  return g / (1.0f + expf(-g)) * u;
+  if constexpr (kFast) {
+    return __fdividef(g, 1.0f + __expf(-g)) * u;
+  } else {
+    return g / (1.0f + expf(-g)) * u;
+  }
 }
 
 // rows layout: kRowsPerThread tokens per thread, kThreads per block (launch bounds).
-template <typename T, int N, int kRowsPerThread, int kThreads>
+template <typename T, int N, int kRowsPerThread, int kThreads, bool kFast>
 __global__ void __launch_bounds__(kThreads)
     silu_mul_kernel(const typename T::Storage* gate_up, typename T::Storage* out,
                     int64_t num_tokens, int64_t intermediate) {
@@ -55,7 +63,7 @@ __global__ void __launch_bounds__(kThreads)
       if (t0 + r < num_tokens) {
         float o[N];
 #pragma unroll
-        for (int i = 0; i < N; ++i) o[i] = silu_mul_one(gate[r][i], up[r][i]);
+        for (int i = 0; i < N; ++i) o[i] = silu_mul_one<kFast>(gate[r][i], up[r][i]);
         cuda::store_f32<T, N>(out + (t0 + r) * intermediate + col, o);
       }
     }
@@ -64,7 +72,7 @@ __global__ void __launch_bounds__(kThreads)
 
 // flat layout: kPacks packs per thread spaced blockDim apart, kThreads per block (launch bounds).
 // total_packs = num_tokens * row_packs < 2^31, so pack indices and the division stay in 32 bits.
-template <typename T, int N, int kPacks, int kThreads>
+template <typename T, int N, int kPacks, int kThreads, bool kFast>
 __global__ void __launch_bounds__(kThreads)
     silu_mul_flat_kernel(const typename T::Storage* gate_up, typename T::Storage* out,
                          int total_packs, int row_packs) {
@@ -90,60 +98,53 @@ __global__ void __launch_bounds__(kThreads)
       if (q < total_packs) {
         float o[N];
 #pragma unroll
-        for (int i = 0; i < N; ++i) o[i] = silu_mul_one(gate[k][i], up[k][i]);
+        for (int i = 0; i < N; ++i) o[i] = silu_mul_one<kFast>(gate[k][i], up[k][i]);
         cuda::store_f32<T, N>(out + q * N, o);
       }
     }
   }
 }
 
-template <typename T, int N, int kRowsPerThread, int kThreads>
+template <typename T, int N, int kRowsPerThread, int kThreads, bool kFast>
 void launch_rows(const SiluMulParams& p, cudaStream_t stream) {
   const cuda::RowGrid g =
       cuda::row_grid(p.intermediate / N, p.num_tokens, kThreads, kRowsPerThread);
-  silu_mul_kernel<T, N, kRowsPerThread, kThreads><<<g.grid, g.block, 0, stream>>>(
+  silu_mul_kernel<T, N, kRowsPerThread, kThreads, kFast><<<g.grid, g.block, 0, stream>>>(
       static_cast<const typename T::Storage*>(p.gate_up), static_cast<typename T::Storage*>(p.out),
       p.num_tokens, p.intermediate);
 }
 
-template <typename T, int N, int kPacks, int kThreads>
+template <typename T, int N, int kPacks, int kThreads, bool kFast>
 void launch_flat(const SiluMulParams& p, const SiluMulVariant& v, int64_t total_packs,
                  cudaStream_t stream) {
   const int64_t blocks = silu_mul_flat_blocks(v, total_packs);
-  silu_mul_flat_kernel<T, N, kPacks, kThreads>
+  silu_mul_flat_kernel<T, N, kPacks, kThreads, kFast>
       <<<static_cast<unsigned>(std::min<int64_t>(blocks, 0x7fffffff)), kThreads, 0, stream>>>(
           static_cast<const typename T::Storage*>(p.gate_up),
           static_cast<typename T::Storage*>(p.out), static_cast<int>(total_packs),
           static_cast<int>(p.intermediate / N));
 }
 
-// The variant's kernel for pack width N.
-template <typename T, int N>
+// The variant's kernel for pack width N (every variant has 2 packs per thread, 256 threads).
+template <typename T, int N, bool kFast>
 void launch_silu_mul(const SiluMulParams& p, const SiluMulVariant& v, cudaStream_t stream) {
+  ROOFLINE_CHECK_MSG(v.packs_per_thread == 2 && v.threads == 256,
+                     "no silu_mul kernel for this variant");
   const int64_t total_packs = p.num_tokens * (p.intermediate / N);
   if (silu_mul_runs_flat(v, total_packs)) {
-    const int key = v.packs_per_thread * 1000 + v.threads;
-    switch (key) {
-      case 2256:
-        launch_flat<T, N, 2, 256>(p, v, total_packs, stream);
-        return;
-      case 4256:
-        launch_flat<T, N, 4, 256>(p, v, total_packs, stream);
-        return;
-      case 8256:
-        launch_flat<T, N, 8, 256>(p, v, total_packs, stream);
-        return;
-      case 4512:
-        launch_flat<T, N, 4, 512>(p, v, total_packs, stream);
-        return;
-      default:
-        ROOFLINE_CHECK_MSG(false, "no flat silu_mul kernel for this variant");
-    }
-  }
-  if (v.packs_per_thread >= 4) {
-    launch_rows<T, N, 4, 256>(p, stream);
+    launch_flat<T, N, 2, 256, kFast>(p, v, total_packs, stream);
   } else {
-    launch_rows<T, N, 2, 256>(p, stream);
+    launch_rows<T, N, 2, 256, kFast>(p, stream);
+  }
+}
+
+template <typename T, int N>
+void launch_silu_mul(const SiluMulParams& p, const SiluMulVariant& v, cudaStream_t stream) {
+  // f32 activations always take the accurate path (see SiluMulVariant::fast_math).
+  if (v.fast_math && std::is_same_v<T, cuda::Bf16>) {
+    launch_silu_mul<T, N, true>(p, v, stream);
+  } else {
+    launch_silu_mul<T, N, false>(p, v, stream);
   }
 }
 

@@ -5,7 +5,7 @@
 //
 // Two layouts:
 // - rows: threadIdx.x / blockIdx.x walk the 16-byte packs of a row, blockIdx.y the tokens,
-//   `packs_per_thread` tokens per thread (the same column of consecutive tokens).
+//   `packs_per_thread` (2) tokens per thread (the same column of consecutive tokens).
 // - flat: the [num_tokens, intermediate / N] packs flattened into one index range, each thread
 //   `packs_per_thread` packs spaced blockDim apart (each load coalesced across the warp), a 1D
 //   grid-stride loop. Every thread has all its 2 x packs_per_thread loads (gate and up) in flight
@@ -22,33 +22,38 @@ namespace roofline {
 struct SiluMulVariant {
   const char* name;
   bool flat;             // flat layout, else rows
-  int packs_per_thread;  // rows: 2 or 4 tokens; flat: 2, 4 or 8 packs
-  int threads;           // per block: 256 or 512
+  int packs_per_thread;  // rows: tokens; flat: packs (2: the kernels instantiated)
+  int threads;           // per block (256: the kernels instantiated)
+  // bf16 only: silu from the hardware exp2 and reciprocal (__expf, __fdividef; 2 MUFU + 3 FMA-pipe
+  // instructions instead of ~20 for expf and the IEEE division). Its f32 result is within a few
+  // f32 ulp of the accurate one, so the bf16 output equals the CPU twin's or sits one bf16 ulp
+  // away where the exact value lies on a rounding boundary. f32 activations always take the
+  // accurate path (the f32 tolerance is 2e-6 relative).
+  bool fast_math;
 };
 
-// Predicted ranking at 8192 x 14336 bf16 (705 MB, floor 165 us), before measurement. ptxas
-// gives rows2 / flat2 54 registers, rows4 89, flat4 87, flat8 153 (bf16 converted to f32 on load
-// doubles what a pack holds), so every variant keeps about the same ~64 KB of 16-byte loads in
-// flight per SM (4 blocks x 256 x 4 loads; 2 x 256 x 8; 1 x 256 x 16): the differences come from
-// the tail and index arithmetic, not depth. So, weakly:
-//  1. flat4x256: no row-end blocks, 32-bit index math, 8 loads issued back to back. ~82 %.
-//  2. rows4x256, flat2x256, rows2x256 (old default, 80.5 %): within ~2 % of each other.
-//  3. flat4x512, flat8x256: one or two resident blocks per SM, so a block's barrier-free but
-//     serial load -> compute -> store phases are not overlapped by other blocks: worst.
-// expf and the IEEE division cost ~25 instructions per element: ~half the floor's time in issue
-// slots at this shape, hidden only with enough warps.
+// Measured on the H200 (2026-11-30, first run), % of the 4.28 TB/s copy ceiling at 8192 x 14336 /
+// 8192 x 4096, accurate math: rows2x256 82.0 / 73.1, rows4x256 53.0 / 47.3, flat2x256 79.7 / 70.9,
+// flat4x256 52.0 / 47.3, flat8x256 30.4 / 28.5, flat4x512 49.7 / 45.3. The prediction then (equal
+// loads in flight per SM, so equal speed) was wrong: the 4- and 8-pack variants lost ~35 %; those
+// four are retired. ptxas gives rows2 54 registers: 4 blocks of 256 per SM, half occupancy, and
+// per element expf + IEEE division cost ~20 FMA-pipe instructions: ~70 us of issue at 8192 x
+// 14336 against the 165 us floor, overlapped with memory by only 32 warps per SM.
+// Prediction for the fast-math variants: ~8 instructions per element (convert, exp2, add, rcp,
+// 2 mul, pack) and fewer registers (more resident blocks): compute stops competing with the
+// loads, so rows2x256_fast >= 85 % at 8192 x 14336; flat2x256_fast within 2 % of it.
+// Measured (H200, 2026-11-30, second run), 8192 x 14336 / 8192 x 4096: rows2x256 81.7 / 72.6 %,
+// flat2x256 79.3 / 71.0 %, rows2x256_fast 96.7 / 86.3 %, flat2x256_fast 95.3 / 84.8 %. The
+// prediction held: instruction issue, not bytes in flight, held the accurate kernel back.
 inline constexpr SiluMulVariant kSiluMulVariants[] = {
-    {"rows2x256", false, 2, 256}, {"rows4x256", false, 4, 256}, {"flat2x256", true, 2, 256},
-    {"flat4x256", true, 4, 256},  {"flat8x256", true, 8, 256},  {"flat4x512", true, 4, 512},
+    {"rows2x256", false, 2, 256, false},
+    {"flat2x256", true, 2, 256, false},
+    {"rows2x256_fast", false, 2, 256, true},
+    {"flat2x256_fast", true, 2, 256, true},
 };
 inline constexpr int kSiluMulNumVariants =
     static_cast<int>(sizeof(kSiluMulVariants) / sizeof(kSiluMulVariants[0]));
-// Measured on the H200 (2026-11-30), % of the 4.28 TB/s copy ceiling at 8192 x 14336 /
-// 8192 x 4096: rows2x256 82.0 / 73.1, rows4x256 53.0 / 47.3, flat2x256 79.7 / 70.9, flat4x256
-// 52.0 / 47.3, flat8x256 30.4 / 28.5, flat4x512 49.7 / 45.3. The prediction (equal depth, so
-// equal speed) was wrong: the 4- and 8-pack variants lose ~35 %, so occupancy, not loads in
-// flight per SM, limits them. The default is the measured best, the original layout.
-inline constexpr int kSiluMulDefaultVariant = 0;  // rows2x256
+inline constexpr int kSiluMulDefaultVariant = 2;  // rows2x256_fast: the measured best
 
 // Whether variant v runs the flat layout for `total_packs` packs (else it falls back to rows with
 // the same packs per thread, capped at 4 tokens).
