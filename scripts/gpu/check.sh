@@ -35,6 +35,9 @@ for b in build/cuda/src/ops/*_cuda_bench; do
   timeout 120 "$b" >> "$out/op_bench.txt" 2>&1 || echo "(exit $?)" >> "$out/op_bench.txt"
 done
 
+# Peers on the same GPU: torch SDPA decode attention on attention_cuda_bench's grid.
+timeout 180 python3 bench/peers/attention_decode_sdpa.py > "$out/peer_sdpa.txt" 2>&1 || echo "(exit $?)" >> "$out/peer_sdpa.txt"
+
 # End to end against Hugging Face on the GPU.
 PYTHONUNBUFFERED=1 timeout 300 python3 tests/gpu/hf_e2e.py --roofline build/cuda/tools/cli/roofline \
   --out "$out" > "$out/hf_e2e.log" 2>&1
@@ -69,6 +72,7 @@ rm -f "$out"/*.jsonl
 done_at=$(date +%s)
 
 cat "$out/op_bench.txt"
+cat "$out/peer_sdpa.txt"
 tail -n 16 "$out/profile.txt"
 grep -E "^\||^==|decode step|roofline " "$out/hf_e2e.log" "$out/decode_bench.txt"
 cat "$out/engine_bench.txt"

@@ -206,6 +206,13 @@ class CudaBackend final : public Backend {
   Status allocate(const BackendSetup& s) override {
     setup_ = s;
     ROOFLINE_RETURN_IF_ERROR(workspace_.allocate(s.workspace_bytes, "activation workspace"));
+    // Split-K partials and arrival counters of the decode attention kernel: zeroed once, the
+    // kernel leaves its counters at zero after every call.
+    ROOFLINE_RETURN_IF_ERROR(
+        attention_ws_.allocate(paged_attention_cuda_workspace_bytes(), "attention workspace"));
+    ROOFLINE_CUDA_CHECK(cudaMemsetAsync(attention_ws_.ptr, 0,
+                                        static_cast<size_t>(paged_attention_cuda_workspace_bytes()),
+                                        stream_));
     const int64_t layer_elems = s.kv_shape.elements_per_layer();
     ROOFLINE_RETURN_IF_ERROR(kv_.allocate(2 * s.kv_shape.num_layers * layer_elems * 2, "KV cache"));
     // NaN everywhere: a read of a slot nothing wrote shows up in the logits.
@@ -235,6 +242,7 @@ class CudaBackend final : public Backend {
     ROOFLINE_CUDA_CHECK(cudaMallocHost(&logits_pinned_, static_cast<size_t>(kLogitsChunkElems * 2)));
 
     ctx_.workspace = workspace_.as();
+    ctx_.attention_workspace = attention_ws_.ptr;
     ctx_.act_dtype = DType::kBF16;
     ctx_.kv_dtype = DType::kBF16;
     ctx_.kv_shape = s.kv_shape;
@@ -264,6 +272,13 @@ class CudaBackend final : public Backend {
     ctx_.num_tokens = step.num_tokens;
     ctx_.num_seqs = step.num_seqs;
     ctx_.block_table_width = step.block_table_width;
+    // Exact bounds for the attention launch (its grid and split count depend on them).
+    ctx_.max_q_len = 0;
+    ctx_.max_seq_len = 0;
+    for (int64_t s = 0; s < step.num_seqs; ++s) {
+      ctx_.max_q_len = std::max<int64_t>(ctx_.max_q_len, step.query_start[s + 1] - step.query_start[s]);
+      ctx_.max_seq_len = std::max<int64_t>(ctx_.max_seq_len, step.seq_lens[s]);
+    }
     CudaKernels k{stream_, matmul_ctx_.get()};
     // With timing on: event 0 marks the step's start, events 2i+1 and 2i+2 bracket call i.
     if (call_times) {
@@ -316,7 +331,7 @@ class CudaBackend final : public Backend {
   std::string device_name_;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<MatmulCudaContext> matmul_ctx_;
-  DeviceMemory weights_, workspace_, kv_, rope_, inputs_;
+  DeviceMemory weights_, workspace_, attention_ws_, kv_, rope_, inputs_;
   int64_t weight_bytes_ = 0;
   std::map<std::string, int64_t> offsets_;
   std::map<std::string, TensorView> views_;

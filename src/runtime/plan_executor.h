@@ -33,6 +33,9 @@ struct ExecContext {
   int64_t num_tokens = 0;
   int64_t num_seqs = 0;
   int64_t block_table_width = 0;
+  int64_t max_q_len = 0;    // most queries of any sequence this step; 0: unknown
+  int64_t max_seq_len = 0;  // longest seq_len this step; 0: unknown
+  void* attention_workspace = nullptr;  // CUDA: paged_attention_cuda_workspace_bytes(), zeroed
   DType act_dtype = DType::kF32;
   DType kv_dtype = DType::kF32;
   KvCacheShape kv_shape;
@@ -224,6 +227,9 @@ void run_plan_call(const PlanCall& c, const ExecContext& ctx, Kernels& k) {
       p.max_blocks_per_seq = ctx.block_table_width;
       p.scale = c.attrs.scale;
       p.sliding_window = c.attrs.sliding_window;
+      p.max_q_len = ctx.max_q_len;
+      p.max_seq_len = ctx.max_seq_len;
+      p.workspace = ctx.attention_workspace;
       k.attention(p);
       return;
     }

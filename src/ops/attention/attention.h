@@ -34,14 +34,28 @@ struct PagedAttentionParams {
   int64_t num_blocks = 0;               // physical blocks in the cache; 0: block ids unchecked (CPU)
   float scale = 1.0f;                   // usually 1/sqrt(head_dim)
   int64_t sliding_window = 0;           // 0: unlimited
+  // Bounds the host knows (the CUDA launcher sizes its grid with them; the CPU twin ignores them).
+  // 0: unknown, replaced by the loosest bound: num_tokens - num_seqs + 1 queries,
+  // max_blocks_per_seq * block_size keys. A bound below the truth is a caller bug.
+  int64_t max_q_len = 0;                // most queries any sequence brings this step
+  int64_t max_seq_len = 0;              // longest seq_len in the batch
+  // CUDA only: paged_attention_cuda_workspace_bytes() of device memory, zero-filled once before
+  // its first use (the kernel leaves it ready for the next call). Calls on one stream may share it.
+  void* workspace = nullptr;
 };
 
 // CPU backend: dtype == kv_dtype == kF32.
 void paged_attention_cpu(const PagedAttentionParams& p);
 
 // CUDA backend: dtype == kv_dtype == kBF16, head_dim in {32, 64, 128, 256}, num_blocks > 0, every
-// pointer on the device. Asynchronous on `stream`; launches nothing when num_tokens == 0.
+// pointer on the device, workspace set. Asynchronous on `stream`; launches nothing when
+// num_tokens == 0. Batches whose sequences bring at most 8 queries each (decode, speculative
+// verification) take the split-K decode kernel (attention_decode_cuda.cu), others the tiled
+// kernel (attention_cuda.cu).
 void paged_attention_cuda(const PagedAttentionParams& p, CudaStream stream);
+
+// Bytes of the workspace paged_attention_cuda needs, for any shape (a pure host function).
+int64_t paged_attention_cuda_workspace_bytes();
 
 // The head dims paged_attention_cuda has kernels for; the CUDA backend asks before loading a model
 // so an unsupported one is a clear error instead of an abort mid-step. A pure host function

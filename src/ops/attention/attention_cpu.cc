@@ -16,6 +16,7 @@
 #include "core/check.h"
 #include "core/thread_pool.h"
 #include "ops/attention/attention.h"
+#include "ops/attention/attention_decode_plan.h"
 
 namespace roofline {
 
@@ -144,8 +145,10 @@ void paged_attention_cpu(const PagedAttentionParams& p) {
 }
 
 bool paged_attention_cuda_supports_head_dim(int64_t head_dim) {
-  // Keep in step with the switch in paged_attention_cuda (attention_cuda.cu).
+  // Keep in step with the switches in attention_cuda.cu and attention_decode_cuda.cu.
   return head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
 }
+
+int64_t paged_attention_cuda_workspace_bytes() { return kDecodeWorkspaceBytes; }
 
 }  // namespace roofline

@@ -16,10 +16,11 @@
 //   memory as f32, read as broadcasts). Online softmax per row in registers (running max, running
 //   sum, rescaled accumulator; base-2 exponentials with log2(e) folded into the scale). P·V: lane
 //   i owns head_dim/32 output dimensions; each key's probability is broadcast with a shuffle.
-// - Two configurations of one kernel: prefill (4 row-warps, 1 key split: 32 rows, 32 keys per
-//   tile) and decode (1 row-warp, kDecodeKeySplits warps splitting each tile's keys, merged through
-//   shared memory at the end), chosen on the host: num_tokens == num_seqs means every sequence
-//   decodes one token (each contributes at least one).
+// - Routing: batches whose sequences bring at most kDecodeMaxQueries (8) queries each go to the
+//   split-K decode kernel (attention_decode_cuda.cu); the rest run here, in the prefill
+//   configuration (4 row-warps, 1 key split: 32 rows, 32 keys per tile). The kernel template also
+//   splits a tile's keys across warps (kKeySplits > 1, merged through shared memory): the decode
+//   configuration before the decode kernel existed, no longer instantiated.
 // - The grid does not know the sequences' q_len (they live on the device): its token-tile
 //   dimension covers the longest possible one, num_tokens - num_seqs + 1, and blocks past their
 //   sequence's queries exit at once. Tiles are taken last-first so the longest causal rows start
@@ -47,6 +48,7 @@
 #include "core/check.h"
 #include "core/cuda_check.h"
 #include "ops/attention/attention.h"
+#include "ops/attention/attention_decode_plan.h"
 #include "ops/common/cuda_async.cuh"
 
 namespace roofline {
@@ -63,10 +65,6 @@ constexpr int kKeysPerSubTile = kWarpSize;
 // Prefill: 4 warps × 8 rows = 32 rows per block, so a llama-style group of 4 heads covers 8 tokens
 // per K/V tile; more rows would cost more registers or shared memory per block.
 constexpr int kPrefillRowWarps = 4;
-// Decode has one token per sequence, so rows are few (the group): warps split the keys instead.
-// 4 splits (128 keys, 68 KiB of K/V at head_dim 128) keep 3 blocks per SM; 2 at head_dim 256.
-constexpr int kDecodeKeySplits = 4;
-constexpr int kDecodeKeySplitsHeadDim256 = 2;
 // The K/V shared-memory row is padded by 16 bytes so that 16-byte reads of 8 consecutive key rows
 // (one shared-memory wavefront) fall in distinct banks.
 constexpr int kKvRowPadElems = 8;
@@ -483,21 +481,9 @@ void launch(const PagedAttentionParams& p, cudaStream_t stream) {
   ROOFLINE_CUDA_LAUNCH_CHECK(stream);
 }
 
-enum class AttentionKernel { kPrefill, kDecode };
-
-// Decode when every sequence brings exactly one query (each brings at least one).
-AttentionKernel select_paged_attention_kernel(const PagedAttentionParams& p) {
-  return p.num_tokens == p.num_seqs ? AttentionKernel::kDecode : AttentionKernel::kPrefill;
-}
-
 template <int kHeadDim>
 void dispatch_kernel(const PagedAttentionParams& p, cudaStream_t stream) {
-  constexpr int kDecodeSplits = kHeadDim >= 256 ? kDecodeKeySplitsHeadDim256 : kDecodeKeySplits;
-  if (select_paged_attention_kernel(p) == AttentionKernel::kDecode) {
-    launch<kHeadDim, 1, kDecodeSplits>(p, stream);
-  } else {
-    launch<kHeadDim, kPrefillRowWarps, 1>(p, stream);
-  }
+  launch<kHeadDim, kPrefillRowWarps, 1>(p, stream);
 }
 
 bool aligned_16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
@@ -522,6 +508,16 @@ void paged_attention_cuda(const PagedAttentionParams& p, CudaStream stream) {
                  aligned_16(p.v_cache));
   ROOFLINE_CHECK_MSG(paged_attention_cuda_supports_head_dim(p.head_dim),
                      "paged_attention_cuda: head_dim must be 32, 64, 128 or 256");
+  // Each sequence has >= 1 query, so none has more than num_tokens - num_seqs + 1.
+  const int64_t max_q_len = p.max_q_len > 0 ? p.max_q_len : p.num_tokens - p.num_seqs + 1;
+  ROOFLINE_CHECK(max_q_len <= p.num_tokens - p.num_seqs + 1);
+  if (max_q_len <= kDecodeMaxQueries) {
+    const int64_t max_seq_len =
+        p.max_seq_len > 0 ? p.max_seq_len : p.max_blocks_per_seq * p.block_size;
+    ROOFLINE_CHECK(max_seq_len <= p.max_blocks_per_seq * p.block_size);
+    paged_attention_decode_cuda(p, max_q_len, max_seq_len, stream);
+    return;
+  }
   switch (p.head_dim) {
     case 32:
       dispatch_kernel<32>(p, stream);

@@ -1,9 +1,10 @@
 // paged_attention_cuda benchmark, Llama-3-8B attention (32 q / 8 kv heads, head_dim 128, pages of
-// 16 scattered over the cache): decode of B ∈ {1, 8, 64} sequences × L ∈ {512, 4096} cached tokens
-// as K+V bytes read / time beside the 4.28 TB/s copy ceiling (decode is memory bound), and a causal
-// prefill of 2048 tokens as TFLOP/s beside the 783 TFLOP/s bf16 GEMM ceiling (FLOPs counted over
-// the attended (query, key) pairs only: 4·head_dim·num_heads per pair). Baselines for the kernels
-// of later issues, not targets.
+// 16 scattered over the cache): decode of B ∈ {1, 8, 64, 256} sequences × L ∈ {512, 4096, 32768}
+// cached tokens as K+V bytes read / time beside the 4.28 TB/s copy ceiling (decode is memory
+// bound; issue 6's goal: >= 90 % where a launch reads more than 256 MB, >= 80 % at B=1, L=4096;
+// bench/peers/attention_decode_sdpa.py times torch SDPA on the same grid), and a causal prefill of
+// 2048 tokens as TFLOP/s beside the 783 TFLOP/s bf16 GEMM ceiling (FLOPs counted over the attended
+// (query, key) pairs only: 4·head_dim·num_heads per pair; issue 5's baseline).
 // Method: 16 back-to-back launches per sample, each on the next of `rotation_count` copies of the
 // caches so L2 does not serve K/V; median of 50 samples after warm-up.
 #include <cuda_runtime.h>
@@ -66,14 +67,16 @@ double time_attention(const AttentionShape& shape, cudaStream_t stream, double* 
   DeviceMemory out_d(static_cast<size_t>(num_tokens * shape.num_heads * shape.head_dim) * 2);
 
   const int64_t cache_elems = num_blocks * shape.block_size * slot_elems;
-  const std::vector<uint16_t> k_host = random_bf16(cache_elems, 4);
-  const std::vector<uint16_t> v_host = random_bf16(cache_elems, 5);
   const int copies = bench::rotation_count(static_cast<size_t>(*kv_bytes));
-  std::vector<std::unique_ptr<DeviceMemory>> k_copies, v_copies;
+  std::vector<bench::GpuArray> k_copies, v_copies;
   for (int c = 0; c < copies; ++c) {
-    k_copies.push_back(DeviceMemory::from_host(k_host));
-    v_copies.push_back(DeviceMemory::from_host(v_host));
+    k_copies.emplace_back(static_cast<size_t>(cache_elems) * 2);
+    k_copies.back().fill_bf16(-1.0f, 1.0f, 4 + 2 * c);
+    v_copies.emplace_back(static_cast<size_t>(cache_elems) * 2);
+    v_copies.back().fill_bf16(-1.0f, 1.0f, 5 + 2 * c);
   }
+  bench::GpuArray workspace(static_cast<size_t>(paged_attention_cuda_workspace_bytes()));
+  ROOFLINE_CUDA_CHECK(cudaMemset(workspace.get(), 0, workspace.bytes()));
 
   PagedAttentionParams p;
   p.q = q_d->ptr;
@@ -93,12 +96,17 @@ double time_attention(const AttentionShape& shape, cudaStream_t stream, double* 
   p.num_blocks = num_blocks;
   p.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
   p.sliding_window = shape.sliding_window;
+  p.workspace = workspace.get();
+  for (const auto& s : shape.seqs) {  // the bounds the engine passes
+    p.max_q_len = std::max(p.max_q_len, s.q_len);
+    p.max_seq_len = std::max(p.max_seq_len, s.seq_len);
+  }
   int launch = 0;
   const double ms = bench::median_ms(
       [&](int) {
         for (int i = 0; i < kLaunchesPerSample; ++i, ++launch) {
-          p.k_cache = k_copies[static_cast<size_t>(launch % copies)]->ptr;
-          p.v_cache = v_copies[static_cast<size_t>(launch % copies)]->ptr;
+          p.k_cache = k_copies[static_cast<size_t>(launch % copies)].get();
+          p.v_cache = v_copies[static_cast<size_t>(launch % copies)].get();
           paged_attention_cuda(p, stream);
         }
       },
@@ -115,8 +123,9 @@ int run() {
       const AttentionShape shape = attention_cuda_decode_bench_shape(batch, seq_len);
       double kv_bytes = 0;
       const double ms = time_attention(shape, stream, &kv_bytes);
-      const std::string name =
-          "decode 32/8 heads d128 B=" + std::to_string(batch) + " L=" + std::to_string(seq_len);
+      const std::string name = "decode 32/8 heads d128 B=" + std::to_string(batch) +
+                               " L=" + std::to_string(seq_len) + " (" +
+                               std::to_string(static_cast<int64_t>(kv_bytes / 1e6)) + " MB)";
       bench::print_bandwidth(name.c_str(), ms, kv_bytes);
     }
   }

@@ -8,7 +8,9 @@
 //   2× max|naive_bf16 - fp64| (+ 1e-5), where naive_bf16 is an unfused bf16 implementation
 //   (torch eager's: q·kᵀ and its scaling rounded to bf16, softmax in f32 rounded to bf16,
 //   probabilities · v accumulated in f32 and rounded to bf16).
-// Plus: a warmed-up launch captures into a CUDA graph and replays to the same result.
+// The decode kernel's shapes (attention_cuda_decode_test_shapes()) run three times on one workspace,
+// with loose and exact bounds. Plus: warmed-up launches (prefill; decode with splits) capture into
+// a CUDA graph and replay to the same result.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -160,7 +162,7 @@ References reference_attention(const AttentionShape& shape, const Logical& l) {
 
 // The batch on the device, in bf16, with an output buffer (and guard) poisoned.
 struct DeviceBatch {
-  DeviceBuffer q, k_cache, v_cache, block_tables, seq_lens, query_start, out;
+  DeviceBuffer q, k_cache, v_cache, block_tables, seq_lens, query_start, out, workspace;
   int64_t out_elems = 0;
 
   explicit DeviceBatch(const PagedBatch& b)
@@ -171,8 +173,10 @@ struct DeviceBatch {
         seq_lens(DeviceBuffer::from_host(b.seq_lens)),
         query_start(DeviceBuffer::from_host(b.query_start)),
         out((b.q.size() + kGuardElems) * 2),
+        workspace(static_cast<size_t>(paged_attention_cuda_workspace_bytes())),
         out_elems(static_cast<int64_t>(b.q.size())) {
     out.poison();
+    workspace.zero();
   }
 
   PagedAttentionParams params(const AttentionShape& shape, const PagedBatch& b) const {
@@ -184,6 +188,7 @@ struct DeviceBatch {
     p.seq_lens = seq_lens.get<int32_t>();
     p.query_start = query_start.get<int32_t>();
     p.out = out.get();
+    p.workspace = workspace.get();
     p.dtype = DType::kBF16;
     p.kv_dtype = DType::kBF16;
     return p;
@@ -259,6 +264,80 @@ TEST_P(AttentionCudaTest, MatchesCpuTwinAndStaysWithinTwiceNaiveBf16Error) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionCudaTest,
                          ::testing::Range(size_t{0}, attention_cuda_test_shapes().size()));
+
+// The split-K decode kernel, called three times on one workspace (the split counters must be back at 0
+// after each call): first with the loosest bounds (max_q_len, max_seq_len unknown), then with the
+// exact ones, which changes the split count.
+class AttentionCudaDecodeTest : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(AttentionCudaDecodeTest, MatchesCpuTwinOnRepeatedCallsWithAnyBounds) {
+  ROOFLINE_SKIP_WITHOUT_GPU();
+  const AttentionShape shape = attention_cuda_decode_test_shapes()[GetParam()];
+  SCOPED_TRACE(describe(shape));
+  auto rng = make_rng(1000 + GetParam());
+  const Logical l = make_logical(shape, rng);
+  const PagedBatch batch = build_paged_batch(shape, l.q, l.k, l.v, shuffled_order(shape, rng));
+  const std::vector<float> twin = run_cpu_twin(shape, batch);
+  const References ref = reference_attention(shape, l);
+  const double naive_error = max_abs_error(ref.naive_bf16, ref.exact);
+
+  DeviceBatch dev(batch);
+  PagedAttentionParams p = dev.params(shape, batch);
+  for (int call = 0; call < 3; ++call) {
+    SCOPED_TRACE(call == 0 ? "loose bounds" : "exact bounds");
+    if (call > 0) {
+      p.max_q_len = 0;
+      p.max_seq_len = 0;
+      for (const auto& s : shape.seqs) {
+        p.max_q_len = std::max(p.max_q_len, s.q_len);
+        p.max_seq_len = std::max(p.max_seq_len, s.seq_len);
+      }
+    }
+    dev.out.poison();
+    paged_attention_cuda(p, nullptr);
+    std::vector<float> got;
+    ASSERT_TRUE(dev.download(&got));
+    EXPECT_TRUE(all_close(got, twin, kTwinAtol, kTwinRtol));
+    const double cuda_error = max_abs_error(got, ref.exact);
+    EXPECT_LE(cuda_error, kNaiveFactor * naive_error + kNaiveFloor)
+        << "max |cuda - fp64| " << cuda_error << " vs max |naive bf16 - fp64| " << naive_error
+        << "; " << testing::seed_note();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionCudaDecodeTest,
+                         ::testing::Range(size_t{0}, attention_cuda_decode_test_shapes().size()));
+
+TEST(AttentionCudaGraphTest, DecodeWithSplitsCapturesAndReplays) {
+  ROOFLINE_SKIP_WITHOUT_GPU();
+  const AttentionShape shape{{{4097, 1}, {17, 1}}, 32, 8, 128, 16, 0};
+  auto rng = make_rng(4321);
+  const Logical l = make_logical(shape, rng);
+  const PagedBatch batch = build_paged_batch(shape, l.q, l.k, l.v, shuffled_order(shape, rng));
+  DeviceBatch dev(batch);
+  const std::vector<float> twin = run_cpu_twin(shape, batch);
+  cudaStream_t stream;
+  ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  paged_attention_cuda(dev.params(shape, batch), stream);  // warm-up: per-kernel attributes
+  ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  cudaGraph_t graph;
+  ROOFLINE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  paged_attention_cuda(dev.params(shape, batch), stream);
+  ROOFLINE_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  ROOFLINE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 3; ++replay) {
+    dev.out.poison();
+    ROOFLINE_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    std::vector<float> got;
+    ASSERT_TRUE(dev.download(&got));
+    EXPECT_TRUE(all_close(got, twin, kTwinAtol, kTwinRtol)) << "replay " << replay;
+  }
+  ROOFLINE_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  ROOFLINE_CUDA_CHECK(cudaGraphDestroy(graph));
+  ROOFLINE_CUDA_CHECK(cudaStreamDestroy(stream));
+}
 
 TEST(AttentionCudaGraphTest, WarmedUpLaunchCapturesAndReplays) {
   ROOFLINE_SKIP_WITHOUT_GPU();

@@ -88,6 +88,32 @@ inline std::vector<AttentionShape> attention_cuda_test_shapes() {
   };
 }
 
+// Batches of the split-K decode kernel (every sequence brings 1 to 8 queries): contexts 1, 15,
+// 16, 17, 1000 and 32769; batches of 1, 3, 64 and 257 with mixed contexts; GQA ratios 1, 4, 7
+// and 8 (and 40: five row chunks); multi-query verification (2 to 8 queries, several row
+// chunks); block sizes 5, 16, 32 and 64; sliding windows; head_dim 32 to 256; many splits (one
+// long sequence) and none (257 sequences).
+inline std::vector<AttentionShape> attention_cuda_decode_test_shapes() {
+  auto mixed = [](int64_t batch, int64_t max_len) {
+    std::vector<AttentionSeq> seqs;
+    for (int64_t i = 0; i < batch; ++i) seqs.push_back({1 + (i * 7919 + 13) % max_len, 1});
+    return seqs;
+  };
+  return {
+      {{{1, 1}}, 32, 8, 128, 16, 0},
+      {{{32769, 1}}, 32, 8, 128, 16, 0},
+      {{{15, 1}, {16, 1}, {17, 1}}, 8, 8, 64, 32, 0},
+      {mixed(64, 1000), 32, 8, 128, 16, 0},
+      {mixed(257, 300), 64, 8, 128, 64, 0},
+      {{{17, 4}, {1000, 1}, {33, 3}, {16, 8}}, 28, 4, 128, 16, 0},
+      {{{1000, 8}, {300, 2}, {9, 5}}, 8, 2, 256, 16, 128},
+      {{{1000, 1}, {5, 1}, {77, 2}}, 16, 4, 32, 5, 0},
+      {{{32769, 1}, {40, 1}}, 8, 1, 64, 32, 4096},
+      {{{1, 1}, {1000, 1}, {4097, 1}}, 14, 2, 64, 16, 0},
+      {{{100, 1}, {30, 2}}, 40, 1, 64, 16, 7},
+  };
+}
+
 // The CUDA benchmark's Llama-3-8B attention (32 q / 8 kv heads, head_dim 128, pages of 16): decode
 // of B sequences of L cached tokens, and one causal prefill of L tokens.
 inline AttentionShape attention_cuda_decode_bench_shape(int64_t batch, int64_t seq_len) {
@@ -101,8 +127,8 @@ inline AttentionShape attention_cuda_decode_bench_shape(int64_t batch, int64_t s
 inline AttentionShape attention_cuda_prefill_bench_shape(int64_t seq_len) {
   return {{{seq_len, seq_len}}, 32, 8, 128, 16, 0};
 }
-inline constexpr int64_t kAttentionCudaBenchBatches[] = {1, 8, 64};
-inline constexpr int64_t kAttentionCudaBenchSeqLens[] = {512, 4096};
+inline constexpr int64_t kAttentionCudaBenchBatches[] = {1, 8, 64, 256};
+inline constexpr int64_t kAttentionCudaBenchSeqLens[] = {512, 4096, 32768};
 inline constexpr int64_t kAttentionCudaBenchPrefillLen = 2048;
 
 // A batch in paged form. Cache slots no sequence owns hold NaN, so reading one poisons the output;

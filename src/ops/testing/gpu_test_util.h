@@ -68,6 +68,7 @@ class DeviceBuffer {
   }
   // Fills with 0xFF bytes: NaN in f32, bf16 and f16, so unwritten outputs cannot pass.
   void poison() { ROOFLINE_CUDA_CHECK(cudaMemset(ptr_, 0xff, bytes_)); }
+  void zero() { ROOFLINE_CUDA_CHECK(cudaMemset(ptr_, 0, bytes_)); }
 
  private:
   void* ptr_ = nullptr;

@@ -1,0 +1,76 @@
+// The launch plan of the CUDA decode attention kernel (attention_decode_cuda.cu): how many query
+// rows a block holds, how many blocks split each sequence's KV length, and the workspace the
+// split partials need. Pure host functions, tested on the CPU (attention_decode_plan_test.cc).
+//
+// A decode block serves one (sequence, KV head, chunk of rows), where a row is one (query, query
+// head of the GQA group) pair: every K/V byte a block reads serves all its rows. Rows per block
+// are a power of two up to 8 (the rows live in registers). When sequences x KV heads x row chunks
+// would not fill the GPU, each sequence's KV range is split across blocks (split-K); each block
+// writes a normalised partial output with its log-sum-exp, and the last block of a group to
+// finish merges them (no second kernel). The split count is a function of the launch's shape
+// only — batch, heads, rows, the longest context — so a CUDA graph captured for a shape bucket
+// stays valid for any contexts up to that bound.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/cuda_stream.h"
+#include "ops/attention/attention.h"
+
+namespace roofline {
+
+// Queries per sequence the decode kernel takes (decode: 1; speculative verification: up to 8).
+inline constexpr int64_t kDecodeMaxQueries = 8;
+// Rows (query x head pairs) per block, the largest register tile.
+inline constexpr int64_t kDecodeMaxRows = 8;
+// Splits of one sequence's KV range, at most, and the fewest keys a split is worth.
+inline constexpr int64_t kDecodeMaxSplits = 128;
+inline constexpr int64_t kDecodeMinKeysPerSplit = 64;
+// Blocks that write split partials in one launch, at most: bounds the workspace.
+inline constexpr int64_t kDecodeMaxSplitBlocks = 2048;
+inline constexpr int64_t kDecodeMaxHeadDim = 256;
+
+struct DecodePlan {
+  int64_t rows = 1;        // rows per block: 1, 2, 4 or 8
+  int64_t row_chunks = 1;  // blocks along the rows of one (sequence, KV head)
+  int64_t splits = 1;      // blocks along one sequence's KV range
+};
+
+// group: query heads per KV head; max_q_len: the most queries any sequence brings (1..8);
+// max_seq_len: the longest context (keys) any sequence attends to; resident_blocks: how many
+// decode blocks the whole GPU runs at once (SMs x blocks per SM).
+inline DecodePlan plan_decode_attention(int64_t num_seqs, int64_t num_kv_heads, int64_t group,
+                                        int64_t max_q_len, int64_t max_seq_len,
+                                        int64_t resident_blocks) {
+  DecodePlan p;
+  const int64_t rows_needed = std::max<int64_t>(1, group * std::max<int64_t>(1, max_q_len));
+  while (p.rows < rows_needed && p.rows < kDecodeMaxRows) p.rows *= 2;
+  p.row_chunks = (rows_needed + p.rows - 1) / p.rows;
+  const int64_t base = std::max<int64_t>(1, num_seqs * num_kv_heads * p.row_chunks);
+  if (base >= resident_blocks) return p;  // one wave or more without splitting
+  int64_t splits = (resident_blocks + base - 1) / base;
+  splits = std::min(splits, (std::max<int64_t>(1, max_seq_len) + kDecodeMinKeysPerSplit - 1) /
+                                kDecodeMinKeysPerSplit);
+  splits = std::min(splits, kDecodeMaxSplits);
+  splits = std::min(splits, kDecodeMaxSplitBlocks / base);
+  p.splits = std::max<int64_t>(1, splits);
+  return p;
+}
+
+// Bytes of the workspace the decode kernel needs for any plan: per split block, kDecodeMaxRows
+// rows of a kDecodeMaxHeadDim f32 partial output and an f32 log-sum-exp; then one u32 arrival
+// counter per (sequence, KV head, row chunk) group of split blocks.
+inline constexpr int64_t kDecodePartialOutBytes =
+    kDecodeMaxSplitBlocks * kDecodeMaxRows * kDecodeMaxHeadDim * 4;
+inline constexpr int64_t kDecodePartialLseBytes = kDecodeMaxSplitBlocks * kDecodeMaxRows * 4;
+inline constexpr int64_t kDecodeCounterBytes = kDecodeMaxSplitBlocks * 4;
+inline constexpr int64_t kDecodeWorkspaceBytes =
+    kDecodePartialOutBytes + kDecodePartialLseBytes + kDecodeCounterBytes;
+
+// The decode kernel (attention_decode_cuda.cu), called by paged_attention_cuda for batches with
+// max_q_len <= kDecodeMaxQueries; max_seq_len bounds every sequence's seq_len.
+void paged_attention_decode_cuda(const PagedAttentionParams& p, int64_t max_q_len,
+                                 int64_t max_seq_len, CudaStream stream);
+
+}  // namespace roofline
