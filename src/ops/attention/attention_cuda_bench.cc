@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -114,6 +115,20 @@ double time_attention(const AttentionShape& shape, cudaStream_t stream, double* 
   return ms / kLaunchesPerSample;
 }
 
+// One decode shape only (for a profiler run): attention_cuda_bench B L.
+int run_one(int64_t batch, int64_t seq_len) {
+  cudaStream_t stream;
+  ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  double kv_bytes = 0;
+  const double ms =
+      time_attention(attention_cuda_decode_bench_shape(batch, seq_len), stream, &kv_bytes);
+  const std::string name =
+      "decode 32/8 heads d128 B=" + std::to_string(batch) + " L=" + std::to_string(seq_len);
+  bench::print_bandwidth(name.c_str(), ms, kv_bytes);
+  ROOFLINE_CUDA_CHECK(cudaStreamDestroy(stream));
+  return 0;
+}
+
 int run() {
   cudaStream_t stream;
   ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -147,11 +162,23 @@ int run() {
 }  // namespace
 }  // namespace roofline
 
-int main() {
+int main(int argc, char** argv) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("attention_cuda_bench: no CUDA device on this machine, nothing to time\n");
     return 0;
+  }
+  if (argc == 3) {
+    const long long batch = std::atoll(argv[1]), seq_len = std::atoll(argv[2]);
+    if (batch < 1 || batch > 4096 || seq_len < 1 || seq_len > (1 << 20)) {
+      std::fprintf(stderr, "usage: attention_cuda_bench [B L]  (1 <= B <= 4096, 1 <= L <= 2^20)\n");
+      return 2;
+    }
+    return roofline::run_one(batch, seq_len);
+  }
+  if (argc != 1) {
+    std::fprintf(stderr, "usage: attention_cuda_bench [B L]\n");
+    return 2;
   }
   return roofline::run();
 }

@@ -28,10 +28,10 @@ TEST(DecodePlanTest, SplitsOnlyWhenTheGridWouldNotFillTheGpu) {
   // B=64 x 8 KV heads = 512 blocks >= 396: no split, no workspace traffic.
   EXPECT_EQ(plan_decode_attention(64, 8, 4, 1, 4096, kResident).splits, 1);
   EXPECT_EQ(plan_decode_attention(256, 8, 4, 1, 32768, kResident).splits, 1);
-  // B=1 x 8 heads: splits fill the GPU, bounded by the context (>= 64 keys per split).
-  const DecodePlan one_long = plan_decode_attention(1, 8, 4, 1, 4096, kResident);
-  EXPECT_EQ(one_long.splits, 50);  // ceil(396 / 8)
-  EXPECT_EQ(plan_decode_attention(1, 8, 4, 1, 512, kResident).splits, 8);    // 512 / 64
+  // B=1 x 8 heads: splits fill the GPU, bounded by the context (>= 128 keys per split).
+  EXPECT_EQ(plan_decode_attention(1, 8, 4, 1, 32768, kResident).splits, 50);  // ceil(396 / 8)
+  EXPECT_EQ(plan_decode_attention(1, 8, 4, 1, 4096, kResident).splits, 32);   // 4096 / 128
+  EXPECT_EQ(plan_decode_attention(1, 8, 4, 1, 512, kResident).splits, 4);     // 512 / 128
   EXPECT_EQ(plan_decode_attention(1, 8, 4, 1, 1, kResident).splits, 1);      // one key
   EXPECT_EQ(plan_decode_attention(8, 8, 4, 1, 4096, kResident).splits, 7);   // ceil(396 / 64)
 }
