@@ -31,6 +31,7 @@ struct ModelOptions {
   int64_t kv_cache_tokens = 0;    // KV-cache capacity in tokens; 0: a default sized from the above
   int num_threads = 0;            // CPU worker threads; 0: one per hardware thread
   bool fuse = true;               // run the graph fusion passes
+  bool cuda_graphs = true;        // CUDA: replay each decode step as a CUDA graph (per batch bucket)
 };
 
 struct ModelInfo {

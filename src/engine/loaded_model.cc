@@ -28,6 +28,7 @@ StatusOr<LoadedModel> load_model(const ModelOptions& o, bool enable_prefix_cache
   ro.max_model_len = o.max_model_len;
   ro.kv_cache_tokens = o.kv_cache_tokens;
   ro.fuse = o.fuse;
+  ro.cuda_graphs = o.cuda_graphs;
   ro.enable_prefix_cache = enable_prefix_cache;
   auto runner = ModelRunner::create(ro);
   if (!runner.ok())

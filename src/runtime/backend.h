@@ -4,6 +4,7 @@
 // Both turn plan calls into op params through run_plan_call (plan_executor.h).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +34,14 @@ struct BackendSetup {
   int64_t max_tokens = 0;               // per step
   int64_t max_seqs = 0;                 // per step
   int64_t max_blocks_per_seq = 0;       // block-table width
+  bool cuda_graphs = false;             // CUDA: replay decode steps as graphs (decode_padding.h)
+};
+
+// What capturing the decode-step graphs cost at start-up.
+struct DecodeGraphReport {
+  int64_t graphs = 0;        // batch buckets captured
+  double capture_ms = 0;     // wall time, one eager warm-up step per bucket included
+  int64_t device_bytes = 0;  // device memory the graphs took (free memory before - after)
 };
 
 class Backend {
@@ -57,6 +66,14 @@ class Backend {
   // given it receives each call's start and end (an event pair around every call on the GPU).
   virtual void execute(const Plan& plan, const StepBuffers& step, std::vector<float>* logits,
                        std::vector<CallTime>* call_times) = 0;
+  // CUDA with cuda_graphs set: captures the decode step of every batch bucket (decode_padding.h),
+  // largest first, with plan_for(bucket) as its plan; later decode steps of that bucket replay
+  // it. Elsewhere: nothing to do.
+  virtual DecodeGraphReport capture_decode_graphs(
+      const std::function<const Plan*(int64_t batch)>& plan_for) {
+    (void)plan_for;
+    return {};
+  }
 };
 
 std::unique_ptr<Backend> create_cpu_backend();

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <set>
@@ -14,6 +15,7 @@
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "runtime/backend.h"
+#include "runtime/decode_padding.h"
 #include "runtime/dummy_weights.h"
 #include "runtime/plan_executor.h"
 
@@ -111,6 +113,7 @@ class CudaBackend final : public Backend {
     if (pinned_) cudaFreeHost(pinned_);
     if (logits_pinned_) cudaFreeHost(logits_pinned_);
     for (auto& e : events_) cudaEventDestroy(e);
+    for (auto& g : graphs_) cudaGraphExecDestroy(g.second);
   }
 
   std::string name() const override { return "cuda:" + std::to_string(device_) + " (" + device_name_ + ")"; }
@@ -228,10 +231,14 @@ class CudaBackend final : public Backend {
 
     // Step inputs: one device region and one pinned host region with the same layout, so a step
     // uploads all its metadata in one copy.
+    // The block table goes last, so a step uploads one prefix: everything else plus the rows it
+    // uses.
     const int64_t T = s.max_tokens, B = s.max_seqs, W = s.max_blocks_per_seq;
     const int64_t sizes[kNumStepInputs] = {T * 4, T * 4, T * 8, B * W * 4, B * 4, (B + 1) * 4, B * 4};
+    const int order[kNumStepInputs] = {0, 1, 2, 4, 5, 6, 3};
+    static_assert(static_cast<int>(StepInput::kBlockTables) == 3, "the table is input 3");
     int64_t off = 0;
-    for (int i = 0; i < kNumStepInputs; ++i) {
+    for (int i : order) {
       input_offsets_[i] = off;
       off = align_up(off + sizes[i]);
     }
@@ -248,6 +255,7 @@ class CudaBackend final : public Backend {
     ctx_.kv_shape = s.kv_shape;
     ctx_.rope_inv_freq = rope_.as<float>();
     for (int i = 0; i < kNumStepInputs; ++i) ctx_.step_inputs[static_cast<size_t>(i)] = inputs_.as() + input_offsets_[i];
+    buckets_ = decode_batch_buckets(std::min(s.max_seqs, s.max_tokens));
     ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream_));
     ROOFLINE_LOG(kInfo, "cuda: weights " << (weight_bytes_ >> 20) << " MiB, workspace "
                                          << (s.workspace_bytes >> 20) << " MiB, KV cache "
@@ -259,47 +267,43 @@ class CudaBackend final : public Backend {
                std::vector<CallTime>* call_times) override {
     ROOFLINE_CHECK(step.num_tokens <= setup_.max_tokens && step.num_seqs <= setup_.max_seqs &&
                    step.block_table_width <= setup_.max_blocks_per_seq);
-    // Pack the step's metadata into the pinned region and upload it in one copy.
-    auto* host = static_cast<uint8_t*>(pinned_);
-    const size_t counts[kNumStepInputs] = {
-        step.token_ids.size() * 4, step.positions.size() * 4, step.slot_mapping.size() * 8,
-        step.block_tables.size() * 4, step.seq_lens.size() * 4, step.query_start.size() * 4,
-        step.last_token_index.size() * 4};
-    for (int i = 0; i < kNumStepInputs; ++i)
-      if (counts[i]) std::memcpy(host + input_offsets_[i], step.data(i), counts[i]);
-    ROOFLINE_CUDA_CHECK(cudaMemcpyAsync(inputs_.ptr, pinned_, static_cast<size_t>(input_bytes_),
-                                        cudaMemcpyHostToDevice, stream_));
-    ctx_.num_tokens = step.num_tokens;
-    ctx_.num_seqs = step.num_seqs;
-    ctx_.block_table_width = step.block_table_width;
-    // Exact bounds for the attention launch (its grid and split count depend on them).
-    ctx_.max_q_len = 0;
-    ctx_.max_seq_len = 0;
-    for (int64_t s = 0; s < step.num_seqs; ++s) {
-      ctx_.max_q_len = std::max<int64_t>(ctx_.max_q_len, step.query_start[s + 1] - step.query_start[s]);
-      ctx_.max_seq_len = std::max<int64_t>(ctx_.max_seq_len, step.seq_lens[s]);
+    // A decode step runs at its bucket's fixed shape (decode_padding.h), graphs or not, so the
+    // same kernels see the same shapes either way.
+    const StepBuffers* run = &step;
+    const int64_t bucket = is_decode_step(step) ? decode_bucket(buckets_, step.num_seqs) : 0;
+    const bool fixed_shape = bucket > 0 && bucket <= plan.max_seqs && bucket <= plan.max_tokens;
+    if (fixed_shape) {
+      pad_decode_step(step, bucket, setup_.max_blocks_per_seq, &padded_);
+      run = &padded_;
     }
-    CudaKernels k{stream_, matmul_ctx_.get()};
-    // With timing on: event 0 marks the step's start, events 2i+1 and 2i+2 bracket call i.
-    if (call_times) {
-      while (events_.size() < 2 * plan.calls.size() + 1) {
-        cudaEvent_t e;
-        ROOFLINE_CUDA_CHECK(cudaEventCreate(&e));
-        events_.push_back(e);
+    upload(*run);
+    ctx_.num_tokens = run->num_tokens;
+    ctx_.num_seqs = run->num_seqs;
+    ctx_.block_table_width = run->block_table_width;
+    if (fixed_shape) {
+      // Bounds that do not change from step to step: one query, the table's capacity.
+      ctx_.max_q_len = 1;
+      ctx_.max_seq_len = run->block_table_width * setup_.kv_shape.block_size;
+    } else {
+      ctx_.max_q_len = 0;
+      ctx_.max_seq_len = 0;
+      for (int64_t s = 0; s < step.num_seqs; ++s) {
+        ctx_.max_q_len = std::max<int64_t>(ctx_.max_q_len, step.query_start[s + 1] - step.query_start[s]);
+        ctx_.max_seq_len = std::max<int64_t>(ctx_.max_seq_len, step.seq_lens[s]);
       }
-      ROOFLINE_CUDA_CHECK(cudaEventRecord(events_[0], stream_));
     }
-    for (size_t i = 0; i < plan.calls.size(); ++i) {
-      if (call_times) ROOFLINE_CUDA_CHECK(cudaEventRecord(events_[2 * i + 1], stream_));
-      run_plan_call(plan.calls[i], ctx_, k);
-      if (call_times) ROOFLINE_CUDA_CHECK(cudaEventRecord(events_[2 * i + 2], stream_));
+    if (fixed_shape && setup_.cuda_graphs && !call_times) {
+      replay(plan, bucket);
+    } else {
+      run_eager(plan, call_times);
     }
     // Logits: bf16 rows come back through a fixed pinned buffer in chunks, each widened to f32 by
-    // the host thread pool (at decode sizes one chunk holds them all). A single-threaded widening
-    // of 64 x 128k logits cost ~9 ms per step on the H200 host (measured 2026-11-30).
+    // the host thread pool (at decode sizes one chunk holds them all); padding rows stay behind.
+    // A single-threaded widening of 64 x 128k logits cost ~9 ms per step on the H200 host
+    // (measured 2026-11-30).
     const BufferRef& out = plan.outputs[0];
-    const int64_t n = out.shape[0].eval(step.num_tokens, step.num_seqs) *
-                      out.shape[1].eval(step.num_tokens, step.num_seqs);
+    const int64_t rows = out.shape[0].eval(step.num_tokens, step.num_seqs);
+    const int64_t n = rows * out.shape[1].eval(step.num_tokens, step.num_seqs);
     logits->resize(static_cast<size_t>(n));
     const auto* src = workspace_.as() + out.offset_bytes;
     auto* staging = static_cast<uint16_t*>(logits_pinned_);
@@ -324,8 +328,100 @@ class CudaBackend final : public Backend {
     }
   }
 
+  DecodeGraphReport capture_decode_graphs(
+      const std::function<const Plan*(int64_t batch)>& plan_for) override {
+    DecodeGraphReport report;
+    if (!setup_.cuda_graphs) return report;
+    size_t free_before = 0, free_after = 0, total = 0;
+    ROOFLINE_CUDA_CHECK(cudaDeviceSynchronize());
+    ROOFLINE_CUDA_CHECK(cudaMemGetInfo(&free_before, &total));
+    const auto start = std::chrono::steady_clock::now();
+    // Largest first; a step of inert rows (padding_decode_step's padding rows: nothing is written
+    // to the KV cache) runs once eagerly as warm-up, then is captured.
+    std::vector<float> scratch;
+    for (auto it = buckets_.rbegin(); it != buckets_.rend(); ++it) {
+      const int64_t b = *it;
+      const Plan* plan = plan_for(b);
+      if (plan == nullptr || b > plan->max_seqs || b > plan->max_tokens) continue;
+      StepBuffers dummy;
+      dummy.num_tokens = dummy.num_seqs = b;
+      dummy.block_table_width = 1;
+      dummy.token_ids.assign(static_cast<size_t>(b), 0);
+      dummy.positions.assign(static_cast<size_t>(b), 0);
+      dummy.slot_mapping.assign(static_cast<size_t>(b), -1);
+      dummy.block_tables.assign(static_cast<size_t>(b), 0);
+      dummy.seq_lens.assign(static_cast<size_t>(b), 1);
+      for (int64_t i = 0; i <= b; ++i) dummy.query_start.push_back(static_cast<int32_t>(i));
+      for (int64_t i = 0; i < b; ++i) dummy.last_token_index.push_back(static_cast<int32_t>(i));
+      execute(*plan, dummy, &scratch, nullptr);
+      if (graphs_.count({plan, b})) ++report.graphs;
+    }
+    report.capture_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    ROOFLINE_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
+    report.device_bytes = static_cast<int64_t>(free_before) - static_cast<int64_t>(free_after);
+    return report;
+  }
+
  private:
   CudaBackend() = default;
+
+  // Packs the step's metadata into the pinned region and uploads the prefix it uses in one copy
+  // (the block table is last: only its first num_seqs rows at the step's width travel).
+  void upload(const StepBuffers& step) {
+    auto* host = static_cast<uint8_t*>(pinned_);
+    const size_t counts[kNumStepInputs] = {
+        step.token_ids.size() * 4, step.positions.size() * 4, step.slot_mapping.size() * 8,
+        step.block_tables.size() * 4, step.seq_lens.size() * 4, step.query_start.size() * 4,
+        step.last_token_index.size() * 4};
+    for (int i = 0; i < kNumStepInputs; ++i)
+      if (counts[i]) std::memcpy(host + input_offsets_[i], step.data(i), counts[i]);
+    const int tables = static_cast<int>(StepInput::kBlockTables);
+    const size_t bytes = static_cast<size_t>(input_offsets_[tables]) + counts[tables];
+    ROOFLINE_CUDA_CHECK(cudaMemcpyAsync(inputs_.ptr, pinned_, bytes, cudaMemcpyHostToDevice, stream_));
+  }
+
+  // Every call of the plan, launched one by one; with call_times, an event pair around each.
+  void run_eager(const Plan& plan, std::vector<CallTime>* call_times) {
+    CudaKernels k{stream_, matmul_ctx_.get()};
+    // With timing on: event 0 marks the step's start, events 2i+1 and 2i+2 bracket call i.
+    if (call_times) {
+      while (events_.size() < 2 * plan.calls.size() + 1) {
+        cudaEvent_t e;
+        ROOFLINE_CUDA_CHECK(cudaEventCreate(&e));
+        events_.push_back(e);
+      }
+      ROOFLINE_CUDA_CHECK(cudaEventRecord(events_[0], stream_));
+    }
+    for (size_t i = 0; i < plan.calls.size(); ++i) {
+      if (call_times) ROOFLINE_CUDA_CHECK(cudaEventRecord(events_[2 * i + 1], stream_));
+      run_plan_call(plan.calls[i], ctx_, k);
+      if (call_times) ROOFLINE_CUDA_CHECK(cudaEventRecord(events_[2 * i + 2], stream_));
+    }
+  }
+
+  // The decode step of `bucket` through its graph. The first time, the step runs eagerly (which
+  // also warms up every kernel's one-time set-up: cuBLASLt algorithms, shared-memory limits),
+  // then the same calls are captured; the inputs live in fixed buffers, so later replays read
+  // each step's freshly uploaded metadata.
+  void replay(const Plan& plan, int64_t bucket) {
+    const auto key = std::make_pair(&plan, bucket);
+    auto it = graphs_.find(key);
+    if (it != graphs_.end()) {
+      ROOFLINE_CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
+      return;
+    }
+    run_eager(plan, nullptr);
+    cudaGraph_t graph = nullptr;
+    ROOFLINE_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    CudaKernels k{stream_, matmul_ctx_.get()};
+    for (const PlanCall& call : plan.calls) run_plan_call(call, ctx_, k);
+    ROOFLINE_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    cudaGraphExec_t exec = nullptr;
+    ROOFLINE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    ROOFLINE_CUDA_CHECK(cudaGraphDestroy(graph));
+    graphs_.emplace(key, exec);
+  }
 
   int device_ = 0;
   std::string device_name_;
@@ -343,6 +439,9 @@ class CudaBackend final : public Backend {
   int64_t pinned_bytes_ = 0;
   std::vector<cudaEvent_t> events_;
   ExecContext ctx_;
+  std::vector<int64_t> buckets_;  // decode batch buckets (decode_padding.h)
+  StepBuffers padded_;            // the current decode step at its bucket's shape
+  std::map<std::pair<const Plan*, int64_t>, cudaGraphExec_t> graphs_;
 };
 
 }  // namespace

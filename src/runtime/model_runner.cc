@@ -108,7 +108,17 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(const RunnerOptions& 
   setup.max_tokens = opts.max_step_tokens;
   setup.max_seqs = opts.max_seqs;
   setup.max_blocks_per_seq = (opts.max_model_len + opts.kv_block_size - 1) / opts.kv_block_size;
+  setup.cuda_graphs = opts.cuda_graphs;
   ROOFLINE_RETURN_IF_ERROR(be.allocate(setup));
+  if (opts.cuda_graphs) {
+    ModelRunner* runner = r.get();
+    r->graph_report_ = be.capture_decode_graphs(
+        [runner](int64_t batch) { return runner->select_plan(batch, batch, false); });
+    if (r->graph_report_.graphs > 0)
+      ROOFLINE_LOG(kInfo, "cuda graphs: " << r->graph_report_.graphs << " decode batch buckets captured in "
+                                          << r->graph_report_.capture_ms << " ms, "
+                                          << (r->graph_report_.device_bytes >> 20) << " MiB of device memory");
+  }
   r->kv_shape_ = setup.kv_shape;
   r->blocks_ = BlockManager(setup.kv_shape.num_blocks, setup.kv_shape.block_size);
   ROOFLINE_LOG(kInfo, "loaded " << c.architecture_name << " on " << be.name() << ": " << c.num_layers

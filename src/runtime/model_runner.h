@@ -35,6 +35,7 @@ struct RunnerOptions {
   int64_t max_model_len = 0;      // 0: the config's max_position_embeddings
   int64_t kv_cache_tokens = 0;    // 0: max_seqs * max_model_len
   bool fuse = true;               // run the fusion passes
+  bool cuda_graphs = true;        // CUDA: capture decode steps per batch bucket and replay them
   bool enable_prefix_cache = true;  // share full KV blocks between sequences with equal prefixes
 };
 
@@ -91,6 +92,8 @@ class ModelRunner {
 
   // Wall time of each call of the last step's plan, and that plan (for `roofline profile`).
   const std::vector<CallTime>& last_call_times() const { return last_call_times_; }
+  // What start-up capture of the decode graphs cost (all zero without CUDA graphs).
+  const DecodeGraphReport& graph_report() const { return graph_report_; }
   const Plan* last_plan() const { return last_plan_; }
   void set_record_call_times(bool on) { record_call_times_ = on; }
 
@@ -123,6 +126,7 @@ class ModelRunner {
   std::vector<CallTime> last_call_times_;
   const Plan* last_plan_ = nullptr;
   bool record_call_times_ = false;
+  DecodeGraphReport graph_report_;
 };
 
 // The token buckets plans are built for: 16, 32, 64, ... up to and including max_step_tokens.

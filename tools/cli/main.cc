@@ -85,6 +85,8 @@ struct CommonFlags {
     cmd->add_option("--kv-cache-tokens", model.kv_cache_tokens, "KV-cache capacity; 0 = default");
     cmd->add_option("--threads", model.num_threads, "CPU threads; 0 = all");
     cmd->add_flag("--no-fuse", [this](int64_t) { model.fuse = false; }, "Skip the fusion passes");
+    cmd->add_flag("--no-cuda-graphs", [this](int64_t) { model.cuda_graphs = false; },
+                  "CUDA: launch every decode step kernel by kernel instead of replaying a graph");
     cmd->add_flag("-v,--verbose", verbose, "Log what is loaded and planned");
   }
 };
@@ -142,6 +144,7 @@ roofline::RunnerOptions runner_options(const CommonFlags& f) {
   ro.kv_cache_tokens = f.model.kv_cache_tokens;
   ro.max_seqs = f.model.max_seqs;
   ro.fuse = f.model.fuse;
+  ro.cuda_graphs = f.model.cuda_graphs;
   return ro;
 }
 
@@ -638,8 +641,13 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
   std::printf("model          %s\n", f.model.dummy_weights.empty() ? f.model.model_dir.c_str()
                                                                   : ("dummy " + f.model.dummy_weights).c_str());
   std::printf("device         %s\n", r.backend().name().c_str());
-  std::printf("batch %lld, context %lld, %lld timed decode steps (after %lld warm-up), eager\n",
-              (long long)batch, (long long)context, (long long)steps, (long long)kWarmup);
+  const roofline::DecodeGraphReport& graphs = r.graph_report();
+  std::printf("batch %lld, context %lld, %lld timed decode steps (after %lld warm-up), %s\n",
+              (long long)batch, (long long)context, (long long)steps, (long long)kWarmup,
+              graphs.graphs > 0 ? "CUDA graphs" : "eager");
+  if (graphs.graphs > 0)
+    std::printf("cuda graphs    %lld batch buckets captured at start-up in %.1f ms, %.1f MiB of device memory\n",
+                (long long)graphs.graphs, graphs.capture_ms, graphs.device_bytes / 1048576.0);
   std::printf("prefill        %.1f ms for %lld tokens\n", prefill_ms, (long long)(batch * context));
   std::printf("decode step    median %.3f ms, min %.3f ms, max %.3f ms -> %.1f tok/s\n", median,
               sorted.front(), sorted.back(), batch / (median / 1e3));

@@ -26,7 +26,9 @@
 // llama3-8b (32 / 8 heads, D 128) at 8192 tokens in bf16 = 201 MB, 47 us at 4.28 TB/s.
 #include <algorithm>
 #include <climits>
+#include <map>
 #include <mutex>
+#include <utility>
 
 #include "ops/common/cuda_async.cuh"
 #include "ops/common/cuda_vector.cuh"
@@ -415,10 +417,21 @@ void launch_ring(const QkvRopeArgs& a, int threads, cudaStream_t stream) {
   });
   int64_t grid = a.num_tokens;
   if (grid > cuda::device_sm_count()) {
-    // As many blocks as stay resident at once: the grid walks the tokens.
+    // As many blocks as stay resident at once: the grid walks the tokens. Measured once per
+    // (device, block size) and cached, so a launch inside CUDA-graph capture makes no query.
+    static std::mutex mu;
+    static std::map<std::pair<int, int>, int> per_sm_cache;
     int per_sm = 0;
-    ROOFLINE_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      auto it = per_sm_cache.find({device, threads});
+      if (it == per_sm_cache.end()) {
+        ROOFLINE_CUDA_CHECK(
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
+        it = per_sm_cache.emplace(std::make_pair(device, threads), per_sm).first;
+      }
+      per_sm = it->second;
+    }
     grid = std::min<int64_t>(grid,
                              static_cast<int64_t>(std::max(per_sm, 1)) * cuda::device_sm_count());
   }
