@@ -29,6 +29,9 @@ struct ModelOptions {
   int64_t max_seqs = 8;           // sequences per step
   int64_t max_model_len = 0;      // 0: the model's max_position_embeddings
   int64_t kv_cache_tokens = 0;    // KV-cache capacity in tokens; 0: a default sized from the above
+  int64_t kv_memory_bytes = 0;    // or: the KV cache's size in bytes
+  double kv_memory_fraction = 0;  // or: this share of the memory free after weights and workspace
+                                  // (all three 0: 80 % on a GPU, 1 GiB on the CPU)
   int num_threads = 0;            // CPU worker threads; 0: one per hardware thread
   bool fuse = true;               // run the graph fusion passes
   bool cuda_graphs = true;        // CUDA: replay each decode step as a CUDA graph (per batch bucket)

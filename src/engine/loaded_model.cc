@@ -27,6 +27,8 @@ StatusOr<LoadedModel> load_model(const ModelOptions& o, bool enable_prefix_cache
   ro.max_seqs = o.max_seqs;
   ro.max_model_len = o.max_model_len;
   ro.kv_cache_tokens = o.kv_cache_tokens;
+  ro.kv_memory_bytes = o.kv_memory_bytes;
+  ro.kv_memory_fraction = o.kv_memory_fraction;
   ro.fuse = o.fuse;
   ro.cuda_graphs = o.cuda_graphs;
   ro.enable_prefix_cache = enable_prefix_cache;

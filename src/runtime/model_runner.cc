@@ -48,6 +48,12 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(const RunnerOptions& 
   ROOFLINE_RETURN_IF_ERROR(check_range("--kv-block-size", opts.kv_block_size, 1, 4096));
   ROOFLINE_RETURN_IF_ERROR(check_range("--max-step-tokens", opts.max_step_tokens, 1, 1 << 20));
   ROOFLINE_RETURN_IF_ERROR(check_range("--max-seqs", opts.max_seqs, 1, 4096));
+  if ((opts.kv_cache_tokens != 0) + (opts.kv_memory_bytes != 0) + (opts.kv_memory_fraction != 0) > 1)
+    return invalid_argument("give at most one of --kv-cache-tokens, --kv-memory and --kv-memory-fraction");
+  if (opts.kv_memory_bytes < 0) return invalid_argument("--kv-memory must be positive");
+  if (!(opts.kv_memory_fraction >= 0 && opts.kv_memory_fraction <= 0.95))
+    return invalid_argument("--kv-memory-fraction must be in (0, 0.95], got " +
+                            std::to_string(opts.kv_memory_fraction));
   if (opts.max_seqs > opts.max_step_tokens)
     return invalid_argument("--max-seqs (" + std::to_string(opts.max_seqs) +
                             ") cannot exceed --max-step-tokens (" +
@@ -84,14 +90,31 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(const RunnerOptions& 
     r->plans_last_.push_back(std::move(last));
   }
 
-  // KV cache: what the user asked for, else enough for max_seqs full-length sequences within a
-  // budget (a fixed 1 GiB on the CPU; 80 % of the memory left on the GPU).
+  // KV cache: what the user asked for (tokens, bytes or a share of the free memory), else enough
+  // for max_seqs full-length sequences within a budget (a fixed 1 GiB on the CPU; 80 % of the
+  // memory left on the GPU).
   const int64_t bytes_per_token =
       c.num_layers * be.kv_bytes_per_token_per_layer(c.num_kv_heads, c.head_dim);
-  if (opts.kv_cache_tokens == 0) {
+  const int64_t free_bytes = be.free_memory_bytes() - (be.name() == "cpu" ? 0 : workspace);
+  if (opts.kv_memory_bytes > 0 || opts.kv_memory_fraction > 0) {
+    const int64_t budget = opts.kv_memory_bytes > 0
+                               ? opts.kv_memory_bytes
+                               : static_cast<int64_t>(opts.kv_memory_fraction * static_cast<double>(free_bytes));
+    const std::string flag = opts.kv_memory_bytes > 0 ? "--kv-memory" : "--kv-memory-fraction";
+    if (budget > free_bytes)
+      return resource_exhausted(flag + " asks for " + std::to_string(budget >> 20) + " MiB of KV cache and " +
+                                std::to_string(std::max<int64_t>(free_bytes, 0) >> 20) + " MiB are free on " +
+                                be.name() + ": ask for less");
+    const int64_t min_bytes = bytes_per_token * opts.kv_block_size;
+    if (budget < min_bytes)
+      return invalid_argument(flag + " gives " + std::to_string(budget) + " bytes, less than one KV block (" +
+                              std::to_string(min_bytes) + " bytes for " + std::to_string(opts.kv_block_size) +
+                              " tokens of this model): ask for more");
+    opts.kv_cache_tokens = budget / bytes_per_token;
+  } else if (opts.kv_cache_tokens == 0) {
     const int64_t budget = be.name() == "cpu"
                                ? kDefaultKvBudgetBytes
-                               : static_cast<int64_t>(0.8 * static_cast<double>(be.free_memory_bytes() - workspace));
+                               : static_cast<int64_t>(0.8 * static_cast<double>(free_bytes));
     opts.kv_cache_tokens = std::min(opts.max_seqs * opts.max_model_len,
                                     std::max<int64_t>(budget / bytes_per_token, opts.max_model_len));
   }

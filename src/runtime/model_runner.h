@@ -33,7 +33,11 @@ struct RunnerOptions {
   int64_t max_step_tokens = 512;  // largest token bucket; longer prompts are fed in chunks
   int64_t max_seqs = 8;           // sequences in one step
   int64_t max_model_len = 0;      // 0: the config's max_position_embeddings
-  int64_t kv_cache_tokens = 0;    // 0: max_seqs * max_model_len
+  int64_t kv_cache_tokens = 0;    // 0: derived (below)
+  int64_t kv_memory_bytes = 0;    // KV budget in bytes instead of tokens
+  double kv_memory_fraction = 0;  // KV budget as a share of free memory after weights + workspace
+                                  // (at most one of the three; none: 0.8 on a GPU, 1 GiB on a CPU,
+                                  // capped at max_seqs full-length sequences)
   bool fuse = true;               // run the fusion passes
   bool cuda_graphs = true;        // CUDA: capture decode steps per batch bucket and replay them
   bool enable_prefix_cache = true;  // share full KV blocks between sequences with equal prefixes

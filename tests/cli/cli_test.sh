@@ -58,6 +58,14 @@ expect dummy_generate 0 "tok/s" -- generate --dummy-weights llama-tiny --prompt-
 expect dummy_unknown 1 "known: llama3-8b" -- generate --dummy-weights gpt5 --prompt-ids 1
 expect both_sources 1 "exactly one" -- generate --dummy-weights llama-tiny --model $model --prompt-ids 1
 expect bad_device 1 "--device must be" -- generate --model $model --prompt-ids 1 --device tpu
+# The KV cache's size: in tokens, bytes or a share of free memory; at most one; clear errors.
+expect kv_memory 0 "tok/s" -- generate --dummy-weights llama-tiny --prompt-ids 1,2,3 --max-tokens 3 --kv-memory 1MiB
+expect kv_memory_fraction 0 "tok/s" -- generate --dummy-weights llama-tiny --prompt-ids 1,2,3 --max-tokens 3 --kv-memory-fraction 0.01
+expect kv_memory_bad_unit 2 "not a byte size.*8GiB" -- generate --dummy-weights llama-tiny --prompt-ids 1 --kv-memory 8XB
+expect kv_memory_two_ways 1 "at most one of" -- generate --dummy-weights llama-tiny --prompt-ids 1 --kv-memory 1MiB --kv-cache-tokens 64
+expect kv_memory_too_small 1 "less than one KV block" -- generate --dummy-weights llama-tiny --prompt-ids 1 --kv-memory 100
+expect kv_memory_too_big 1 "are free on cpu" -- generate --dummy-weights llama-tiny --prompt-ids 1 --kv-memory 100TiB
+expect kv_fraction_range 1 "kv-memory-fraction must be in" -- generate --dummy-weights llama-tiny --prompt-ids 1 --kv-memory-fraction 1.5
 expect cuda_device 1 "cuda" -- generate --model $model --prompt-ids 1 --device cuda:99
 # Batch mode: a JSONL file in, a JSONL file out in input order.
 printf '{"prompt_ids": [1,17,250,3,99,42,7,300,128,5,64], "max_tokens": 8, "ignore_eos": true}\n\n{"prompt_ids": [1,2,3], "max_tokens": 3, "temperature": 0.7, "seed": 5}\n' > "$tmp/in.jsonl"

@@ -26,6 +26,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "core/byte_size.h"
 #include "core/log.h"
 #include "profiler/analysis.h"
 #include "core/npy.h"
@@ -69,6 +70,16 @@ int fail(const Status& s) {
 struct CommonFlags {
   roofline::ModelOptions model;
   bool verbose = false;
+  std::string kv_memory;  // --kv-memory as typed; parsed by resolve()
+  // Turns the flags that need parsing into model options.
+  Status resolve() {
+    if (kv_memory.empty()) return roofline::ok_status();
+    auto bytes = roofline::parse_byte_size(kv_memory);
+    if (!bytes.ok()) return bytes.status().with_context("--kv-memory");
+    if (*bytes <= 0) return roofline::invalid_argument("--kv-memory must be positive, got '" + kv_memory + "'");
+    model.kv_memory_bytes = *bytes;
+    return roofline::ok_status();
+  }
   void add(CLI::App* cmd) {
     cmd->add_option("--model", model.model_dir,
                     "Hugging Face model directory (config.json + safetensors) or a .gguf file");
@@ -83,6 +94,10 @@ struct CommonFlags {
         ->capture_default_str();
     cmd->add_option("--max-model-len", model.max_model_len, "Context cap; 0 = the model's");
     cmd->add_option("--kv-cache-tokens", model.kv_cache_tokens, "KV-cache capacity; 0 = default");
+    cmd->add_option("--kv-memory", kv_memory,
+                    "Instead of --kv-cache-tokens: the KV cache's size, e.g. 8GiB, 512MiB");
+    cmd->add_option("--kv-memory-fraction", model.kv_memory_fraction,
+                    "Instead: this share (0-0.95] of the memory free after weights and workspace");
     cmd->add_option("--threads", model.num_threads, "CPU threads; 0 = all");
     cmd->add_flag("--no-fuse", [this](int64_t) { model.fuse = false; }, "Skip the fusion passes");
     cmd->add_flag("--no-cuda-graphs", [this](int64_t) { model.cuda_graphs = false; },
@@ -142,6 +157,8 @@ roofline::RunnerOptions runner_options(const CommonFlags& f) {
   ro.max_step_tokens = f.model.max_step_tokens;
   ro.max_model_len = f.model.max_model_len;
   ro.kv_cache_tokens = f.model.kv_cache_tokens;
+  ro.kv_memory_bytes = f.model.kv_memory_bytes;
+  ro.kv_memory_fraction = f.model.kv_memory_fraction;
   ro.max_seqs = f.model.max_seqs;
   ro.fuse = f.model.fuse;
   ro.cuda_graphs = f.model.cuda_graphs;
@@ -571,7 +588,8 @@ StatusOr<DecodeSetup> prepare_decode(CommonFlags& f, int64_t batch, int64_t cont
   const int64_t per_seq = context + steps + kExtraSteps;
   const int64_t bs = std::max<int64_t>(1, f.model.kv_block_size);
   if (f.model.max_model_len == 0) f.model.max_model_len = per_seq;
-  if (f.model.kv_cache_tokens == 0) f.model.kv_cache_tokens = batch * ((per_seq + bs - 1) / bs) * bs;
+  if (f.model.kv_cache_tokens == 0 && f.model.kv_memory_bytes == 0 && f.model.kv_memory_fraction == 0)
+    f.model.kv_cache_tokens = batch * ((per_seq + bs - 1) / bs) * bs;
   DecodeSetup d;
   ROOFLINE_ASSIGN_OR_RETURN(d.runner, create_runner(f));
   roofline::ModelRunner& r = *d.runner;
@@ -849,8 +867,14 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  for (CommonFlags* f : {&gen_flags, &logit_flags, &info_flags, &bench_flags, &run_flags, &chat_flags, &profile_flags})
+  for (CommonFlags* f : {&gen_flags, &logit_flags, &info_flags, &bench_flags, &run_flags, &chat_flags, &profile_flags}) {
     if (f->verbose) roofline::set_log_level(roofline::LogLevel::kInfo);
+    Status s = f->resolve();
+    if (!s.ok()) {
+      fail(s);
+      return 2;  // a bad command line
+    }
+  }
   if (g->parsed()) {
     gen.stop_at_eos = !ignore_eos;
     if (!batch_input.empty()) {
