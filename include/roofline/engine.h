@@ -26,6 +26,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "roofline/model.h"
@@ -49,6 +50,17 @@ struct SamplingParams {
   std::vector<int32_t> stop_token_ids;  // extra stop tokens besides the model's end-of-sequence
   int64_t max_tokens = 16;              // >= 1: most tokens to generate
   bool ignore_eos = false;              // keep going past end-of-sequence tokens
+  // Log-probabilities with each generated token: -1 none; k in [0, 20]: the chosen token's and
+  // the k most likely tokens'. They are the model's (log-softmax of the raw logits), before
+  // penalties, temperature and filtering, as OpenAI and vLLM report them.
+  int32_t logprobs = -1;
+};
+
+// One generated token's log-probability and the most likely alternatives at its position.
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // (token, logprob), most likely first
 };
 
 // InvalidArgument naming the first bad field ("sampling param 'top_p' must be in (0, 1], got 2").
@@ -79,6 +91,7 @@ const char* finish_reason_name(FinishReason reason);
 struct RequestOutput {
   RequestId id = 0;
   std::vector<int32_t> new_token_ids;  // generated this step (stop tokens included)
+  std::vector<TokenLogprob> logprobs;  // one per new token when SamplingParams::logprobs >= 0
   std::string new_text;                // complete UTF-8; empty without a tokenizer. Never holds
                                        // stop tokens, stop strings or what follows a stop string
   bool finished = false;
@@ -123,6 +136,9 @@ class Engine {
   const ModelInfo& info() const;
   bool has_tokenizer() const;
   StatusOr<std::vector<int32_t>> tokenize(const std::string& text, bool add_special_tokens) const;
+  // One token's text (valid UTF-8: a piece of a multi-byte character shows as U+FFFD); "" without
+  // a tokenizer or for an id outside the vocabulary.
+  std::string token_text(int32_t id) const;
   // The conversation rendered with the model's chat template; feed the result to
   // tokenize(text, /*add_special_tokens=*/false) (the template writes its own special tokens).
   StatusOr<std::string> render_chat(const std::vector<ChatTurn>& turns, bool add_generation_prompt) const;

@@ -79,6 +79,8 @@ Status validate_sampling_params(const SamplingParams& p, int64_t vocab_size) {
   if (!(p.presence_penalty >= -2.0f && p.presence_penalty <= 2.0f))
     return bad_param("presence_penalty", "must be in [-2, 2]", num(p.presence_penalty));
   if (p.max_tokens < 1) return bad_param("max_tokens", "must be >= 1", num(p.max_tokens));
+  if (p.logprobs < -1 || p.logprobs > 20)
+    return bad_param("logprobs", "must be in [0, 20] (or -1: none)", num(p.logprobs));
   for (size_t i = 0; i < p.stop.size(); ++i)
     if (p.stop[i].empty())
       return bad_param("stop", "must hold non-empty strings", "an empty one at " + num(i));
@@ -89,6 +91,35 @@ Status validate_sampling_params(const SamplingParams& p, int64_t vocab_size) {
 }
 
 namespace {
+
+// log_softmax(row)[token] and the `top` most likely tokens, most likely first (ties: lower id).
+TokenLogprob token_logprob(const float* row, int64_t vocab, int32_t token, int32_t top) {
+  float mx = row[0];
+  for (int64_t i = 1; i < vocab; ++i) mx = std::max(mx, row[i]);
+  double sum = 0;
+  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(row[i] - mx));
+  const double log_z = static_cast<double>(mx) + std::log(sum);
+  TokenLogprob t;
+  t.token = token;
+  t.logprob = static_cast<float>(static_cast<double>(row[token]) - log_z);
+  if (top > 0) {
+    auto better = [row](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); };
+    std::vector<int32_t> best;  // a min-heap of the best `top` ids seen so far
+    for (int32_t i = 0; i < static_cast<int32_t>(vocab); ++i) {
+      if (static_cast<int32_t>(best.size()) < top) {
+        best.push_back(i);
+        std::push_heap(best.begin(), best.end(), better);
+      } else if (better(i, best.front())) {
+        std::pop_heap(best.begin(), best.end(), better);
+        best.back() = i;
+        std::push_heap(best.begin(), best.end(), better);
+      }
+    }
+    std::sort(best.begin(), best.end(), better);
+    for (int32_t id : best) t.top.emplace_back(id, static_cast<float>(static_cast<double>(row[id]) - log_z));
+  }
+  return t;
+}
 
 struct Request {
   RequestId id = 0;
@@ -310,6 +341,8 @@ struct Engine::Impl {
     r.output.push_back(token);
     ++stats.generated_tokens;
     out_for(r).new_token_ids.push_back(token);
+    if (r.params.logprobs >= 0)
+      out_for(r).logprobs.push_back(token_logprob(row, model.info.vocab_size, token, r.params.logprobs));
     const auto& eos = model.info.eos_token_ids;
     const auto& extra = r.params.stop_token_ids;
     const bool stop_token =
@@ -467,6 +500,11 @@ StatusOr<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
 
 const ModelInfo& Engine::info() const { return impl_->model.info; }
 bool Engine::has_tokenizer() const { return impl_->model.tokenizer != nullptr; }
+
+std::string Engine::token_text(int32_t id) const {
+  if (!impl_->model.tokenizer || id < 0 || id >= impl_->model.info.vocab_size) return "";
+  return impl_->model.tokenizer->decode({id});
+}
 
 StatusOr<std::vector<int32_t>> Engine::tokenize(const std::string& text,
                                                 bool add_special_tokens) const {

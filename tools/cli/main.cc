@@ -34,6 +34,7 @@
 #include "roofline/engine.h"
 #include "roofline/model.h"
 #include "runtime/model_runner.h"
+#include "server/server.h"
 
 namespace {
 
@@ -773,6 +774,28 @@ int run_profile(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, c
 
 }  // namespace
 
+// `roofline serve`: the OpenAI-compatible server (src/server/server.h) on the engine.
+int run_serve(CommonFlags& f, roofline::ServerOptions so, int64_t max_num_seqs) {
+  if (Status s = resolve_model(f); !s.ok()) return fail(s);
+  namespace fs = std::filesystem;
+  so.max_num_seqs = max_num_seqs;
+  so.model_name = f.model.dummy_weights.empty() ? fs::path(f.model.model_dir).stem().string()
+                                                : "dummy-" + f.model.dummy_weights;
+  if (fs::is_directory(f.model.model_dir)) so.model_name = fs::path(f.model.model_dir).filename().string();
+  roofline::EngineOptions eo;
+  eo.model = f.model;
+  eo.max_num_batched_tokens = f.model.max_step_tokens;
+  eo.max_num_seqs = max_num_seqs;
+  Status s = roofline::serve(
+      so, [&eo]() { return roofline::Engine::load(eo); },
+      [&so](int port) {
+        std::fprintf(stderr, "roofline serve: listening on http://%s:%d (loading the model)\n", so.host.c_str(), port);
+      });
+  if (!s.ok()) return fail(s);
+  std::fprintf(stderr, "roofline serve: stopped\n");
+  return 0;
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"roofline: LLM inference at the speed of light of the GPU"};
   app.require_subcommand(1);
@@ -857,6 +880,24 @@ int main(int argc, char** argv) {
   prof->add_option("--bandwidth-gbps", prof_bw, "Memory bandwidth ceiling (default: the H200's 4280)");
   prof->add_option("--peak-tflops", prof_tflops, "Compute ceiling (default: the H200's 783 bf16)");
 
+  CommonFlags serve_flags;
+  roofline::ServerOptions serve_opts;
+  int64_t serve_max_seqs = 32;
+  std::string serve_max_body = "1MiB";
+  CLI::App* srv = app.add_subcommand("serve", "Serve the OpenAI API (completions, chat, models) over HTTP");
+  serve_flags.add(srv);
+  srv->add_option("--host", serve_opts.host, "Address to listen on")->capture_default_str();
+  srv->add_option("--port", serve_opts.port, "Port to listen on; 0 = any free one")->capture_default_str();
+  srv->add_option("--api-key", serve_opts.api_key, "Require 'Authorization: Bearer KEY' (all but /health)");
+  srv->add_option("--served-model-name", serve_opts.served_model_name, "The model name clients use");
+  srv->add_option("--max-num-seqs", serve_max_seqs, "Requests running at once")->capture_default_str();
+  srv->add_option("--max-waiting", serve_opts.max_waiting, "Requests queued beyond those; more get 429")
+      ->capture_default_str();
+  srv->add_option("--max-body", serve_max_body, "Largest request body, e.g. 1MiB; larger gets 413")
+      ->capture_default_str();
+  srv->add_option("--shutdown-grace", serve_opts.shutdown_grace_s,
+                  "Seconds in-flight requests may finish after SIGTERM")->capture_default_str();
+
   CLI::App* i = app.add_subcommand("info", "Describe a model and how roofline plans it");
   info_flags.add(i);
   i->add_flag("--dump-graph", dump_graph, "Print the graph after fusion");
@@ -867,7 +908,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  for (CommonFlags* f : {&gen_flags, &logit_flags, &info_flags, &bench_flags, &run_flags, &chat_flags, &profile_flags}) {
+  for (CommonFlags* f : {&gen_flags, &logit_flags, &info_flags, &bench_flags, &run_flags, &chat_flags, &profile_flags,
+                         &serve_flags}) {
     if (f->verbose) roofline::set_log_level(roofline::LogLevel::kInfo);
     Status s = f->resolve();
     if (!s.ok()) {
@@ -902,5 +944,20 @@ int main(int argc, char** argv) {
   if (prof->parsed())
     return run_profile(profile_flags, prof_batch, prof_context, prof_steps, prof_trace, prof_bw, prof_tflops);
   if (bch->parsed()) return run_bench(bench_flags, bench_batch, bench_context, bench_steps, bench_breakdown);
+  if (srv->parsed()) {
+    auto body = roofline::parse_byte_size(serve_max_body);
+    if (!body.ok() || *body < 1024 || *body > (int64_t{1} << 30)) {
+      std::fprintf(stderr, "roofline: --max-body must be a size between 1KiB and 1GiB, got '%s'\n",
+                   serve_max_body.c_str());
+      return 2;
+    }
+    serve_opts.limits.max_body_bytes = static_cast<size_t>(*body);
+    if (serve_max_seqs < 1 || serve_max_seqs > 4096) {
+      std::fprintf(stderr, "roofline: --max-num-seqs must be in [1, 4096]\n");
+      return 2;
+    }
+    serve_flags.model.max_step_tokens = std::max<int64_t>(serve_flags.model.max_step_tokens, serve_max_seqs);
+    return run_serve(serve_flags, serve_opts, serve_max_seqs);
+  }
   return run_info(info_flags, dump_graph, dump_plan);
 }
