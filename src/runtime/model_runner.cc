@@ -2,6 +2,7 @@
 #include "runtime/model_runner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <unordered_set>
 
@@ -58,6 +59,12 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(const RunnerOptions& 
     return invalid_argument("--max-seqs (" + std::to_string(opts.max_seqs) +
                             ") cannot exceed --max-step-tokens (" +
                             std::to_string(opts.max_step_tokens) + ")");
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  };
+  LoadTimings timings;
+  auto t = Clock::now();
   ROOFLINE_ASSIGN_OR_RETURN(ModelSource source, open_model_source(opts.model_dir, opts.dummy_weights));
   ROOFLINE_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, create_backend(opts.device));
   if (opts.max_model_len == 0) opts.max_model_len = source.config.max_position_embeddings;
@@ -68,6 +75,8 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(const RunnerOptions& 
   r->gguf_ = std::move(source.gguf);
   const ModelConfig& c = r->config_;
   Backend& be = *r->backend_;
+  timings.open_ms = ms_since(t);
+  t = Clock::now();
   PassOptions pass_options;
   pass_options.fuse = opts.fuse;
   for (bool all : {true, false}) {
@@ -78,7 +87,11 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(const RunnerOptions& 
     run_passes(g, pass_options);
     (all ? r->graph_all_ : r->graph_last_) = std::move(g);
   }
+  timings.graph_ms = ms_since(t);
+  t = Clock::now();
   ROOFLINE_RETURN_IF_ERROR(be.load_weights(*r->weights_, {&r->graph_all_, &r->graph_last_}));
+  timings.weights_ms = ms_since(t);
+  t = Clock::now();
   WeightResolver resolve = [&be](const std::string& name) { return be.resolve_weight(name); };
   int64_t workspace = 0;
   for (int64_t tokens : token_buckets(opts.max_step_tokens)) {
@@ -90,6 +103,8 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(const RunnerOptions& 
     r->plans_last_.push_back(std::move(last));
   }
 
+  timings.plan_ms = ms_since(t);
+  t = Clock::now();
   // KV cache: what the user asked for (tokens, bytes or a share of the free memory), else enough
   // for max_seqs full-length sequences within a budget (a fixed 1 GiB on the CPU; 80 % of the
   // memory left on the GPU).
@@ -133,6 +148,7 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(const RunnerOptions& 
   setup.max_blocks_per_seq = (opts.max_model_len + opts.kv_block_size - 1) / opts.kv_block_size;
   setup.cuda_graphs = opts.cuda_graphs;
   ROOFLINE_RETURN_IF_ERROR(be.allocate(setup));
+  timings.allocate_ms = ms_since(t);
   if (opts.cuda_graphs) {
     ModelRunner* runner = r.get();
     r->graph_report_ = be.capture_decode_graphs(
@@ -142,6 +158,8 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(const RunnerOptions& 
                                           << r->graph_report_.capture_ms << " ms, "
                                           << (r->graph_report_.device_bytes >> 20) << " MiB of device memory");
   }
+  timings.capture_ms = r->graph_report_.capture_ms;
+  r->load_timings_ = timings;
   r->kv_shape_ = setup.kv_shape;
   r->blocks_ = BlockManager(setup.kv_shape.num_blocks, setup.kv_shape.block_size);
   ROOFLINE_LOG(kInfo, "loaded " << c.architecture_name << " on " << be.name() << ": " << c.num_layers

@@ -98,6 +98,16 @@ class ModelRunner {
   const std::vector<CallTime>& last_call_times() const { return last_call_times_; }
   // What start-up capture of the decode graphs cost (all zero without CUDA graphs).
   const DecodeGraphReport& graph_report() const { return graph_report_; }
+  // Where create() spent its time, in milliseconds (cold start, `roofline bench coldstart`).
+  struct LoadTimings {
+    double open_ms = 0;      // model files: parse headers, map weights (or dummy shapes)
+    double graph_ms = 0;     // build both graphs and run the passes
+    double weights_ms = 0;   // the backend's weights: upload / convert / generate dummies
+    double plan_ms = 0;      // plans for every token bucket
+    double allocate_ms = 0;  // workspace, KV cache, step buffers
+    double capture_ms = 0;   // CUDA graphs (0 without)
+  };
+  const LoadTimings& load_timings() const { return load_timings_; }
   const Plan* last_plan() const { return last_plan_; }
   void set_record_call_times(bool on) { record_call_times_ = on; }
 
@@ -131,6 +141,7 @@ class ModelRunner {
   const Plan* last_plan_ = nullptr;
   bool record_call_times_ = false;
   DecodeGraphReport graph_report_;
+  LoadTimings load_timings_;
 };
 
 // The token buckets plans are built for: 16, 32, 64, ... up to and including max_step_tokens.

@@ -58,6 +58,13 @@ expect dummy_generate 0 "tok/s" -- generate --dummy-weights llama-tiny --prompt-
 expect dummy_unknown 1 "known: llama3-8b" -- generate --dummy-weights gpt5 --prompt-ids 1
 expect both_sources 1 "exactly one" -- generate --dummy-weights llama-tiny --model $model --prompt-ids 1
 expect bad_device 1 "--device must be" -- generate --model $model --prompt-ids 1 --device tpu
+# Benchmarks: throughput (synthetic requests, percentiles, JSON) and cold start (phases).
+expect bench_throughput 0 "time to first token +p50" -- bench throughput --dummy-weights llama-tiny --requests 20 --prompt-len 4:40 --output-len 2:16 --max-num-seqs 8
+expect bench_throughput_json 0 "\"output_tokens_per_s\"" -- bench throughput --dummy-weights llama-tiny --requests 5 --prompt-len 4:8 --output-len 2:4 --json -
+expect bench_throughput_range 1 "must be LO:HI" -- bench throughput --dummy-weights llama-tiny --prompt-len 9:3
+expect bench_throughput_too_long 1 "exceed the model length" -- bench throughput --dummy-weights llama-tiny --prompt-len 200:250 --output-len 100:100
+expect bench_coldstart 0 "time to first token" -- bench coldstart --dummy-weights llama-tiny --markdown "$tmp/cold.md"
+if ! grep -q "bench coldstart" "$tmp/cold.md" 2>/dev/null; then echo "FAIL coldstart markdown"; failures=$((failures + 1)); fi
 # The KV cache's size: in tokens, bytes or a share of free memory; at most one; clear errors.
 expect kv_memory 0 "tok/s" -- generate --dummy-weights llama-tiny --prompt-ids 1,2,3 --max-tokens 3 --kv-memory 1MiB
 expect kv_memory_fraction 0 "tok/s" -- generate --dummy-weights llama-tiny --prompt-ids 1,2,3 --max-tokens 3 --kv-memory-fraction 0.01

@@ -242,9 +242,9 @@ class HostileTest(unittest.TestCase):
             ({"seed": 1.5}, "seed"),
             ({"model": 5}, "model"),
             ({"model": ["x"]}, "model"),
-            ({"logprobs": 2}, "logprobs"),
-            ({"logprobs": True}, "logprobs"),
-            ({"top_logprobs": 3}, "top_logprobs"),
+            ({"logprobs": 21}, "logprobs"),
+            ({"logprobs": -1}, "logprobs"),
+            ({"logprobs": "5"}, "logprobs"),
             ({"logit_bias": {"1": 5}}, "logit_bias"),
             ({"suffix": "tail"}, "suffix"),
             ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
@@ -273,7 +273,6 @@ class HostileTest(unittest.TestCase):
              "messages[0].content"),
             ({"messages": [{"role": "user", "content": "hi"}]}, "messages"),  # no tokenizer
             ({"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": -1}, None),
-            ({"messages": [{"role": "user", "content": "hi"}], "logprobs": True}, "logprobs"),
         ]
         for fields, param in chat_cases:
             body = dict(fields)
@@ -300,7 +299,6 @@ class HostileTest(unittest.TestCase):
             ('{"prompt": [1], "temperature": 1e308}', "temperature"),
             ('{"prompt": [1], "temperature": -1e308}', "temperature"),
             ('{"prompt": [1], "temperature": 1e-400}', None),  # underflows to 0: valid (200)
-            ('{"prompt": [1], "max_tokens": 1' + "0" * 4000 + '}', "max_tokens"),
         ]
         for body, param in cases:
             body = body[:-1] + ', "user": "%s"}' % MARKER
@@ -311,16 +309,32 @@ class HostileTest(unittest.TestCase):
                 else:
                     self.assert_error(r, 400, body[:70], param=param)
 
+    def restart_if_dead(self):
+        """None when the server is up; else restarts it and returns the dead one's exit code and log."""
+        if self.server.alive():
+            return None
+        self.server.proc.wait(5)
+        dead = "exit code %s, log:\n%s" % (self.server.proc.returncode, self.server.log()[-1000:])
+        type(self).server = serve_util.start_server(BINARY, SERVER_ARGS)
+        return dead
+
     def test_number_overflowing_double(self):
         # JSON numbers beyond a double's range: a 400 like any other bad number, not a crash.
+        crashes = []
         for body in ('{"prompt": [1], "temperature": 1e400}',
                      '{"prompt": [1], "max_tokens": 1e400}',
                      '{"prompt": [1], "x": -1e999, "user": "%s"}' % MARKER,
+                     '{"prompt": [1], "max_tokens": 1' + "0" * 400 + '}',
                      '[1e400]'):
-            with self.subTest(body=body):
+            with self.subTest(body=body[:60]):
                 r = self.send(completion(body.encode()))
-                self.assertTrue(self.server.alive(), "the server died on %s: %r" % (body, r))
-                self.assert_error(r, 400, body)
+                time.sleep(0.2)
+                dead = self.restart_if_dead()
+                if dead:
+                    crashes.append("POST /v1/completions %s -> %r; the server died (%s)" % (body[:60], r, dead))
+                    continue
+                self.assert_error(r, 400, body[:60])
+        self.assertEqual(crashes, [], "\n".join(crashes))
 
     def test_invalid_utf8(self):
         m = MARKER.encode()
@@ -463,7 +477,7 @@ class HostileTest(unittest.TestCase):
     def test_target_limits(self):
         r = self.send(b"GET /" + b"a" * 10240 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
         self.assert_error(r, 414, "10 KB target")
-        r = self.send(b"GET /v1/models?" + (MARKER.encode() * 800) + b" HTTP/1.1\r\n\r\n")
+        r = self.send(b"GET /v1/models?" + (MARKER.encode() * 400) + b" HTTP/1.1\r\n\r\n")
         self.assert_error(r, 414, "10 KB query")
         r = self.send(b"GET /" + b"a" * 10240)  # no line end yet
         self.assert_error(r, 414, "10 KB target, unterminated")
@@ -472,7 +486,6 @@ class HostileTest(unittest.TestCase):
     def test_malformed_request_lines_and_headers(self):
         cases = [
             b"GET /health HTTP/1.1\nHost: x\n\n",                    # bare LF
-            b"GET /health HTTP/1.1\r\nHost: x\n\r\n",                # one bare LF
             b"GET /health HTTP/1.1\r\nHost: x\r\n continued\r\n\r\n",  # folded header
             b"GET /health HTTP/1.1\r\nNoColon\r\n\r\n",
             b"GET /health HTTP/1.1\r\n: empty-name\r\n\r\n",
@@ -497,6 +510,17 @@ class HostileTest(unittest.TestCase):
                 r = self.send(data)
                 self.assert_error(r, 400, repr(data[:50]))
                 self.assertEqual(r.headers.get("connection"), "close")
+
+    def test_bare_lf_after_the_request_line(self):
+        # A CRLF request line, then LF-only header lines: as much a bare-LF request as one that
+        # uses LF throughout, so the same prompt 400 -- not silence until the header timeout.
+        for data in (b"GET /health HTTP/1.1\r\nHost: x\n\n",
+                     b"GET /health HTTP/1.1\r\nHost: x\n\r\n",
+                     b"POST /v1/completions HTTP/1.1\r\nHost: x\nContent-Length: 2\n\n{}"):
+            with self.subTest(data=data):
+                r = self.send(data, timeout=3)
+                self.assert_error(r, 400, repr(data))
+                self.assertLess(r.elapsed, 2.0)
 
     def test_garbage_bytes(self):
         rng = random.Random(1234)
@@ -523,7 +547,7 @@ class HostileTest(unittest.TestCase):
                      "/v1/chat", "/" + MARKER, "/v1/../health", "/%2e%2e/etc/passwd"):
             with self.subTest(path=path):
                 self.assert_error(self.send(completion(VALID).replace(b"/v1/completions", path.encode(), 1)),
-                                  404, path, marker=None if MARKER not in path else MARKER)
+                                  404, path)
                 self.assert_error(self.send(build_request("GET", path)), 404, path)
         for method, path in (("GET", "/v1/completions"), ("GET", "/v1/chat/completions"), ("PUT", "/v1/completions"),
                              ("DELETE", "/v1/completions"), ("POST", "/health"), ("POST", "/metrics"),
@@ -651,7 +675,8 @@ class HostileTest(unittest.TestCase):
             self.assertNotEqual(status, 500, where)
             stats[status] = stats.get(status, 0) + 1
             if "content-length" in headers:
-                self.assertEqual(len(body), int(headers["content-length"]), "a short body: " + where)
+                # (More may follow: a mutation can split one request into two, both answered.)
+                self.assertGreaterEqual(len(body), int(headers["content-length"]), "a short body: " + where)
             else:
                 self.assertEqual(headers.get("content-type"), "text/event-stream", where)
                 self.assertTrue(body.endswith(b"data: [DONE]\n\n") or closed, where)
@@ -733,7 +758,7 @@ class QueueLimitTest(unittest.TestCase):
                                                                  "ignore_eos": True, "stream": i % 2 == 0})
                 barrier.wait(10)
                 s.sendall(data)
-                results[i] = serve_util.read_response(s, timeout=20, until_close=i % 2 == 0)
+                results[i] = serve_util.read_response(s, timeout=20)  # a stream: to its close
             finally:
                 s.close()
 
@@ -747,6 +772,7 @@ class QueueLimitTest(unittest.TestCase):
         self.assertIn(200, statuses)
         self.assertIn(429, statuses)
         for r in results:
+            self.assertFalse(r.timed_out, repr(r))
             if r.status == 429:
                 self.assertEqual(r.headers.get("retry-after"), "1", repr(r))
                 self.assertEqual(r.headers.get("connection"), "keep-alive", repr(r))

