@@ -139,6 +139,8 @@ class Engine {
   // One token's text (valid UTF-8: a piece of a multi-byte character shows as U+FFFD); "" without
   // a tokenizer or for an id outside the vocabulary.
   std::string token_text(int32_t id) const;
+  // Token ids as text (valid UTF-8), as the model's tokenizer decodes them; "" without one.
+  std::string decode(const std::vector<int32_t>& ids) const;
   // The conversation rendered with the model's chat template; feed the result to
   // tokenize(text, /*add_special_tokens=*/false) (the template writes its own special tokens).
   StatusOr<std::string> render_chat(const std::vector<ChatTurn>& turns, bool add_generation_prompt) const;

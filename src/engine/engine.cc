@@ -502,8 +502,13 @@ const ModelInfo& Engine::info() const { return impl_->model.info; }
 bool Engine::has_tokenizer() const { return impl_->model.tokenizer != nullptr; }
 
 std::string Engine::token_text(int32_t id) const {
-  if (!impl_->model.tokenizer || id < 0 || id >= impl_->model.info.vocab_size) return "";
-  return impl_->model.tokenizer->decode({id});
+  if (id < 0 || id >= impl_->model.info.vocab_size) return "";
+  return decode({id});
+}
+
+std::string Engine::decode(const std::vector<int32_t>& ids) const {
+  if (!impl_->model.tokenizer) return "";
+  return impl_->model.tokenizer->decode(ids);
 }
 
 StatusOr<std::vector<int32_t>> Engine::tokenize(const std::string& text,

@@ -1,6 +1,7 @@
 // The OpenAI API surface (see api.h).
 #include "server/api.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -122,13 +123,14 @@ void reject_unsupported(const json& j, bool chat) {
 }  // namespace
 
 ApiContext make_api_context(const Engine& engine, const std::string& served_model_name,
-                            const std::string& default_name, int64_t max_num_seqs) {
+                            const std::string& default_name, int64_t max_num_seqs, int64_t max_waiting) {
   ApiContext c;
   c.engine = &engine;
   c.model_name = served_model_name.empty() ? default_name : served_model_name;
   c.max_model_len = engine.info().max_model_len;
   c.vocab_size = engine.info().vocab_size;
   c.max_num_seqs = max_num_seqs;
+  c.max_waiting = max_waiting;
   c.created = static_cast<int64_t>(std::time(nullptr));
   return c;
 }
@@ -155,6 +157,9 @@ ApiParse parse_api_request(const std::string& body, bool chat, const ApiContext&
     result.message = what.find("UTF-8") != std::string::npos
                          ? "the body holds invalid UTF-8 (at byte " + std::to_string(e.byte) + ")"
                          : "the body is not valid JSON (syntax error at byte " + std::to_string(e.byte) + ")";
+    return result;
+  } catch (const json::exception&) {  // e.g. a number beyond the range of a double
+    result.message = "the body holds a number too large to represent";
     return result;
   }
   try {
@@ -201,6 +206,7 @@ ApiParse parse_api_request(const std::string& body, bool chat, const ApiContext&
         r.prompt_ids = tokenize(ctx, r.prompt_text, /*special=*/true, "prompt");
       } else if (p->is_array() && !p->empty() && (*p)[0].is_number()) {
         r.prompt_ids = get_token_ids(*p, "prompt", ctx.vocab_size);
+        if (ctx.engine->has_tokenizer()) r.prompt_text = ctx.engine->decode(r.prompt_ids);  // for echo
       } else if (p->is_array() && p->size() > 1) {
         throw bad("prompt", "holds several prompts; send one per request (or use n for several completions)");
       } else {
@@ -262,7 +268,7 @@ ApiParse parse_api_request(const std::string& body, bool chat, const ApiContext&
     } else {
       sp.logprobs = static_cast<int32_t>(get_int(j, "logprobs", 0, 20, -1));
     }
-    r.n = get_int(j, "n", 1, kMaxN, 1);
+    r.n = get_int(j, "n", 1, std::min<int64_t>(kMaxN, ctx.max_num_seqs + ctx.max_waiting), 1);
     const int64_t best_of = get_int(j, "best_of", 1, kMaxN, r.n);
     if (best_of != r.n) throw bad("best_of", "must equal n (best-of sampling is not supported)");
     r.stream = get_bool(j, "stream", false);

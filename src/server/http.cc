@@ -52,9 +52,8 @@ HttpParseResult parse_http_request(std::string_view data, const HttpLimits& limi
   const size_t end = data.find("\r\n\r\n");
   if (end == std::string_view::npos) {
     // A bare LF anywhere in what has come so far can never become a valid header block.
-    const size_t lf = data.find('\n');
-    if (lf != std::string_view::npos && (lf == 0 || data[lf - 1] != '\r'))
-      return error(400, "header lines must end with CRLF");
+    for (size_t lf = data.find('\n'); lf != std::string_view::npos; lf = data.find('\n', lf + 1))
+      if (lf == 0 || data[lf - 1] != '\r') return error(400, "header lines must end with CRLF");
     if (data.size() > limits.max_header_bytes)
       return error(431, "the request line and headers exceed " +
                             std::to_string(limits.max_header_bytes) + " bytes");

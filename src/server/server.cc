@@ -538,7 +538,8 @@ Status serve(const ServerOptions& options,
     if (engine.ok()) {
       s.engine = std::move(engine).value();
       s.api = make_api_context(*s.engine, options.served_model_name, options.model_name,
-                               options.max_num_seqs);
+                               options.max_num_seqs, options.max_waiting);
+      s.stats = s.engine->stats();  // /metrics shows the KV pool before the first step
     } else {
       load_status = engine.status();
     }

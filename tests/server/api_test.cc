@@ -23,7 +23,7 @@ class ApiTest : public ::testing::Test {
     engine_ = std::move(e).value().release();
   }
   static void TearDownTestSuite() { delete engine_; }
-  ApiContext ctx() const { return make_api_context(*engine_, "", "dummy-llama-tiny", 8); }
+  ApiContext ctx() const { return make_api_context(*engine_, "", "dummy-llama-tiny", 8, 256); }
   static Engine* engine_;
 };
 Engine* ApiTest::engine_ = nullptr;
@@ -83,6 +83,7 @@ TEST_F(ApiTest, RefusesBadBodiesNamingTheFieldWithoutEchoingInput) {
       {R"({"model": "other-MARKER", "prompt": [1]})", 404, "model"},
       {R"([1, 2])", 400, ""},
       {R"({"prompt": [1], MARKER)", 400, ""},
+      {R"({"prompt": [1], "temperature": 1e400})", 400, ""},
   };
   for (const Case& c : cases) {
     const auto r = parse_api_request(c.body, false, ctx());

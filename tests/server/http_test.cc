@@ -62,6 +62,7 @@ TEST(HttpParserTest, RefusesWhatItCannotServeWithTheRightStatus) {
   };
   const Case cases[] = {
       {"GET /\nHost: a\r\n\r\n", 400},                                   // bare LF
+      {"GET / HTTP/1.1\r\nHost: x\n\n", 400},                            // bare LF later
       {"GET / HTTP/1.1\r\n folded: x\r\n\r\n", 400},                     // folded header
       {"GET / HTTP/1.1\r\nNo colon\r\n\r\n", 400},
       {"GET / HTTP/1.1\r\nBad Name: x\r\n\r\n", 400},

@@ -9,6 +9,9 @@ back in the pool and nothing runs or waits. Prints one line:
 
   load: 200 clients (...), p50 X ms, p99 Y ms, Z tok/s
 
+Also: a fresh server's /metrics reports its KV cache (all free), and SIGTERM under load drains the
+streams within --shutdown-grace (or, past it, ends the rest) and exits 0.
+
 Run: .venv/bin/python tests/server/load_test.py build/cpu/tools/cli/roofline   (stdlib only)
 """
 
@@ -38,7 +41,7 @@ CLIENT_TIMEOUT_S = 40.0  # one client's whole stream; the test as a whole stays 
 def setUpModule():
     global BINARY
     if BINARY is None:
-        BINARY = serve_util.binary_from_argv()
+        BINARY = serve_util.binary_from_argv(from_argv=False)
 
 
 class Client:
@@ -156,6 +159,16 @@ class LoadTest(unittest.TestCase):
         self.assertEqual(usage["total_tokens"], len(c.prompt) + c.max_tokens, "%s: usage %r" % (where, usage))
         return chunks[0]["id"]
 
+    def test_0_metrics_before_any_request(self):
+        # Runs first (name order): a fresh, idle server reports its whole KV cache, all of it free.
+        m = serve_util.metrics(self.server.port)
+        self.assertGreater(m["roofline_kv_cache_blocks_total"], 0,
+                           "a fresh server reports no KV-cache blocks: %r" %
+                           {k: v for k, v in m.items() if k.startswith("roofline_kv")})
+        self.assertEqual(m["roofline_kv_cache_blocks_free"], m["roofline_kv_cache_blocks_total"])
+        self.assertEqual(m["roofline_requests_running"], 0)
+        self.assertEqual(m["roofline_requests_waiting"], 0)
+
     def test_concurrent_streams_with_disconnects(self):
         port = self.server.port
         rng = random.Random(SEED)
@@ -235,6 +248,91 @@ class LoadTest(unittest.TestCase):
               % (NUM_CLIENTS, n_disc, aborted, len(completed), completion_tokens, wall,
                  percentile(latencies_ms, 50), percentile(latencies_ms, 99), completion_tokens / wall),
               flush=True)
+
+
+class ShutdownUnderLoadTest(unittest.TestCase):
+    """SIGTERM with streams running and queued: within the grace period they all finish; past it,
+    the rest are cut off; either way the server exits 0 promptly."""
+
+    def run_streams(self, server, n, max_tokens):
+        results = [None] * n
+
+        def client(i):
+            body = {"prompt": [1, 2, 3], "max_tokens": max_tokens, "ignore_eos": True, "stream": True,
+                    "stream_options": {"include_usage": True}}
+            try:
+                results[i] = serve_util.raw_request(server.port, serve_util.build_request("POST", "/v1/completions",
+                                                                                          body), timeout=30)
+            except Exception as e:
+                results[i] = e
+
+        threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(n)]
+        for t in threads:
+            t.start()
+        return threads, results
+
+    def wait_submitted(self, server, n):
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if serve_util.metrics(server.port)["roofline_requests_total"] >= n:
+                return
+            time.sleep(0.01)
+        self.fail("the %d requests were not all submitted" % n)
+
+    def test_drain_within_grace(self):
+        server = serve_util.start_server(BINARY, ["--dummy-weights", "llama-tiny", "--max-num-seqs", "2",
+                                                  "--max-waiting", "64", "--shutdown-grace", "20"])
+        try:
+            n = 30
+            threads, results = self.run_streams(server, n, 250)
+            self.wait_submitted(server, n)
+            t0 = time.monotonic()
+            server.stop(timeout=25)
+            stopped_in = time.monotonic() - t0
+            for t in threads:
+                t.join(10)
+            for i, r in enumerate(results):
+                self.assertIsInstance(r, serve_util.RawResponse, "client %d: %r" % (i, r))
+                self.assertEqual(r.status, 200, "client %d: %r" % (i, r))
+                self.assertTrue(r.body.endswith(b"data: [DONE]\n\n"), "client %d cut off: %r" % (i, r.body[-200:]))
+                usage = json.loads(serve_util.sse_events(r.body)[-2])["usage"]
+                self.assertEqual(usage["completion_tokens"], 250, "client %d" % i)
+            self.assertLess(stopped_in, 20)
+        finally:
+            server.kill()
+
+    def test_grace_expires(self):
+        # 60 requests of 250 tokens, one at a time (~30 ms each on the dummy model, 2 cores), and a
+        # grace of 0.5 s: the queue cannot drain in time, so the rest are aborted and their streams end.
+        server = serve_util.start_server(BINARY, ["--dummy-weights", "llama-tiny", "--max-num-seqs", "1",
+                                                  "--max-waiting", "64", "--shutdown-grace", "0.5"])
+        try:
+            n = 60
+            threads, results = self.run_streams(server, n, 250)
+            self.wait_submitted(server, n)
+            t0 = time.monotonic()
+            server.stop(timeout=15)
+            self.assertLess(time.monotonic() - t0, 12, "exit took longer than grace + the 10 s close wait")
+            for t in threads:
+                t.join(10)
+            finishes = []
+            for i, r in enumerate(results):
+                self.assertIsInstance(r, serve_util.RawResponse, "client %d: %r" % (i, r))
+                self.assertFalse(r.timed_out, "client %d: the stream never ended: %r" % (i, r))
+                self.assertEqual(r.status, 200, "client %d: %r" % (i, r))
+                self.assertTrue(r.closed or r.reset, "client %d: %r" % (i, r))
+                # A stream cut off by the shutdown may end with a finish_reason and [DONE], or just close.
+                reasons = []
+                for e in serve_util.sse_events(r.body):
+                    if e != "[DONE]":
+                        reasons += [c["finish_reason"] for c in json.loads(e).get("choices", []) if c["finish_reason"]]
+                finishes.append(reasons[-1] if reasons else None)
+            self.assertIn("length", finishes, "nothing finished within the grace period")
+            self.assertLess(finishes.count("length"), n, "every stream finished: the grace period cut nothing off")
+            print("\nshutdown with grace 0.5 s: finish reasons %r" %
+                  {k: finishes.count(k) for k in set(finishes)}, flush=True)
+        finally:
+            server.kill()
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@
   metrics(port)               -> {sample name (with labels): value} from GET /metrics.
   binary_from_argv()          -> the roofline binary: sys.argv[1] (popped so that unittest does not
                                  see it), else $ROOFLINE_BIN, else build/cpu/tools/cli/roofline.
+  sse_events(body)            -> the `data:` payloads of a server-sent-event body.
 """
 
 import http.client
@@ -30,11 +31,12 @@ DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct.Q4_1"
 _LISTEN_RE = re.compile(rb"roofline serve: listening on http://([^:\s]+):(\d+)")
 
 
-def binary_from_argv():
-    """The roofline binary (absolute): argv[1] if given (removed from sys.argv), else $ROOFLINE_BIN,
-    else the default build path. Exits 2 when it does not exist."""
+def binary_from_argv(from_argv=True):
+    """The roofline binary (absolute): argv[1] if given and from_argv (removed from sys.argv, so that
+    unittest does not see it), else $ROOFLINE_BIN, else the default build path. Exits 2 when it
+    does not exist. (Under `python -m unittest`, pass from_argv=False.)"""
     path = None
-    if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
+    if from_argv and len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
         path = sys.argv.pop(1)
     path = path or os.environ.get("ROOFLINE_BIN") or DEFAULT_BINARY
     path = os.path.abspath(path)
