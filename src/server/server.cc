@@ -252,6 +252,7 @@ class Connection {
     }
     if (path == "/metrics") {
       if (req.method != "GET") return send_error(405, "use GET", "");
+      if (!s_.ready.load()) return send_error(503, "the model is still loading: retry shortly", "", true, "Retry-After: 1\r\n");
       const std::string text = render_metrics();
       count(200);
       return send_all(fd_, response_head(200, "text/plain; version=0.0.4", text.size(), keep_alive_, "") + text);
