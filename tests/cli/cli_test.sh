@@ -58,6 +58,13 @@ expect dummy_generate 0 "tok/s" -- generate --dummy-weights llama-tiny --prompt-
 expect dummy_unknown 1 "known: llama3-8b" -- generate --dummy-weights gpt5 --prompt-ids 1
 expect both_sources 1 "exactly one" -- generate --dummy-weights llama-tiny --model $model --prompt-ids 1
 expect bad_device 1 "--device must be" -- generate --model $model --prompt-ids 1 --device tpu
+# Profile exports: pictures and JSON.
+expect profile_svg 0 "pictures:" -- profile --dummy-weights llama-tiny --context 8 --steps 2 --svg "$tmp/prof" --bandwidth-gbps 20 --peak-tflops 0.2
+for f in "$tmp/prof.roofline.svg" "$tmp/prof.timeline.svg"; do
+  if ! grep -q "</svg>" "$f" 2>/dev/null; then echo "FAIL profile picture $f"; failures=$((failures + 1)); fi
+done
+expect profile_json 0 "\"speed_of_light_fraction\"" -- profile --dummy-weights llama-tiny --context 8 --steps 2 --json -
+expect profile_bad_svg 1 "cannot write the roofline chart" -- profile --dummy-weights llama-tiny --context 8 --steps 1 --svg /nonexistent/dir/p
 # Benchmarks: throughput (synthetic requests, percentiles, JSON) and cold start (phases).
 expect bench_throughput 0 "time to first token +p50" -- bench throughput --dummy-weights llama-tiny --requests 20 --prompt-len 4:40 --output-len 2:16 --max-num-seqs 8
 expect bench_throughput_json 0 "\"output_tokens_per_s\"" -- bench throughput --dummy-weights llama-tiny --requests 5 --prompt-len 4:8 --output-len 2:4 --json -

@@ -29,6 +29,7 @@
 #include "core/byte_size.h"
 #include "core/log.h"
 #include "profiler/analysis.h"
+#include "profiler/export.h"
 #include "core/npy.h"
 #include "graph/plan.h"
 #include "roofline/engine.h"
@@ -667,8 +668,16 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
 // Profile decode steps: every plan call timed (host clock on the CPU, a CUDA event pair per call
 // on the GPU, so the gaps between calls are real), joined to the plan's analytic cost, analysed
 // into busy share, idle gaps, top kernels and the per-op distance to the speed of light.
-int run_profile(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, const std::string& trace_path,
+// Files `roofline profile` writes besides its report.
+struct ProfileOutputs {
+  std::string trace_path;  // Chrome / Perfetto trace JSON
+  std::string svg_prefix;  // PREFIX.roofline.svg and PREFIX.timeline.svg
+  std::string json_path;   // the report as JSON; "-": stdout, instead of the text report
+};
+
+int run_profile(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, const ProfileOutputs& outputs,
                 double bandwidth_gbps, double peak_tflops) {
+  const std::string& trace_path = outputs.trace_path;
   constexpr int64_t kWarmup = 3;
   auto setup = prepare_decode(f, batch, context, steps);
   if (!setup.ok()) return fail(setup.status());
@@ -715,6 +724,10 @@ int run_profile(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, c
     models.push_back({r.last_plan()->calls[i].name, roofline::op_kind_name(r.last_plan()->calls[i].op),
                       costs[i].bytes, costs[i].flops});
   roofline::ProfileReport report = roofline::analyze(events, models, ceilings, roofline::AnalysisOptions{});
+  if (outputs.json_path == "-") {
+    std::printf("%s\n", roofline::report_json(report, ceilings).c_str());
+    return 0;
+  }
   std::printf("profile: %s on %s, batch %lld, context %lld, %lld decode steps (after %lld warm-up)\n",
               f.model.dummy_weights.empty() ? f.model.model_dir.c_str() : ("dummy " + f.model.dummy_weights).c_str(),
               r.backend().name().c_str(), (long long)batch, (long long)context, (long long)steps, (long long)kWarmup);
@@ -724,7 +737,27 @@ int run_profile(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, c
               gpu ? "with a CUDA event pair each" : "with the host clock");
   std::printf("host wall time %.3f ms per step; the device windows below cover %.3f ms of it\n\n",
               wall_ms / static_cast<double>(steps), report.total_ns / 1e6 / std::max(1, report.num_steps));
+  auto write = [](const std::string& path, const std::string& text, const char* what) -> Status {
+    std::ofstream out(path);
+    out << text;
+    if (!out) return roofline::io_error(std::string("cannot write the ") + what + " to '" + path + "'");
+    return roofline::ok_status();
+  };
   std::printf("%s", roofline::format_report(report).c_str());
+  if (!outputs.json_path.empty()) {
+    if (Status s = write(outputs.json_path, roofline::report_json(report, ceilings), "report JSON"); !s.ok())
+      return fail(s);
+    std::printf("\nreport JSON: %s\n", outputs.json_path.c_str());
+  }
+  if (!outputs.svg_prefix.empty()) {
+    const std::string chart = outputs.svg_prefix + ".roofline.svg", timeline = outputs.svg_prefix + ".timeline.svg";
+    if (Status s = write(chart, roofline::roofline_svg(report, models, ceilings), "roofline chart"); !s.ok())
+      return fail(s);
+    if (Status s = write(timeline, roofline::timeline_svg(events, static_cast<int>(steps - 1)), "timeline"); !s.ok())
+      return fail(s);
+    std::printf("\npictures: %s (each op against the roofline), %s (the last step)\n", chart.c_str(),
+                timeline.c_str());
+  }
   if (!trace_path.empty()) {
     std::ofstream out(trace_path);
     out << roofline::chrome_trace_json(events);
@@ -850,7 +883,7 @@ int main(int argc, char** argv) {
 
   CommonFlags profile_flags;
   int64_t prof_batch = 1, prof_context = 512, prof_steps = 8;
-  std::string prof_trace;
+  std::string prof_trace, prof_svg, prof_json;
   double prof_bw = 0, prof_tflops = 0;
   CLI::App* prof = app.add_subcommand("profile", "Profile decode steps: busy share, gaps, distance to the speed of light");
   profile_flags.add(prof);
@@ -858,6 +891,8 @@ int main(int argc, char** argv) {
   prof->add_option("--context", prof_context, "Tokens in each sequence before decoding")->capture_default_str();
   prof->add_option("--steps", prof_steps, "Profiled decode steps")->capture_default_str();
   prof->add_option("--trace", prof_trace, "Write a Chrome/Perfetto trace JSON here");
+  prof->add_option("--svg", prof_svg, "Write PREFIX.roofline.svg and PREFIX.timeline.svg");
+  prof->add_option("--json", prof_json, "Write the report as JSON here (- : to stdout, instead of the text)");
   prof->add_option("--bandwidth-gbps", prof_bw, "Memory bandwidth ceiling (default: the H200's 4280)");
   prof->add_option("--peak-tflops", prof_tflops, "Compute ceiling (default: the H200's 783 bf16)");
 
@@ -923,7 +958,8 @@ int main(int argc, char** argv) {
   if (run->parsed()) return run_text(run_flags, question, system_prompt, raw, run_gen);
   if (chat->parsed()) return run_chat(chat_flags, chat_system, chat_gen);
   if (prof->parsed())
-    return run_profile(profile_flags, prof_batch, prof_context, prof_steps, prof_trace, prof_bw, prof_tflops);
+    return run_profile(profile_flags, prof_batch, prof_context, prof_steps, {prof_trace, prof_svg, prof_json}, prof_bw,
+                       prof_tflops);
   if (tp->parsed()) return roofline::cli::run_bench_throughput(tput_flags, tput);
   if (cs->parsed()) return roofline::cli::run_bench_coldstart(cold_flags, cold);
   if (bch->parsed()) return run_bench(bench_flags, bench_batch, bench_context, bench_steps, bench_breakdown);

@@ -1,0 +1,80 @@
+// Profile exports on a synthetic trace with known answers: the roofline chart's points sit where
+// the arithmetic says (and ops without FLOPs are listed by bandwidth), the timeline draws exactly
+// the chosen step's intervals with their names escaped, and the JSON carries the report's numbers.
+#include "profiler/export.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace roofline {
+namespace {
+
+size_t count(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+struct Fixture {
+  std::vector<TraceEvent> events;
+  std::vector<CallModel> calls;
+  Ceilings ceilings;  // the H200's: 4.28 TB/s, 783 TFLOP/s
+  ProfileReport report;
+  Fixture() {
+    // Call 0: a GEMM of 2 GFLOP over 1 GB taking 1 ms; call 1: a copy of 1 MB taking 1 us.
+    calls = {{"layer0.mlp", "matmul", 1e9, 2e9}, {"layer0.embed", "embedding", 1e6, 0}};
+    for (int step = 0; step < 2; ++step) {
+      const int64_t base = step * 2000000;
+      TraceEvent gemm{"gemm<bf16>", "matmul", base, base + 1000000, 0, TraceEvent::Kind::kCompute, step, 0};
+      TraceEvent copy{"gather<T>&", "embedding", base + 1005000, base + 1006000, 0, TraceEvent::Kind::kCompute, step, 1};
+      events.push_back(gemm);
+      events.push_back(copy);
+    }
+    report = analyze(events, calls, ceilings, AnalysisOptions{});
+  }
+};
+
+TEST(ProfileExport, RooflinePointsSitWhereTheArithmeticSays) {
+  Fixture f;
+  const std::string svg = roofline_svg(f.report, f.calls, f.ceilings);
+  ASSERT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  EXPECT_EQ(count(svg, "<circle class=\"op\""), 1u);  // only the op with FLOPs is a point
+  EXPECT_EQ(count(svg, "class=\"ceiling\""), 1u);
+  // matmul: 2 FLOP/B; 2e9 FLOP in 1 ms = 2 TFLOP/s; its roof is 2 x 4.28 TB/s = 8.56 TFLOP/s: 23.4 %.
+  EXPECT_NE(svg.find("matmul: 2 FLOP/B, 2 TFLOP/s = 23.4 % of its roof"), std::string::npos) << svg;
+  // embedding: no FLOPs, 1 MB in 1 us = 1000 GB/s.
+  EXPECT_NE(svg.find("embedding (no FLOPs) 1000 GB/s"), std::string::npos) << svg;
+}
+
+TEST(ProfileExport, TimelineDrawsOneStepWithNamesEscaped) {
+  Fixture f;
+  const std::string svg = timeline_svg(f.events, 1);
+  EXPECT_EQ(count(svg, "<rect class=\"event\""), 2u);
+  EXPECT_NE(svg.find("gemm&lt;bf16&gt; (matmul): 1000.00 us"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("gather&lt;T&gt;&amp;"), std::string::npos);
+  EXPECT_EQ(svg.find("gemm<bf16>"), std::string::npos);
+  EXPECT_NE(svg.find("1006.0 us"), std::string::npos);  // the step's span
+  // A step with no events: every event is drawn rather than an empty picture.
+  EXPECT_EQ(count(timeline_svg(f.events, 7), "<rect class=\"event\""), 4u);
+}
+
+TEST(ProfileExport, JsonCarriesTheReportsNumbers) {
+  Fixture f;
+  const nlohmann::json j = nlohmann::json::parse(report_json(f.report, f.ceilings));
+  EXPECT_EQ(j["num_steps"], 2);
+  EXPECT_DOUBLE_EQ(j["busy_fraction"].get<double>(), f.report.busy_fraction);
+  EXPECT_DOUBLE_EQ(j["measured_step_ns"].get<double>(), f.report.measured_step_ns);
+  EXPECT_DOUBLE_EQ(j["ideal_step_ns"].get<double>(), f.report.ideal_step_ns);
+  ASSERT_EQ(j["per_op"].size(), f.report.per_op.size());
+  EXPECT_EQ(j["per_op"][0]["op"], f.report.per_op[0].op);
+  EXPECT_EQ(j["top_kernels"].size(), 2u);
+  EXPECT_EQ(j["gap_histogram"].back()["le_us"], "inf");
+  EXPECT_DOUBLE_EQ(j["ceilings"]["bytes_per_s"].get<double>(), 4.28e12);
+}
+
+}  // namespace
+}  // namespace roofline
