@@ -65,6 +65,9 @@ for f in "$tmp/prof.roofline.svg" "$tmp/prof.timeline.svg"; do
 done
 expect profile_json 0 "\"speed_of_light_fraction\"" -- profile --dummy-weights llama-tiny --context 8 --steps 2 --json -
 expect profile_bad_svg 1 "cannot write the roofline chart" -- profile --dummy-weights llama-tiny --context 8 --steps 1 --svg /nonexistent/dir/p
+expect bench_latency 0 "decode t/s" -- bench latency --dummy-weights llama-tiny --batch 1,3 --context 16 --steps 2
+expect bench_latency_json 0 "\"prefill_mfu\"" -- bench latency --dummy-weights llama-tiny --batch 2 --context 8 --steps 1 --json -
+expect bench_latency_bad 1 "comma-separated sizes" -- bench latency --dummy-weights llama-tiny --batch 1,x
 # Benchmarks: throughput (synthetic requests, percentiles, JSON) and cold start (phases).
 expect bench_throughput 0 "time to first token +p50" -- bench throughput --dummy-weights llama-tiny --requests 20 --prompt-len 4:40 --output-len 2:16 --max-num-seqs 8
 expect bench_throughput_json 0 "\"output_tokens_per_s\"" -- bench throughput --dummy-weights llama-tiny --requests 5 --prompt-len 4:8 --output-len 2:4 --json -

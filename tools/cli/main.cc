@@ -20,6 +20,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,12 @@ void print_progress(int64_t done, int64_t total, int64_t tokens, double seconds)
 }  // namespace roofline::cli
 
 namespace {
+
+std::string fmt_percent(double fraction) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f %%", 100.0 * fraction);
+  return buf;
+}
 
 using roofline::Status;
 using roofline::StatusOr;
@@ -539,6 +546,7 @@ struct DecodeSetup {
   std::unique_ptr<roofline::ModelRunner> runner;
   std::vector<int32_t> seqs;
   double prefill_ms = 0;
+  double prefill_flops = 0;  // the cost model's, summed over the prefill steps
 };
 
 StatusOr<DecodeSetup> prepare_decode(CommonFlags& f, int64_t batch, int64_t context, int64_t steps) {
@@ -568,6 +576,14 @@ StatusOr<DecodeSetup> prepare_decode(CommonFlags& f, int64_t batch, int64_t cont
     for (int64_t i = 0; i < context; i += f.model.max_step_tokens) {
       std::vector<int32_t> chunk(prompt.begin() + i, prompt.begin() + std::min(context, i + f.model.max_step_tokens));
       ROOFLINE_RETURN_IF_ERROR(r.step({{seq, chunk}}, false, &logits));
+      roofline::StepShape shape;  // this chunk: its tokens attend to the i before them and causally
+      const int64_t n = static_cast<int64_t>(chunk.size());
+      shape.num_tokens = n;
+      shape.num_seqs = 1;
+      shape.kv_tokens = i + n;
+      shape.attended_pairs = n * i + n * (n + 1) / 2;
+      for (const auto& c : r.last_plan()->calls)
+        d.prefill_flops += roofline::call_cost(c, shape, r.backend().kv_dtype()).flops;
     }
   }
   d.prefill_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -661,6 +677,106 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
                   e[1] / 1e9, gpu ? 100.0 * gbps * 1e9 / kCopyBytesPerSecond : gbps);
     }
     std::printf("%-20s %6zu %10.3f\n", "sum of calls", plan.calls.size(), total);
+  }
+  return 0;
+}
+
+// `roofline bench latency`: for each batch size, the prefill of its prompts (time, tokens/s, share
+// of the compute peak) and its decode steps (median ms, tok/s, share of the byte roofline), in one
+// table, optionally as JSON and as a Markdown section to append to bench/results/.
+int run_bench_latency(const CommonFlags& flags, const std::string& batch_list, int64_t context, int64_t steps,
+                      const std::string& json_path, const std::string& markdown_path) {
+  std::vector<int64_t> batches;
+  {
+    std::string text = batch_list;
+    for (char& c : text) c = c == ',' ? ' ' : c;
+    std::istringstream in(text);
+    std::string item;
+    while (in >> item) {
+      if (item.find_first_not_of("0123456789") != std::string::npos || item.size() > 5)
+        return fail(roofline::invalid_argument("--batch must be comma-separated sizes in [1, 4096], e.g. 1,8,32,64; got '" +
+                                               batch_list + "'"));
+      batches.push_back(std::stoll(item));
+    }
+    if (batches.empty()) return fail(roofline::invalid_argument("--batch is empty: give e.g. 1,8,32,64"));
+  }
+  constexpr int64_t kWarmup = 3;
+  constexpr double kCopyBytesPerSecond = 4.28e12, kPeakFlops = 783e12;  // H200 measured (HARDWARE.md)
+  using clock = std::chrono::steady_clock;
+  nlohmann::json rows = nlohmann::json::array();
+  std::string device_name;
+  std::printf("%6s %12s %12s %10s %12s %12s %12s %10s\n", "batch", "prefill ms", "prefill t/s", "MFU %",
+              "decode ms", "decode t/s", "roofline ms", "% roof");
+  for (size_t bi = 0; bi < batches.size(); ++bi) {
+    const int64_t batch = batches[bi];
+    CommonFlags f = flags;  // prepare_decode sizes the engine for this batch
+    std::fprintf(stderr, "bench latency: batch %lld (%zu of %zu)\n", static_cast<long long>(batch), bi + 1, batches.size());
+    auto setup = prepare_decode(f, batch, context, steps);
+    if (!setup.ok()) return fail(setup.status());
+    roofline::ModelRunner& r = *setup->runner;
+    device_name = r.backend().name();
+    const bool gpu = device_name != "cpu";
+    std::vector<roofline::StepEntry> entries;
+    for (int32_t s : setup->seqs) entries.push_back({s, {3}});
+    std::vector<float> logits;
+    std::vector<double> ms;
+    for (int64_t i = 0; i < kWarmup + steps; ++i) {
+      const auto t0 = clock::now();
+      if (Status s = r.step(entries, false, &logits); !s.ok()) return fail(s);
+      if (i >= kWarmup) ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    const double median = ms[ms.size() / 2];
+    double bytes = 0;
+    for (const auto& c : decode_step_costs(r, setup->seqs)) bytes += c.bytes;
+    const double roofline_ms = bytes / kCopyBytesPerSecond * 1e3;
+    const double prefill_s = setup->prefill_ms / 1e3;
+    const double prefill_tps = static_cast<double>(batch * context) / prefill_s;
+    const double mfu = setup->prefill_flops / prefill_s / kPeakFlops;
+    std::printf("%6lld %12.2f %12.1f %10s %12.3f %12.1f %12.3f %10s\n", static_cast<long long>(batch),
+                setup->prefill_ms, prefill_tps, gpu ? fmt_percent(mfu).c_str() : "-", median, batch / (median / 1e3),
+                roofline_ms, gpu ? fmt_percent(roofline_ms / median).c_str() : "-");
+    rows.push_back({{"batch", batch},
+                    {"prefill_ms", setup->prefill_ms},
+                    {"prefill_tokens_per_s", prefill_tps},
+                    {"prefill_flops", setup->prefill_flops},
+                    {"prefill_mfu", mfu},
+                    {"decode_ms_median", median},
+                    {"decode_ms_min", ms.front()},
+                    {"decode_tokens_per_s", batch / (median / 1e3)},
+                    {"decode_step_bytes", bytes},
+                    {"roofline_ms", roofline_ms},
+                    {"roofline_fraction", roofline_ms / median},
+                    {"cuda_graphs", r.graph_report().graphs > 0}});
+  }
+  if (device_name == "cpu")
+    std::printf("(MFU and %% of roofline are against the H200's ceilings; on the CPU they are left out)\n");
+  const std::string model =
+      flags.model.dummy_weights.empty() ? flags.model.model_dir : "dummy " + flags.model.dummy_weights;
+  nlohmann::json result{{"mode", "latency"}, {"model", model}, {"device", device_name}, {"context", context},
+                        {"steps", steps}, {"ceilings", {{"bytes_per_s", kCopyBytesPerSecond}, {"flops_per_s", kPeakFlops}}},
+                        {"rows", rows}};
+  if (json_path == "-") {
+    std::printf("%s\n", result.dump(2).c_str());
+  } else if (!json_path.empty()) {
+    std::ofstream out(json_path);
+    out << result.dump(2) << "\n";
+    if (!out) return fail(roofline::io_error("cannot write --json '" + json_path + "'"));
+  }
+  if (!markdown_path.empty()) {
+    std::ofstream out(markdown_path, std::ios::app);
+    out << "\n## bench latency: " << model << " on " << device_name << ", context " << context << ", " << steps
+        << " timed decode steps\n\n| batch | prefill ms | prefill tok/s | MFU | decode ms/step | decode tok/s | "
+           "roofline ms | % of roofline |\n|---|---|---|---|---|---|---|---|\n";
+    const bool gpu = device_name != "cpu";  // the ratios are against the H200's ceilings
+    for (const auto& row : rows)
+      out << "| " << row["batch"] << " | " << row["prefill_ms"].get<double>() << " | "
+          << row["prefill_tokens_per_s"].get<double>() << " | "
+          << (gpu ? fmt_percent(row["prefill_mfu"].get<double>()) : "-") << " | "
+          << row["decode_ms_median"].get<double>() << " | " << row["decode_tokens_per_s"].get<double>() << " | "
+          << row["roofline_ms"].get<double>() << " | "
+          << (gpu ? fmt_percent(row["roofline_fraction"].get<double>()) : "-") << " |\n";
+    if (!out) return fail(roofline::io_error("cannot append to --markdown '" + markdown_path + "'"));
   }
   return 0;
 }
@@ -875,6 +991,17 @@ int main(int argc, char** argv) {
   tp->add_option("--max-num-seqs", tput.max_num_seqs, "Requests running at once")->capture_default_str();
   tp->add_option("--json", tput.json_path, "Write the result as JSON here (- for stdout)");
   tp->add_option("--markdown", tput.markdown_path, "Append the result as a Markdown section to this file");
+  CommonFlags lat_flags;
+  std::string lat_batches = "1,8,32,64";
+  int64_t lat_context = 512, lat_steps = 32;
+  std::string lat_json, lat_markdown;
+  CLI::App* lt = bch->add_subcommand("latency", "Prefill and decode-step latency for several batch sizes, vs the roofline");
+  lat_flags.add(lt);
+  lt->add_option("--batch", lat_batches, "Comma-separated batch sizes")->capture_default_str();
+  lt->add_option("--context", lat_context, "Prompt tokens per sequence (prefilled, then decoded)")->capture_default_str();
+  lt->add_option("--steps", lat_steps, "Timed decode steps per batch size")->capture_default_str();
+  lt->add_option("--json", lat_json, "Write the result as JSON here (- for stdout)");
+  lt->add_option("--markdown", lat_markdown, "Append the table as a Markdown section to this file");
   CLI::App* cs = bch->add_subcommand("coldstart", "Process start to first token, by phase");
   cold_flags.add(cs);
   cs->add_option("--prompt-tokens", cold.prompt_tokens, "Prompt length for the first token")->capture_default_str();
@@ -925,7 +1052,7 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   for (CommonFlags* f : {&gen_flags, &logit_flags, &info_flags, &bench_flags, &run_flags, &chat_flags, &profile_flags,
-                         &serve_flags, &tput_flags, &cold_flags}) {
+                         &serve_flags, &tput_flags, &cold_flags, &lat_flags}) {
     if (f->verbose) roofline::set_log_level(roofline::LogLevel::kInfo);
     Status s = f->resolve();
     if (!s.ok()) {
@@ -960,6 +1087,7 @@ int main(int argc, char** argv) {
   if (prof->parsed())
     return run_profile(profile_flags, prof_batch, prof_context, prof_steps, {prof_trace, prof_svg, prof_json}, prof_bw,
                        prof_tflops);
+  if (lt->parsed()) return run_bench_latency(lat_flags, lat_batches, lat_context, lat_steps, lat_json, lat_markdown);
   if (tp->parsed()) return roofline::cli::run_bench_throughput(tput_flags, tput);
   if (cs->parsed()) return roofline::cli::run_bench_coldstart(cold_flags, cold);
   if (bch->parsed()) return run_bench(bench_flags, bench_batch, bench_context, bench_steps, bench_breakdown);
