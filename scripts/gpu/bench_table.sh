@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Issue 10's one command on the H200 host: the decode/prefill latency table for the llama3-8b and
+# qwen2.5-0.5b shapes at bs 1, 8, 32, 64 — roofline (CUDA graphs), roofline's engine (throughput),
+# Hugging Face eager and compiled PyTorch (bench/peers/decode_peers.py) — plus cold start, all
+# appended to OUTDIR/table.md. Expects a CUDA build in build/cuda (scripts/gpu/check.sh makes one).
+#   scripts/gpu/bench_table.sh OUTDIR
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${1:?usage: scripts/gpu/bench_table.sh OUTDIR}
+mkdir -p "$out"
+bin=build/cuda/tools/cli/roofline
+table="$out/table.md"
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)" > "$table"
+for model in llama3-8b qwen2.5-0.5b; do
+  timeout 300 "$bin" bench latency --dummy-weights "$model" --device cuda --batch 1,8,32,64 --context 512 \
+    --steps 32 --markdown "$table" --json "$out/latency_$model.json" || echo "(latency $model: exit $?)" >> "$table"
+  timeout 120 "$bin" bench coldstart --dummy-weights "$model" --device cuda --markdown "$table" \
+    || echo "(coldstart $model: exit $?)" >> "$table"
+done
+timeout 300 "$bin" bench throughput --dummy-weights llama3-8b --device cuda --requests 1000 --max-num-seqs 64 \
+  --max-step-tokens 2048 --markdown "$table" --json "$out/throughput.json" 2>/dev/null \
+  || echo "(throughput: exit $?)" >> "$table"
+PYTHONUNBUFFERED=1 timeout 600 python3 bench/peers/decode_peers.py --models llama3-8b,qwen2.5-0.5b \
+  --batch 1,8,32,64 --context 512 --steps 32 --markdown "$table" > "$out/peers.log" 2>&1 \
+  || echo "(peers: exit $?, see peers.log)" >> "$table"
+cat "$table"
