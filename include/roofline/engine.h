@@ -34,9 +34,11 @@
 
 namespace roofline {
 
-// How one request picks its tokens and when it stops. The chain: penalties -> temperature ->
-// top-k -> top-p -> min-p -> a draw from the request's own random stream.
+// How one request picks its tokens and when it stops. The chain: logit bias -> penalties ->
+// temperature -> top-k -> top-p -> min-p -> a draw from the request's own random stream.
 struct SamplingParams {
+  std::vector<std::pair<int32_t, float>> logit_bias;  // OpenAI's: (token, bias in [-100, 100])
+                                                      // added to its logit before the chain
   float temperature = 0.0f;         // >= 0; 0: greedy
   int32_t top_k = 0;                // >= 0; 0: all tokens
   float top_p = 1.0f;               // (0, 1]

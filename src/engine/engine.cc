@@ -79,6 +79,12 @@ Status validate_sampling_params(const SamplingParams& p, int64_t vocab_size) {
   if (!(p.presence_penalty >= -2.0f && p.presence_penalty <= 2.0f))
     return bad_param("presence_penalty", "must be in [-2, 2]", num(p.presence_penalty));
   if (p.max_tokens < 1) return bad_param("max_tokens", "must be >= 1", num(p.max_tokens));
+  for (const auto& [token, bias] : p.logit_bias) {
+    if (token < 0 || token >= vocab_size)
+      return bad_param("logit_bias", "must name tokens in [0, " + num(vocab_size) + ")", num(token));
+    if (!(bias >= -100.0f && bias <= 100.0f))
+      return bad_param("logit_bias", "values must be in [-100, 100]", num(bias));
+  }
   if (p.logprobs < -1 || p.logprobs > 20)
     return bad_param("logprobs", "must be in [0, 20] (or -1: none)", num(p.logprobs));
   for (size_t i = 0; i < p.stop.size(); ++i)
@@ -546,6 +552,7 @@ StatusOr<RequestId> Engine::add_request(const std::vector<int32_t>& prompt_ids,
   s.repetition_penalty = params.repetition_penalty;
   s.frequency_penalty = params.frequency_penalty;
   s.presence_penalty = params.presence_penalty;
+  s.logit_bias = params.logit_bias;
   const uint64_t seed =
       params.seed ? *params.seed
                   : (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();

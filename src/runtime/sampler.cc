@@ -158,11 +158,18 @@ bool Sampler::has_penalties() const {
          settings_.presence_penalty != 0.0f;
 }
 
+void apply_logit_bias(float* logits, int64_t vocab_size,
+                      const std::vector<std::pair<int32_t, float>>& bias) {
+  for (const auto& [token, b] : bias)
+    if (token >= 0 && token < vocab_size) logits[token] += b;
+}
+
 int32_t Sampler::sample(const float* logits, int64_t vocab_size) {
   const float* row = logits;
   const bool greedy = !(settings_.temperature > 0.0f);
-  if (has_penalties() || !greedy) {
+  if (has_penalties() || !greedy || !settings_.logit_bias.empty()) {
     scratch_.assign(logits, logits + vocab_size);
+    apply_logit_bias(scratch_.data(), vocab_size, settings_.logit_bias);
     apply_penalties(scratch_.data(), vocab_size, settings_, seen_, generated_counts_);
     row = scratch_.data();
   }

@@ -3,14 +3,16 @@
 // on what else is in the batch.
 //
 // The chain, in this order (each stage is a free function below, tested on its own):
-//   penalties (repetition over prompt + generated tokens, as HF; frequency and presence over the
-//   generated tokens, as OpenAI) -> temperature -> top-k -> top-p -> min-p -> seeded draw.
+//   logit bias (OpenAI's: added to the chosen tokens' logits) -> penalties (repetition over
+//   prompt + generated tokens, as HF; frequency and presence over the generated tokens, as
+//   OpenAI) -> temperature -> top-k -> top-p -> min-p -> seeded draw.
 // Temperature 0 is greedy: the argmax of the penalised logits, and no random number is used.
 #pragma once
 
 #include <cstdint>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "ops/sampling/sampling.h"
@@ -25,6 +27,7 @@ class Rng {
   double next_uniform();  // [0, 1) with 53 random bits
 
  private:
+
   uint64_t s_[4];
 };
 
@@ -38,6 +41,7 @@ struct SamplerSettings {
   float repetition_penalty = 1.0f;  // > 0; 1: off
   float frequency_penalty = 0.0f;   // per occurrence in the generated tokens; 0: off
   float presence_penalty = 0.0f;    // once per distinct generated token; 0: off
+  std::vector<std::pair<int32_t, float>> logit_bias;  // (token, added to its logit); ids < vocab
 };
 
 // Token ids ranked best first: the survivors of the truncation stages and their logits.
@@ -46,6 +50,10 @@ struct Candidates {
   std::vector<float> logits;  // [ids.size()], descending; ties keep the lower id first
 };
 
+// Stage 0, in place on logits [vocab_size]: logits[token] += bias for each pair (a token named
+// twice gets both biases).
+void apply_logit_bias(float* logits, int64_t vocab_size,
+                      const std::vector<std::pair<int32_t, float>>& bias);
 // Stage 1, in place on logits [vocab_size]. Repetition (HF's RepetitionPenaltyLogitsProcessor):
 // every token in `seen` (prompt and generated) has a positive logit divided by the penalty and a
 // negative one multiplied by it. Then frequency and presence: logit -= frequency * count +
@@ -72,8 +80,7 @@ class Sampler {
  public:
   Sampler(const SamplerSettings& settings, uint64_t seed) : settings_(settings), rng_(seed) {}
   // The plain chain of Model::generate (no penalties, no min-p).
-  Sampler(const SamplingConfig& config, uint64_t seed)
-      : Sampler(SamplerSettings{config.temperature, config.top_k, config.top_p}, seed) {}
+  Sampler(const SamplingConfig& config, uint64_t seed) : Sampler(plain_settings(config), seed) {}
 
   // The prompt, for the repetition penalty (call once, before the first sample).
   void set_prompt(const std::vector<int32_t>& prompt);
@@ -82,6 +89,13 @@ class Sampler {
   int32_t sample(const float* logits, int64_t vocab_size);
 
  private:
+  static SamplerSettings plain_settings(const SamplingConfig& config) {
+    SamplerSettings s;
+    s.temperature = config.temperature;
+    s.top_k = config.top_k;
+    s.top_p = config.top_p;
+    return s;
+  }
   bool has_penalties() const;
 
   SamplerSettings settings_;

@@ -109,7 +109,6 @@ void reject_unsupported(const json& j, bool chat) {
            !(it->is_number() && it->get<double>() == 0) && !(it->is_object() && it->empty()) &&
            !(it->is_array() && it->empty());
   };
-  if (present("logit_bias")) throw Bad{400, "'logit_bias' is not supported by this server yet", "logit_bias"};
   if (!chat && present("suffix")) throw Bad{400, "'suffix' is not supported", "suffix"};
   for (const char* name : {"tools", "functions", "tool_choice", "function_call"})
     if (present(name)) throw Bad{400, std::string("'") + name + "' (tool calling) is not supported", name};
@@ -261,6 +260,22 @@ ApiParse parse_api_request(const std::string& body, bool chat, const ApiContext&
     if (auto st = j.find("stop_token_ids"); st != j.end() && !st->is_null()) {
       if (!st->is_array()) throw bad("stop_token_ids", "must be an array of token ids");
       sp.stop_token_ids = get_token_ids(*st, "stop_token_ids", ctx.vocab_size);
+    }
+    if (auto lb = j.find("logit_bias"); lb != j.end() && !lb->is_null()) {
+      if (!lb->is_object()) throw bad("logit_bias", "must be an object of {\"token id\": bias}");
+      if (lb->size() > 1024) throw bad("logit_bias", "may name at most 1024 tokens");
+      for (const auto& [key, value] : lb->items()) {
+        if (key.empty() || key.size() > 9 || key.find_first_not_of("0123456789") != std::string::npos)
+          throw bad("logit_bias", "keys must be token ids written as strings, e.g. {\"50256\": -100}");
+        const int64_t id = std::stoll(key);
+        if (id >= ctx.vocab_size)
+          throw bad("logit_bias", "names token " + key + ", outside this model's vocabulary of " +
+                                      std::to_string(ctx.vocab_size));
+        if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < -100 ||
+            value.get<double>() > 100)
+          throw bad("logit_bias", "values must be numbers in [-100, 100]");
+        sp.logit_bias.emplace_back(static_cast<int32_t>(id), value.get<float>());
+      }
     }
     if (chat) {
       if (get_bool(j, "logprobs", false)) sp.logprobs = static_cast<int32_t>(get_int(j, "top_logprobs", 0, 20, 0));

@@ -289,3 +289,23 @@ TEST(Sampler, AllNaNIsMinusOne) {
 
 }  // namespace
 }  // namespace roofline
+
+namespace roofline {
+namespace {
+
+TEST(SamplerLogitBias, AddsToTheNamedTokensBeforeEverythingElse) {
+  std::vector<float> row = {1.0f, 5.0f, 2.0f, 0.5f};
+  apply_logit_bias(row.data(), 4, {{0, 10.0f}, {3, -1.0f}, {3, -1.0f}, {9, 100.0f}});  // 9: outside, ignored
+  EXPECT_EQ(row, (std::vector<float>{11.0f, 5.0f, 2.0f, -1.5f}));
+  // Greedy follows the bias: without it token 1 wins, with a ban on 1 token 2 does.
+  SamplerSettings s;
+  s.logit_bias = {{1, -100.0f}};
+  Sampler banned(s, 7);
+  const std::vector<float> logits = {1.0f, 5.0f, 2.0f, 0.5f};
+  EXPECT_EQ(banned.sample(logits.data(), 4), 2);
+  Sampler plain(SamplerSettings{}, 7);
+  EXPECT_EQ(plain.sample(logits.data(), 4), 1);
+}
+
+}  // namespace
+}  // namespace roofline

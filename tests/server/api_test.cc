@@ -69,7 +69,10 @@ TEST_F(ApiTest, RefusesBadBodiesNamingTheFieldWithoutEchoingInput) {
       {R"({"prompt": [1], "stop": "x"})", 400, "stop"},  // text stop needs a tokenizer
       {R"({"prompt": [1], "logprobs": 21})", 400, "logprobs"},
       {R"({"prompt": [1], "logprobs": true})", 400, "logprobs"},
-      {R"({"prompt": [1], "logit_bias": {"5": 1}})", 400, "logit_bias"},
+      {R"({"prompt": [1], "logit_bias": {"x": 1}})", 400, "logit_bias"},
+      {R"({"prompt": [1], "logit_bias": {"600": 1}})", 400, "logit_bias"},
+      {R"({"prompt": [1], "logit_bias": {"5": 101}})", 400, "logit_bias"},
+      {R"({"prompt": [1], "logit_bias": [5]})", 400, "logit_bias"},
       {R"({"prompt": [1], "best_of": 3})", 400, "best_of"},
       {R"({"prompt": [1], "stream": "yes"})", 400, "stream"},
       {R"({"prompt": [512]})", 400, "prompt"},
@@ -153,6 +156,29 @@ TEST_F(ApiTest, BuildsResponsesAndStreamsFromEngineOutputs) {
   EXPECT_EQ(end.substr(end.size() - 14), "data: [DONE]\n\n");
   RequestOutput quiet;  // no text, not finished: nothing to send
   EXPECT_EQ(stream.stream_event(0, quiet), "");
+}
+
+TEST_F(ApiTest, LogitBiasSteersGreedyDecoding) {
+  // Greedy without a bias, then with the chosen token banned (-100) and another forced (+100).
+  auto run = [&](const char* body) {
+    const auto r = parse_api_request(body, false, ctx());
+    EXPECT_TRUE(r.ok) << r.message;
+    auto id = engine_->add_request(r.request->prompt_ids, r.request->params);
+    EXPECT_TRUE(id.ok());
+    std::vector<int32_t> tokens;
+    while (engine_->has_unfinished())
+      for (const RequestOutput& o : engine_->step()) tokens.insert(tokens.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+    return tokens;
+  };
+  const auto plain = run(R"({"prompt": [1, 2, 3], "max_tokens": 1, "temperature": 0})");
+  ASSERT_EQ(plain.size(), 1u);
+  const std::string ban = "{\"prompt\": [1, 2, 3], \"max_tokens\": 1, \"temperature\": 0, \"logit_bias\": {\"" +
+                          std::to_string(plain[0]) + "\": -100}}";
+  const auto banned = run(ban.c_str());
+  ASSERT_EQ(banned.size(), 1u);
+  EXPECT_NE(banned[0], plain[0]);
+  const auto forced = run(R"({"prompt": [1, 2, 3], "max_tokens": 3, "temperature": 0.7, "seed": 3, "logit_bias": {"77": 100}})");
+  EXPECT_EQ(forced, (std::vector<int32_t>{77, 77, 77}));
 }
 
 TEST_F(ApiTest, ReportsLogprobsInOpenAIsShapes) {

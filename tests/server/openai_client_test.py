@@ -355,7 +355,7 @@ class OpenAIClientTest(unittest.TestCase):
                 model=MODEL, messages=CHAT, max_tokens=4,
                 tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])
         with self.assertRaises(openai.BadRequestError):
-            self.client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=4, logit_bias={"1": 5})
+            self.client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=4, logit_bias={"1": 500})
         with self.assertRaises(openai.BadRequestError):
             self.client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=4, n=17)
 
