@@ -225,10 +225,17 @@ class Connection {
     ++s_.metrics.responses[status];
   }
 
-  bool send_json(int status, const json& body, const std::string& extra_headers = "") {
+  // The response; a HEAD request gets its head only (Content-Length still the body's).
+  bool send_body(int status, const std::string& content_type, const std::string& body,
+                 const std::string& extra_headers) {
     count(status);
-    const std::string text = body.dump(-1, ' ', false, json::error_handler_t::replace);
-    return send_all(fd_, response_head(status, "application/json", text.size(), keep_alive_, extra_headers) + text);
+    const std::string head = response_head(status, content_type, body.size(), keep_alive_, extra_headers);
+    return send_all(fd_, head_only_ ? head : head + body);
+  }
+
+  bool send_json(int status, const json& body, const std::string& extra_headers = "") {
+    return send_body(status, "application/json", body.dump(-1, ' ', false, json::error_handler_t::replace),
+                     extra_headers);
   }
 
   bool send_error(int status, const std::string& message, const std::string& param,
@@ -238,7 +245,15 @@ class Connection {
   }
 
   // Returns false when the connection must close.
-  bool handle(const HttpRequest& req) {
+  bool handle(const HttpRequest& in) {
+    // HEAD is GET without the body.
+    head_only_ = in.method == "HEAD";
+    HttpRequest head_as_get;
+    if (head_only_) {
+      head_as_get = in;
+      head_as_get.method = "GET";
+    }
+    const HttpRequest& req = head_only_ ? head_as_get : in;
     const std::string& path = req.path;
     if (path == "/health") {
       if (req.method != "GET") return send_error(405, "use GET", "");
@@ -253,9 +268,7 @@ class Connection {
     if (path == "/metrics") {
       if (req.method != "GET") return send_error(405, "use GET", "");
       if (!s_.ready.load()) return send_error(503, "the model is still loading: retry shortly", "", true, "Retry-After: 1\r\n");
-      const std::string text = render_metrics();
-      count(200);
-      return send_all(fd_, response_head(200, "text/plain; version=0.0.4", text.size(), keep_alive_, "") + text);
+      return send_body(200, "text/plain; version=0.0.4", render_metrics(), "");
     }
     const bool models = path == "/v1/models" || path.rfind("/v1/models/", 0) == 0;
     const bool completions = path == "/v1/completions";
@@ -441,6 +454,7 @@ class Connection {
   State& s_;
   int fd_;
   bool keep_alive_ = true;
+  bool head_only_ = false;  // the current request is a HEAD
 };
 
 // ---- Listening ----
