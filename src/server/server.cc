@@ -494,7 +494,6 @@ StatusOr<int> open_listener(const std::string& host, int port, int* bound_port) 
 }
 
 void accept_loop(State& s, int listen_fd) {
-  std::vector<std::thread> ignored;
   while (!s.stopping.load()) {
     pollfd p{listen_fd, POLLIN, 0};
     const int pr = ::poll(&p, 1, 200);
