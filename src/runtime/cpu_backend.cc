@@ -3,8 +3,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
+#include <string>
 
 #include "core/thread_pool.h"
 #include "ops/sampling/sampling.h"
@@ -76,7 +78,10 @@ class CpuBackend final : public Backend {
       return resource_exhausted("cannot allocate the " + std::to_string(s.workspace_bytes >> 20) +
                                 " MiB activation workspace: lower --max-step-tokens");
     }
-    ROOFLINE_ASSIGN_OR_RETURN(kv_, KvCache::allocate(s.kv_shape));
+    const char* poison = std::getenv("ROOFLINE_POISON_KV");
+    const bool poison_kv = poison != nullptr && std::string(poison) == "1";
+    ROOFLINE_ASSIGN_OR_RETURN(
+        kv_, KvCache::allocate(s.kv_shape, poison_kv ? KvCache::Fill::kPoison : KvCache::Fill::kZeroOnDemand));
     ctx_.kv_shape = s.kv_shape;
     ctx_.act_dtype = DType::kF32;
     ctx_.kv_dtype = DType::kF32;
