@@ -339,9 +339,14 @@ struct Engine::Impl {
     Request& r = *slot;
     const int32_t token = r.sampler->sample(row, model.info.vocab_size);
     if (token < 0) {
-      finish(std::move(slot), FinishReason::kError,
-             "the model produced NaN logits at generated token " + num(r.output.size()) +
-                 ": the weights may be corrupt");
+      const std::string why =
+          r.sampler->last_error() & kSamplingNonFiniteLogits
+              ? "the model produced " + num(r.sampler->last_nonfinite()) +
+                    " NaN or infinite logits at generated token " + num(r.output.size()) +
+                    ": the weights may be corrupt"
+              : "the sampling parameters or logit bias could not be applied at generated token " +
+                    num(r.output.size());
+      finish(std::move(slot), FinishReason::kError, why);
       return true;
     }
     r.output.push_back(token);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "engine/loaded_model.h"
 #include "tokenizer/tokenizer.h"
@@ -71,7 +72,8 @@ StatusOr<std::vector<int32_t>> Model::generate(const std::vector<int32_t>& promp
   if (o.max_new_tokens < 0) return invalid_argument("--max-tokens must not be negative");
   if (o.top_p <= 0.0f || o.top_p > 1.0f) return invalid_argument("--top-p must be in (0, 1]");
   if (o.top_k < 0) return invalid_argument("--top-k must not be negative");
-  if (!(o.temperature >= 0.0f)) return invalid_argument("--temperature must not be negative");
+  if (!(o.temperature >= 0.0f) || std::isinf(o.temperature))
+    return invalid_argument("--temperature must be finite and not negative");
   ModelRunner& runner = *impl_->m.runner;
   ROOFLINE_ASSIGN_OR_RETURN(int32_t seq, runner.add_sequence());
   SequenceGuard guard(runner, seq);
@@ -86,9 +88,13 @@ StatusOr<std::vector<int32_t>> Model::generate(const std::vector<int32_t>& promp
   for (int64_t i = 0; i < o.max_new_tokens; ++i) {
     ROOFLINE_RETURN_IF_ERROR(impl_->feed(seq, next, /*all_logits=*/false, &logits));
     const int32_t token = sampler.sample(logits.data(), vocab);
-    if (token < 0)
-      return internal_error("the model produced NaN logits at generated token " + std::to_string(i) +
+    if (token < 0 && (sampler.last_error() & kSamplingNonFiniteLogits))
+      return internal_error("the model produced " + std::to_string(sampler.last_nonfinite()) +
+                            " NaN or infinite logits at generated token " + std::to_string(i) +
                             ": the weights may be corrupt");
+    if (token < 0)
+      return internal_error("the sampler rejected its settings at generated token " +
+                            std::to_string(i));
     if (i == 0) t_first = clock::now();
     out.push_back(token);
     const bool eos = std::find(impl_->m.info.eos_token_ids.begin(), impl_->m.info.eos_token_ids.end(),

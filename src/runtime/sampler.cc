@@ -1,4 +1,4 @@
-// Rng, the sampling chain's stages and Sampler.
+// The sampling chain's reference stages and Sampler (a one-row sample_rows_cpu).
 //
 // Probabilities and sums are in double over f32 logits, as sample_cpu (ops/sampling): without
 // penalties and min-p the chain draws exactly the token sample_cpu draws for the same uniform.
@@ -14,14 +14,6 @@
 namespace roofline {
 
 namespace {
-uint64_t splitmix64(uint64_t& x) {
-  uint64_t z = (x += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
 // exp(logit - best) of each candidate; false (and nothing filled) when the best is not finite.
 bool relative_probs(const Candidates& c, std::vector<double>* p) {
   p->clear();
@@ -36,24 +28,6 @@ void truncate(Candidates& c, size_t n) {
   c.logits.resize(c.ids.size());
 }
 }  // namespace
-
-Rng::Rng(uint64_t seed) {
-  for (uint64_t& s : s_) s = splitmix64(seed);
-}
-
-uint64_t Rng::next_u64() {
-  const uint64_t result = rotl(s_[1] * 5, 7) * 9;
-  const uint64_t t = s_[1] << 17;
-  s_[2] ^= s_[0];
-  s_[3] ^= s_[1];
-  s_[1] ^= s_[2];
-  s_[0] ^= s_[3];
-  s_[2] ^= t;
-  s_[3] = rotl(s_[3], 45);
-  return result;
-}
-
-double Rng::next_uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
 
 void apply_penalties(float* logits, int64_t vocab_size, const SamplerSettings& s,
                      const std::unordered_set<int32_t>& seen,
@@ -149,45 +123,76 @@ int32_t draw_candidate(const Candidates& c, double uniform) {
   return c.ids[last_positive];
 }
 
-void Sampler::set_prompt(const std::vector<int32_t>& prompt) {
-  if (settings_.repetition_penalty != 1.0f) seen_.insert(prompt.begin(), prompt.end());
-}
-
-bool Sampler::has_penalties() const {
-  return settings_.repetition_penalty != 1.0f || settings_.frequency_penalty != 0.0f ||
-         settings_.presence_penalty != 0.0f;
-}
-
 void apply_logit_bias(float* logits, int64_t vocab_size,
                       const std::vector<std::pair<int32_t, float>>& bias) {
   for (const auto& [token, b] : bias)
     if (token >= 0 && token < vocab_size) logits[token] += b;
 }
 
+Sampler::Sampler(const SamplerSettings& settings, uint64_t seed)
+    : settings_(settings), seed_(seed) {
+  // One entry per biased token; a token named twice gets the sum of its biases (added in list
+  // order, so the same floats as adding them one after the other to a zero).
+  for (const auto& [token, bias] : settings_.logit_bias) {
+    if (token < 0) continue;  // the engine validates ids; out-of-range ones are ignored, as before
+    TokenEdit& e = edit_for(token);
+    e.bias += bias;
+  }
+}
+
+TokenEdit& Sampler::edit_for(int32_t token) {
+  auto [it, added] = edit_index_.emplace(token, edits_.size());
+  if (added) edits_.push_back(TokenEdit{token, 0.0f, 0, 0});
+  return edits_[it->second];
+}
+
+void Sampler::set_prompt(const std::vector<int32_t>& prompt) {
+  if (settings_.repetition_penalty == 1.0f) return;
+  for (int32_t id : prompt)
+    if (id >= 0) edit_for(id).in_prompt = 1;
+}
+
 int32_t Sampler::sample(const float* logits, int64_t vocab_size) {
-  const float* row = logits;
-  const bool greedy = !(settings_.temperature > 0.0f);
-  if (has_penalties() || !greedy || !settings_.logit_bias.empty()) {
-    scratch_.assign(logits, logits + vocab_size);
-    apply_logit_bias(scratch_.data(), vocab_size, settings_.logit_bias);
-    apply_penalties(scratch_.data(), vocab_size, settings_, seen_, generated_counts_);
-    row = scratch_.data();
+  // Edits naming tokens past this vocabulary are left out (apply_logit_bias ignores them too).
+  std::vector<TokenEdit> in_range;
+  const std::vector<TokenEdit>* edits = &edits_;
+  for (const TokenEdit& e : edits_) {
+    if (e.token >= vocab_size) {
+      for (const TokenEdit& f : edits_)
+        if (f.token < vocab_size) in_range.push_back(f);
+      edits = &in_range;
+      break;
+    }
   }
-  int32_t token;
-  if (greedy) {
-    token = argmax_cpu(row, vocab_size);
-  } else {
-    apply_temperature(scratch_.data(), vocab_size, settings_.temperature);
-    Candidates c = rank_candidates(row, vocab_size, settings_.top_k);
-    apply_top_k(c, settings_.top_k);
-    apply_top_p(c, settings_.top_p);
-    apply_min_p(c, settings_.min_p);
-    token = draw_candidate(c, rng_.next_uniform());
-  }
+  SamplingRowParams row;
+  row.temperature = settings_.temperature;
+  row.top_k = settings_.top_k;
+  row.top_p = settings_.top_p;
+  row.min_p = settings_.min_p;
+  row.repetition_penalty = settings_.repetition_penalty;
+  row.frequency_penalty = settings_.frequency_penalty;
+  row.presence_penalty = settings_.presence_penalty;
+  row.seed = seed_;
+  row.step = step_;
+  row.edit_count = static_cast<int32_t>(edits->size());
+  int32_t token = -1;
+  SampleRowsParams p;
+  p.logits = logits;
+  p.rows = &row;
+  p.edits = edits->data();
+  p.num_edits = static_cast<int64_t>(edits->size());
+  p.num_rows = 1;
+  p.vocab_size = vocab_size;
+  p.dtype = DType::kF32;
+  p.tokens = &token;
+  p.errors = &last_error_;
+  p.nonfinite_counts = &last_nonfinite_;
+  sample_rows_cpu(p);
+  ++step_;
   if (token >= 0) {
-    if (settings_.repetition_penalty != 1.0f) seen_.insert(token);
-    if (settings_.frequency_penalty != 0.0f || settings_.presence_penalty != 0.0f)
-      ++generated_counts_[token];
+    const bool repetition = settings_.repetition_penalty != 1.0f;
+    const bool counted = settings_.frequency_penalty != 0.0f || settings_.presence_penalty != 0.0f;
+    if (repetition || counted) ++edit_for(token).generated_count;
   }
   return token;
 }

@@ -1,12 +1,17 @@
-// Sampler: the host side of token selection for one sequence: its sampling settings, the token
-// counts its penalties need, and its own seeded random stream, so a sequence's draws do not depend
-// on what else is in the batch.
+// Sampler: the host side of token selection for one sequence: its sampling settings, the edit
+// list its bias and penalties need (sampling.h's TokenEdit: one entry per distinct prompt or
+// generated token), and its seed and step index, so a sequence's draws do not depend on what else
+// is in the batch.
 //
-// The chain, in this order (each stage is a free function below, tested on its own):
+// The chain, in this order:
 //   logit bias (OpenAI's: added to the chosen tokens' logits) -> penalties (repetition over
 //   prompt + generated tokens, as HF; frequency and presence over the generated tokens, as
 //   OpenAI) -> temperature -> top-k -> top-p -> min-p -> seeded draw.
 // Temperature 0 is greedy: the argmax of the penalised logits, and no random number is used.
+// Sampler::sample runs it through sample_rows_cpu (ops/sampling), the CPU twin of the GPU's
+// batched chain: the same integer weights and the same Philox draw keyed by (seed, step), so a
+// request draws the same tokens on either backend. The free functions below are the chain's
+// stages written plainly in double precision: the readable reference the twin is tested against.
 #pragma once
 
 #include <cstdint>
@@ -18,18 +23,6 @@
 #include "ops/sampling/sampling.h"
 
 namespace roofline {
-
-// xoshiro256** seeded through splitmix64: small state, good statistics, reproducible everywhere.
-class Rng {
- public:
-  explicit Rng(uint64_t seed);
-  uint64_t next_u64();
-  double next_uniform();  // [0, 1) with 53 random bits
-
- private:
-
-  uint64_t s_[4];
-};
 
 // Every knob of the chain; the defaults switch each stage off. Validation (ranges per field) is the
 // caller's: roofline::validate_sampling_params in the engine.
@@ -78,15 +71,20 @@ int32_t draw_candidate(const Candidates& c, double uniform);
 
 class Sampler {
  public:
-  Sampler(const SamplerSettings& settings, uint64_t seed) : settings_(settings), rng_(seed) {}
+  Sampler(const SamplerSettings& settings, uint64_t seed);
   // The plain chain of Model::generate (no penalties, no min-p).
   Sampler(const SamplingConfig& config, uint64_t seed) : Sampler(plain_settings(config), seed) {}
 
   // The prompt, for the repetition penalty (call once, before the first sample).
   void set_prompt(const std::vector<int32_t>& prompt);
-  // A token id, or -1 when every logit is NaN (the caller reports it as an error). Records the
-  // token as generated, for the penalties of later calls.
+  // A token id, or -1 when the row cannot give one (last_error() says why: NaN or infinite
+  // logits, or settings out of range); the caller reports it as an error. Records the token as
+  // generated, for the penalties of later calls.
   int32_t sample(const float* logits, int64_t vocab_size);
+  // sampling.h's SamplingError bits of the last sample(), 0 when it gave a token.
+  uint32_t last_error() const { return last_error_; }
+  // NaN / inf logits in the last sample()'s row.
+  int32_t last_nonfinite() const { return last_nonfinite_; }
 
  private:
   static SamplerSettings plain_settings(const SamplingConfig& config) {
@@ -96,13 +94,16 @@ class Sampler {
     s.top_p = config.top_p;
     return s;
   }
-  bool has_penalties() const;
+  // The edit entry of `token`, created (all zero) when missing.
+  TokenEdit& edit_for(int32_t token);
 
   SamplerSettings settings_;
-  Rng rng_;
-  std::unordered_set<int32_t> seen_;  // prompt and generated ids
-  std::unordered_map<int32_t, int32_t> generated_counts_;
-  std::vector<float> scratch_;  // [vocab]: the penalised row
+  uint64_t seed_;
+  int64_t step_ = 0;                                // tokens sampled so far: the Philox counter
+  std::vector<TokenEdit> edits_;                    // one per distinct touched token
+  std::unordered_map<int32_t, size_t> edit_index_;  // token -> its entry in edits_
+  uint32_t last_error_ = 0;
+  int32_t last_nonfinite_ = 0;
 };
 
 }  // namespace roofline

@@ -1,6 +1,7 @@
 // The host sampling chain (runtime/sampler.h): every stage against a naive reference written here
 // over dense rows in double, on fresh random rows each run (ROOFLINE_TEST_SEED replays one); the
-// whole chain against sample_cpu where they overlap; and Sampler's reproducibility.
+// whole chain against sample_cpu where they overlap; Sampler as the batched twin (sample_rows_cpu)
+// over its edit list, its draws inside the set the stages keep, its errors and reproducibility.
 #include "runtime/sampler.h"
 
 #include <gtest/gtest.h>
@@ -295,7 +296,8 @@ namespace {
 
 TEST(SamplerLogitBias, AddsToTheNamedTokensBeforeEverythingElse) {
   std::vector<float> row = {1.0f, 5.0f, 2.0f, 0.5f};
-  apply_logit_bias(row.data(), 4, {{0, 10.0f}, {3, -1.0f}, {3, -1.0f}, {9, 100.0f}});  // 9: outside, ignored
+  apply_logit_bias(row.data(), 4,
+                   {{0, 10.0f}, {3, -1.0f}, {3, -1.0f}, {9, 100.0f}});  // 9: outside, ignored
   EXPECT_EQ(row, (std::vector<float>{11.0f, 5.0f, 2.0f, -1.5f}));
   // Greedy follows the bias: without it token 1 wins, with a ban on 1 token 2 does.
   SamplerSettings s;
@@ -305,6 +307,121 @@ TEST(SamplerLogitBias, AddsToTheNamedTokensBeforeEverythingElse) {
   EXPECT_EQ(banned.sample(logits.data(), 4), 2);
   Sampler plain(SamplerSettings{}, 7);
   EXPECT_EQ(plain.sample(logits.data(), 4), 1);
+}
+
+}  // namespace
+}  // namespace roofline
+
+namespace roofline {
+namespace {
+
+// Sampler is sample_rows_cpu over one row whose edit list it keeps: the same tokens as a direct
+// call built from the same prompt, history, bias and step index.
+TEST(Sampler, IsTheBatchedTwinOverItsEditList) {
+  auto rng = make_rng(9);
+  const int64_t vocab = 97;
+  SamplerSettings s;
+  s.temperature = 0.9f;
+  s.top_k = 30;
+  s.top_p = 0.9f;
+  s.min_p = 0.01f;
+  s.repetition_penalty = 1.4f;
+  s.frequency_penalty = 0.3f;
+  s.presence_penalty = 0.2f;
+  s.logit_bias = {{5, 2.0f}, {6, -100.0f}, {5, 0.5f}};
+  const std::vector<int32_t> prompt = {1, 2, 3, 2, 5};
+  Sampler sampler(s, 1234);
+  sampler.set_prompt(prompt);
+  std::map<int32_t, int32_t> generated;
+  for (int step = 0; step < 30; ++step) {
+    const std::vector<float> row = random_row(rng, vocab, 3.0f);
+    // The edit list by hand: every prompt, biased or generated token once.
+    std::map<int32_t, TokenEdit> by_token;
+    for (int32_t t : prompt) by_token[t] = TokenEdit{t, 0.0f, 0, 1};
+    by_token[5].token = 5;
+    by_token[5].bias = 2.5f;
+    by_token[6] = TokenEdit{6, -100.0f, 0, 0};
+    for (auto [t, n] : generated) {
+      by_token[t].token = t;
+      by_token[t].generated_count = n;
+    }
+    std::vector<TokenEdit> edits;
+    for (const auto& [t, e] : by_token) edits.push_back(e);
+    SamplingRowParams r;
+    r.temperature = s.temperature;
+    r.top_k = s.top_k;
+    r.top_p = s.top_p;
+    r.min_p = s.min_p;
+    r.repetition_penalty = s.repetition_penalty;
+    r.frequency_penalty = s.frequency_penalty;
+    r.presence_penalty = s.presence_penalty;
+    r.seed = 1234;
+    r.step = step;
+    r.edit_count = static_cast<int32_t>(edits.size());
+    int32_t want = -1;
+    uint32_t error = 0;
+    SampleRowsParams p;
+    p.logits = row.data();
+    p.rows = &r;
+    p.edits = edits.data();
+    p.num_edits = static_cast<int64_t>(edits.size());
+    p.num_rows = 1;
+    p.vocab_size = vocab;
+    p.tokens = &want;
+    p.errors = &error;
+    sample_rows_cpu(p);
+    const int32_t got = sampler.sample(row.data(), vocab);
+    ASSERT_EQ(got, want) << "step " << step << "; " << seed_note();
+    ASSERT_NE(got, 6) << "a -100 bias bans the token";
+    ++generated[got];
+  }
+}
+
+// Every token the twin draws is one the reference stages (double precision) keep: the two agree
+// on the kept set except where a cut falls within rounding of a boundary, which random rows do
+// not hit.
+TEST(SamplerChain, DrawsStayInTheSetTheStagesKeep) {
+  auto rng = make_rng(10);
+  for (int trial = 0; trial < 40; ++trial) {
+    const int64_t vocab = 50 + trial * 13;
+    const std::vector<float> logits = random_row(rng, vocab, 1.0f + static_cast<float>(trial % 5));
+    SamplerSettings s;
+    s.temperature = 0.4f + 0.2f * static_cast<float>(trial % 6);
+    s.top_k = trial % 3 == 0 ? 0 : 5 + trial;
+    s.top_p = trial % 2 ? 0.7f : 1.0f;
+    s.min_p = trial % 4 == 1 ? 0.05f : 0.0f;
+    std::vector<float> scaled = logits;
+    apply_temperature(scaled.data(), vocab, s.temperature);
+    Candidates c = rank_candidates(scaled.data(), vocab, s.top_k);
+    apply_top_k(c, s.top_k);
+    apply_top_p(c, s.top_p);
+    apply_min_p(c, s.min_p);
+    const std::set<int32_t> kept(c.ids.begin(), c.ids.end());
+    std::set<int32_t> drawn;
+    for (uint64_t seed = 0; seed < 300; ++seed) {
+      Sampler sampler(s, seed * 7919 + static_cast<uint64_t>(trial));
+      const int32_t t = sampler.sample(logits.data(), vocab);
+      ASSERT_TRUE(kept.count(t)) << "trial " << trial << " drew " << t << "; " << seed_note();
+      drawn.insert(t);
+    }
+    EXPECT_EQ(drawn.count(c.ids[0]), 1u) << "the most likely token is drawn at least once";
+  }
+}
+
+TEST(Sampler, NonFiniteLogitsAndBadSettingsAreErrors) {
+  std::vector<float> row = {0.0f, 1.0f, kInf, 2.0f};
+  Sampler greedy(SamplerSettings{}, 1);
+  EXPECT_EQ(greedy.sample(row.data(), 4), -1);
+  EXPECT_EQ(greedy.last_error(), kSamplingNonFiniteLogits);
+  EXPECT_EQ(greedy.last_nonfinite(), 1);
+  row[2] = 0.5f;
+  EXPECT_EQ(greedy.sample(row.data(), 4), 3);
+  EXPECT_EQ(greedy.last_error(), 0u);
+  SamplerSettings bad;
+  bad.temperature = kInf;
+  Sampler hot(bad, 1);
+  EXPECT_EQ(hot.sample(row.data(), 4), -1);
+  EXPECT_EQ(hot.last_error(), kSamplingBadParams);
 }
 
 }  // namespace

@@ -1,13 +1,16 @@
-// sampling: turns one row of logits into a token id: greedy argmax, or a draw from the
-// temperature-scaled distribution restricted by top-k and top-p (nucleus), given a uniform number
-// in [0, 1) from the caller's seeded generator. The draw is an inverse-CDF lookup over the kept
-// tokens in descending-probability order, so a fixed uniform always yields the same token.
+// sampling: turns logits into token ids. argmax (greedy, one row or a batch, CPU and CUDA);
+// sample_cpu, one row's draw restricted by top-k and top-p given a uniform number in [0, 1) (an
+// inverse-CDF lookup over the kept tokens in descending-probability order, so a fixed uniform
+// always yields the same token); and sample_rows (below), the whole batched chain -- bias,
+// penalties, temperature, top-k, top-p, min-p, a Philox draw, logprobs -- with per-row parameters,
+// a CPU twin and one CUDA kernel that agree token for token.
 #pragma once
 
 #include <cstdint>
 
 #include "core/cuda_stream.h"
 #include "core/dtype.h"
+#include "ops/sampling/sampling_math.h"
 
 namespace roofline {
 
@@ -26,8 +29,8 @@ struct ArgmaxParams {
   const void* logits = nullptr;  // [num_rows, vocab_size] in dtype
   int32_t* out = nullptr;        // [num_rows]: the row's argmax, -1 for an all-NaN row
   int64_t num_rows = 0;
-  int64_t vocab_size = 0;        // < INT32_MAX
-  DType dtype = DType::kF32;     // of logits: kF32 or kBF16
+  int64_t vocab_size = 0;     // < INT32_MAX
+  DType dtype = DType::kF32;  // of logits: kF32 or kBF16
 };
 
 // CPU backend: dtype kF32 or kBF16 (bf16 -> f32 is exact, so the result is the same either way).
@@ -37,5 +40,93 @@ void argmax_cuda(const ArgmaxParams& p, CudaStream stream);
 
 int32_t sample_cpu(const float* logits, int64_t vocab_size, const SamplingConfig& config,
                    double uniform);
+
+// ---------------------------------------------------------------------------------------------
+// The batched sampling chain: one launch turns [num_rows, vocab_size] logits into one token per
+// row, every row with its own parameters, penalties, bias and random stream. Per row, in order
+// (runtime/sampler.h's chain):
+//   edits (logit bias, then repetition penalty over prompt + generated tokens, then frequency and
+//   presence penalties over generated tokens; only the tokens of the row's edit list change)
+//   -> temperature 0: argmax of the edited logits (lowest id on ties), no random number used
+//   -> s = edited / temperature; rank by (s descending, id ascending)
+//   -> top-k: the first k ranked (exactly k; top_k = 1 is the argmax of s)
+//   -> top-p over the top-k survivors: rank r is kept while the weight ranked before it is below
+//      top_p * (total weight of the survivors); the first is always kept
+//   -> min-p: of those, the tokens whose relative probability exp(s - s_max) >= min_p
+//   -> draw: U uniform in [0, kept weight) from Philox(seed, step); the first kept token in rank
+//      order whose cumulative weight exceeds U.
+// Weights are integers (sampling_math.h: floor(2^45 exp(s - s_max)) with a deterministic f32
+// exp), so every sum, every top-p cut and the draw are exact integer arithmetic: the CPU twin and
+// the GPU give the same token for the same inputs and seed, and the token is drawn from exactly
+// the distribution those weights define (no approximation beyond the f32 exp itself).
+// A row with a NaN or infinite logit, bad parameters or a bad edit list gets token -1 and error
+// bits, never a token. If s_max overflows to +inf (tiny temperature) or every s is -inf, the first
+// ranked token is the only candidate (runtime/sampler.h does the same).
+
+// Per-row error bits (SampleRowsParams::errors).
+enum SamplingError : uint32_t {
+  kSamplingNonFiniteLogits = 1u,  // a NaN or +-inf logit: nonfinite_counts says how many
+  kSamplingBadParams = 2u,        // a parameter out of its range (SamplingRowParams)
+  kSamplingBadEdits = 4u,         // edit list outside the edit array, token out of [0, vocab),
+                                  // a token listed twice, a negative count or in_prompt not 0/1
+};
+
+// The most top-n alternatives a row may ask for (OpenAI's top_logprobs limit).
+constexpr int32_t kMaxTopLogprobs = 20;
+// The most top-k for which the GPU keeps the candidates on chip (a larger k still works, through
+// more passes over the logits).
+constexpr int32_t kSamplingFastTopK = 512;
+
+struct SamplingRowParams {
+  float temperature = 0.0f;         // finite, >= 0; 0: greedy
+  int32_t top_k = 0;                // >= 0; 0 (or >= vocab): off
+  float top_p = 1.0f;               // (0, 1]; 1: off
+  float min_p = 0.0f;               // [0, 1]; 0: off
+  float repetition_penalty = 1.0f;  // finite, > 0
+  float frequency_penalty = 0.0f;   // finite
+  float presence_penalty = 0.0f;    // finite
+  int32_t num_top_logprobs = -1;    // -1: no logprobs; 0..kMaxTopLogprobs: the token's logprob and
+                                    // that many alternatives (log-softmax of the raw logits,
+                                    // as the engine reports them)
+  uint64_t seed = 0;                // the request's seed (Philox key)
+  int64_t step = 0;                 // >= 0: the sequence's step index (tokens generated so far)
+  int64_t edit_begin = 0;           // this row's edits: edits[edit_begin, edit_begin + edit_count)
+  int32_t edit_count = 0;           // >= 0
+  int32_t reserved = 0;
+};
+
+// The edit list of a row: one entry per distinct token whose logit changes (a biased token, a
+// prompt token under a repetition penalty, a generated token). A row's entries are a range of
+// the shared edit array, so a runtime can keep each sequence's list in a fixed region and update
+// it in place (one entry per generated token) instead of re-uploading histories every step.
+using sampling::TokenEdit;
+
+struct SampleRowsParams {
+  const void* logits = nullptr;             // [num_rows, vocab_size] in dtype
+  const SamplingRowParams* rows = nullptr;  // [num_rows]
+  const TokenEdit* edits = nullptr;         // [num_edits]
+  int64_t num_edits = 0;
+  int64_t num_rows = 0;                 // GPU: <= 65535
+  int64_t vocab_size = 0;               // [1, sampling::kMaxVocab]
+  DType dtype = DType::kF32;            // of logits: kF32 or kBF16
+  int32_t* tokens = nullptr;            // [num_rows]: the token, -1 for a row in error
+  uint32_t* errors = nullptr;           // [num_rows]: SamplingError bits, 0 when fine
+  int32_t* nonfinite_counts = nullptr;  // [num_rows] or null: NaN / inf logits of the row
+  // Optional (null: not computed): for rows with num_top_logprobs >= 0, the token's log-softmax
+  // of the raw logits, and the top num_top_logprobs raw tokens (ties: lower id first) with theirs;
+  // slots past a row's count hold id -1 and -inf. Rows without logprobs leave these untouched.
+  float* logprobs = nullptr;      // [num_rows]
+  int32_t* top_ids = nullptr;     // [num_rows, max_top_logprobs]
+  float* top_logprobs = nullptr;  // [num_rows, max_top_logprobs]
+  int32_t max_top_logprobs = 0;   // [0, kMaxTopLogprobs]: the row stride of the above
+};
+
+// The CPU twin: the oracle for sample_rows_cuda and the CPU backend's sampler. Host pointers.
+// Size errors (vocab, dtype, null outputs) abort: they are the caller's bug; everything that can
+// come from a request is reported per row through errors.
+void sample_rows_cpu(const SampleRowsParams& p);
+// CUDA: every pointer on the device; asynchronous on `stream`, no allocation, no host sync, so
+// it can be captured in a CUDA graph (the row parameters are read from device memory at run time).
+void sample_rows_cuda(const SampleRowsParams& p, CudaStream stream);
 
 }  // namespace roofline

@@ -1,4 +1,6 @@
-// argmax_cpu and sample_cpu: the host-side sampling chain and the oracle for the fused GPU sampler.
+// argmax_cpu and sample_cpu: the single-row chain of Model::generate's first version; and
+// sample_rows_cpu (further down): the batched chain's CPU twin, the oracle of sample_rows_cuda and
+// the sampler of the CPU backend (runtime/sampler.h wraps it).
 //
 // sample_cpu applies, in Hugging Face's order: temperature (logits / T in f32), top-k, top-p, then
 // draws by inverse CDF. Conventions, all deterministic for a given uniform:
@@ -15,6 +17,8 @@
 // double keeps the CPU draw away from rounding ties with the reference.
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -116,6 +120,187 @@ int32_t sample_cpu(const float* logits, int64_t vocab_size, const SamplingConfig
   }
   // Only reached through rounding when uniform is within an ulp of 1: the last drawable token.
   return order[last_positive];
+}
+
+}  // namespace roofline
+
+// ---------------------------------------------------------------------------------------------
+// sample_rows_cpu: the batched chain's CPU twin (sampling.h). Plain loops over each row: apply the
+// edits to a copy, rank by sorting 64-bit rank keys (a partial sort when top-k bounds the ranks
+// that matter), then the integer-weight top-p, min-p and draw of sampling_math.h, in rank order.
+
+namespace roofline {
+
+namespace {
+
+using namespace sampling;
+
+bool finite_f32(float v) { return (float_bits(v) & 0x7f800000u) != 0x7f800000u; }
+
+bool row_params_valid(const SamplingRowParams& r, int32_t max_top_logprobs) {
+  return finite_f32(r.temperature) && r.temperature >= 0.0f && r.top_k >= 0 && r.top_p > 0.0f &&
+         r.top_p <= 1.0f && r.min_p >= 0.0f && r.min_p <= 1.0f &&
+         finite_f32(r.repetition_penalty) && r.repetition_penalty > 0.0f &&
+         finite_f32(r.frequency_penalty) && finite_f32(r.presence_penalty) &&
+         r.num_top_logprobs >= -1 && r.num_top_logprobs <= max_top_logprobs && r.step >= 0;
+}
+
+// Log-softmax of the raw row: log of the normaliser, in double.
+double raw_log_normaliser(const float* raw, int64_t vocab) {
+  float mx = raw[0];
+  for (int64_t i = 1; i < vocab; ++i) mx = std::max(mx, raw[i]);
+  double sum = 0.0;
+  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(raw[i]) - mx);
+  return static_cast<double>(mx) + std::log(sum);
+}
+
+void write_logprobs(const SampleRowsParams& p, int64_t row, const float* raw, int32_t token,
+                    int32_t num_top) {
+  if (num_top < 0 || p.logprobs == nullptr) return;
+  const int64_t vocab = p.vocab_size;
+  const double log_z = raw_log_normaliser(raw, vocab);
+  p.logprobs[row] = static_cast<float>(static_cast<double>(raw[token]) - log_z);
+  if (p.top_ids == nullptr || p.max_top_logprobs == 0) return;
+  std::vector<uint64_t> keys(static_cast<size_t>(vocab));
+  for (int64_t i = 0; i < vocab; ++i)
+    keys[static_cast<size_t>(i)] =
+        rank_key(raw[i] == 0.0f ? 0.0f : raw[i], static_cast<int32_t>(i));
+  const int64_t n = std::min<int64_t>(num_top, vocab);
+  std::partial_sort(keys.begin(), keys.begin() + n, keys.end(), std::greater<uint64_t>());
+  for (int32_t j = 0; j < p.max_top_logprobs; ++j) {
+    const int64_t slot = row * p.max_top_logprobs + j;
+    if (j < n) {
+      const int32_t id = rank_key_id(keys[static_cast<size_t>(j)]);
+      p.top_ids[slot] = id;
+      p.top_logprobs[slot] = static_cast<float>(static_cast<double>(raw[id]) - log_z);
+    } else {
+      p.top_ids[slot] = -1;
+      p.top_logprobs[slot] = -std::numeric_limits<float>::infinity();
+    }
+  }
+}
+
+// Checks the row's edit range and entries; returns false on any fault.
+bool edits_valid(const SampleRowsParams& p, const SamplingRowParams& r) {
+  if (r.edit_count < 0 || r.edit_begin < 0 || r.edit_begin > p.num_edits ||
+      r.edit_count > p.num_edits - r.edit_begin)
+    return false;
+  if (r.edit_count > 0 && p.edits == nullptr) return false;
+  std::vector<int32_t> tokens;
+  tokens.reserve(static_cast<size_t>(r.edit_count));
+  for (int32_t j = 0; j < r.edit_count; ++j) {
+    const TokenEdit& e = p.edits[r.edit_begin + j];
+    if (e.token < 0 || e.token >= p.vocab_size || e.generated_count < 0 ||
+        (e.in_prompt != 0 && e.in_prompt != 1) || !finite_f32(e.bias))
+      return false;
+    tokens.push_back(e.token);
+  }
+  std::sort(tokens.begin(), tokens.end());
+  return std::adjacent_find(tokens.begin(), tokens.end()) == tokens.end();
+}
+
+// The chain on one row of f32 logits; returns the token and sets *error.
+int32_t sample_row(const SampleRowsParams& p, const float* raw, const SamplingRowParams& r,
+                   uint32_t* error, int32_t* nonfinite) {
+  const int64_t vocab = p.vocab_size;
+  *error = 0;
+  if (!row_params_valid(r, p.max_top_logprobs)) *error |= kSamplingBadParams;
+  const bool edits_ok = edits_valid(p, r);
+  if (!edits_ok) *error |= kSamplingBadEdits;
+  int32_t bad = 0;
+  for (int64_t i = 0; i < vocab; ++i) bad += finite_f32(raw[i]) ? 0 : 1;
+  *nonfinite = bad;
+  if (bad > 0) *error |= kSamplingNonFiniteLogits;
+  if (*error != 0) return -1;
+
+  std::vector<float> x(raw, raw + vocab);
+  for (int32_t j = 0; j < r.edit_count; ++j) {
+    const TokenEdit& e = p.edits[r.edit_begin + j];
+    x[static_cast<size_t>(e.token)] =
+        apply_edit(raw[e.token], e, r.repetition_penalty, r.frequency_penalty, r.presence_penalty);
+    // Only an overflow to inf followed by inf - inf gets here: parameters far outside sense.
+    if (std::isnan(x[static_cast<size_t>(e.token)])) {
+      *error |= kSamplingBadEdits;
+      return -1;
+    }
+  }
+  if (r.temperature == 0.0f) return argmax_cpu(x.data(), vocab);
+
+  std::vector<uint64_t> keys(static_cast<size_t>(vocab));
+  for (int64_t i = 0; i < vocab; ++i)
+    keys[static_cast<size_t>(i)] =
+        rank_key(scaled_logit(x[static_cast<size_t>(i)], r.temperature), static_cast<int32_t>(i));
+  const int64_t n = r.top_k > 0 && r.top_k < vocab ? r.top_k : vocab;
+  if (n < vocab) {
+    std::nth_element(keys.begin(), keys.begin() + (n - 1), keys.end(), std::greater<uint64_t>());
+    std::sort(keys.begin(), keys.begin() + n, std::greater<uint64_t>());
+  } else {
+    std::sort(keys.begin(), keys.end(), std::greater<uint64_t>());
+  }
+  const float s_max = rank_key_value(keys[0]);
+  if (!finite_f32(s_max)) return rank_key_id(keys[0]);
+
+  std::vector<float> rel(static_cast<size_t>(n));
+  std::vector<uint64_t> w(static_cast<size_t>(n));
+  uint64_t total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    rel[static_cast<size_t>(i)] =
+        relative_prob(rank_key_value(keys[static_cast<size_t>(i)]), s_max);
+    w[static_cast<size_t>(i)] = weight_of(rel[static_cast<size_t>(i)]);
+    total += w[static_cast<size_t>(i)];
+  }
+  int64_t kept = n;
+  if (r.top_p < 1.0f) {
+    const uint64_t threshold = top_p_threshold(r.top_p, total);
+    uint64_t cumulative = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      cumulative += w[static_cast<size_t>(i)];
+      if (cumulative >= threshold) {
+        kept = i + 1;
+        break;
+      }
+    }
+  }
+  uint64_t kept_total = 0;
+  for (int64_t i = 0; i < kept; ++i)
+    if (rel[static_cast<size_t>(i)] >= r.min_p) kept_total += w[static_cast<size_t>(i)];
+  const uint64_t u = uniform_below(draw_bits(r.seed, r.step), kept_total);
+  uint64_t cumulative = 0;
+  for (int64_t i = 0; i < kept; ++i) {
+    if (!(rel[static_cast<size_t>(i)] >= r.min_p)) continue;
+    cumulative += w[static_cast<size_t>(i)];
+    if (cumulative > u) return rank_key_id(keys[static_cast<size_t>(i)]);
+  }
+  ROOFLINE_CHECK_MSG(false, "the draw ran past the kept tokens");
+  return -1;
+}
+
+}  // namespace
+
+void sample_rows_cpu(const SampleRowsParams& p) {
+  ROOFLINE_CHECK_MSG(p.vocab_size >= 1 && p.vocab_size <= kMaxVocab,
+                     "sample_rows: vocab_size must be in [1, 2^18]");
+  ROOFLINE_CHECK_MSG(p.dtype == DType::kF32 || p.dtype == DType::kBF16,
+                     "sample_rows reads f32 or bf16 logits");
+  ROOFLINE_CHECK(p.num_rows >= 0 && p.num_edits >= 0);
+  ROOFLINE_CHECK(p.max_top_logprobs >= 0 && p.max_top_logprobs <= kMaxTopLogprobs);
+  if (p.num_rows == 0) return;
+  ROOFLINE_CHECK(p.logits != nullptr && p.rows != nullptr && p.tokens != nullptr &&
+                 p.errors != nullptr);
+  ROOFLINE_CHECK((p.top_ids == nullptr) == (p.top_logprobs == nullptr));
+  std::vector<float> row(static_cast<size_t>(p.vocab_size));
+  const int64_t row_bytes = p.vocab_size * dtype_size_bytes(p.dtype);
+  for (int64_t r = 0; r < p.num_rows; ++r) {
+    convert_to_f32(static_cast<const uint8_t*>(p.logits) + r * row_bytes, p.dtype, p.vocab_size,
+                   row.data());
+    uint32_t error = 0;
+    int32_t nonfinite = 0;
+    const int32_t token = sample_row(p, row.data(), p.rows[r], &error, &nonfinite);
+    p.tokens[r] = token;
+    p.errors[r] = error;
+    if (p.nonfinite_counts) p.nonfinite_counts[r] = nonfinite;
+    if (error == 0) write_logprobs(p, r, row.data(), token, p.rows[r].num_top_logprobs);
+  }
 }
 
 }  // namespace roofline

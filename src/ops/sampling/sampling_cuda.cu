@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <mutex>
 
 #include "ops/common/cuda_vector.cuh"
 #include "ops/sampling/sampling.h"
@@ -137,6 +138,721 @@ void argmax_cuda(const ArgmaxParams& p, CudaStream stream) {
       launch_argmax<T, kVec>(p, stream);
     } else {
       launch_argmax<T, 1>(p, stream);
+    }
+  });
+  ROOFLINE_CUDA_LAUNCH_CHECK(stream);
+}
+
+}  // namespace roofline
+
+// ---------------------------------------------------------------------------------------------
+// sample_rows_cuda: the batched sampling chain (sampling.h), one block per row, the whole chain in
+// one kernel. Nothing sorts the vocabulary; the kept tokens are found by selection:
+//
+// - Pass 1 (always): every logit once. NaN / inf count, the argmax of the edited logits x (greedy
+//   rows end here: it is also the best x, hence s_max = s(best x), s = x / T being monotone), each
+//   thread's own best x, and the raw log-normaliser when logprobs are asked for. No division:
+//   this pass is the one that reads DRAM, and it must keep up with it.
+// - Top-k with k <= kSamplingFastTopK (the common case, e.g. k = 50): the k-th best of the
+//   threads' own bests, v, is a pivot: at least k tokens have x >= v, so the k-th best s is at
+//   least s(v), and every top-k token has s >= s(v). Pass 2 gathers the tokens with s >= s(v)
+//   into shared memory (typically a few hundred; the division only for x within rounding of v
+//   or above); a bitonic sort of those few ranks them exactly by (s, id), and top-p, min-p and
+//   the draw run on chip over the first k. Two passes over the logits in all; the second mostly
+//   hits L2.
+// - Otherwise (no top-k, a large k, or a pivot that lets more than kCap tokens through): radix
+//   selection on the 50-bit rank key, 11/11/10/9/9 bits per level. One pass per level builds a
+//   histogram of token counts and integer weights of the tokens that share the key prefix found
+//   so far, and picks the bin where the running count (top-k) or weight (top-p: ceil(top_p *
+//   total); the draw: U + 1) is reached. As soon as the tokens at or above the chosen bin fit in
+//   kCap they are gathered and finished on chip as above; at worst five passes pin the exact key.
+//   top-k, then top-p, then the draw each select this way (each only over the tokens the earlier
+//   stages keep).
+// Exactness: rank keys are distinct (the id is in the low bits), so "the k-th token" and "the
+// token where the cumulative weight reaches T" are unique, ties included (equal values rank the
+// lower id first through the key). Weights are integers, so histogram sums are exact whatever the
+// order of the atomics, and every decision equals the CPU twin's sequential one.
+//
+// Edits: a row's edited tokens are marked in a shared-memory bitmap (vocab / 8 bytes); the
+// streaming loops skip marked tokens and each pass visits the row's edit list instead, so the
+// edited values never need to be written anywhere.
+//
+// Bound: memory. Reads num_rows * vocab_size logits in pass 1 and again (from L2 when it holds
+// them) in each further pass: two passes for a top-k <= 512 row.
+namespace roofline {
+
+namespace {
+
+// 512 threads: one row per block, so a decode batch of 1 still has 512 threads pulling its row;
+// two blocks fit an SM (registers and ~90 KB of shared memory each), so a batch of 256 rows runs
+// in one wave on 132 SMs.
+constexpr int kSampleThreads = 512;
+constexpr int kSampleWarps = kSampleThreads / 32;
+static_assert(kSamplingFastTopK <= kSampleThreads, "the pivot needs a thread-best per top-k slot");
+// Candidates kept on chip: 2048 keys (16 KB); the weight scan reuses the histogram's 2048 slots.
+constexpr int kCap = 2048;
+constexpr int kMaxBins = 2048;
+constexpr int kLevels = 5;
+// 16-byte packs per thread per step in the streaming loops: four f32 packs, two bf16 packs (16
+// values either way; four bf16 packs spill under the 64-register cap that two blocks per SM set).
+template <int N>
+constexpr int kSampleUnroll = N >= 8 ? 2 : 4;
+
+__device__ __forceinline__ int digit_bits(int level) {
+  return level < 2 ? 11 : level == 2 ? 10 : 9;
+}
+
+// The shared-memory regions of one block (dynamic shared memory; sizes in sample_smem_bytes).
+struct Shared {
+  uint32_t* bitmap;       // [ceil(vocab / 32)]: edited tokens
+  uint32_t* hist_count;   // [kMaxBins]
+  uint64_t* hist_weight;  // [kMaxBins]; also the candidates' weights when finishing on chip
+  uint64_t* cand;         // [kCap]: gathered rank keys
+};
+
+__host__ __device__ inline size_t bitmap_words(int64_t vocab) {
+  return static_cast<size_t>((vocab + 31) / 32);
+}
+size_t sample_smem_bytes(int64_t vocab) {
+  return bitmap_words(vocab) * 4 + kMaxBins * 4 + kMaxBins * 8 + kCap * 8;
+}
+
+__device__ __forceinline__ Shared carve_shared(void* base, int vocab) {
+  Shared s;
+  auto* p = static_cast<uint8_t*>(base);
+  s.cand = reinterpret_cast<uint64_t*>(p);
+  p += kCap * 8;
+  s.hist_weight = reinterpret_cast<uint64_t*>(p);
+  p += kMaxBins * 8;
+  s.hist_count = reinterpret_cast<uint32_t*>(p);
+  p += kMaxBins * 4;
+  s.bitmap = reinterpret_cast<uint32_t*>(p);
+  (void)vocab;
+  return s;
+}
+
+// What every pass needs to know about the row.
+template <typename T>
+struct RowView {
+  const typename T::Storage* x;
+  int vocab;
+  const TokenEdit* edits;  // the row's own entries
+  int num_edits;
+  const uint32_t* bitmap;
+  float temperature, repetition, frequency, presence;
+  float s_max;
+};
+
+__device__ __forceinline__ bool finite_f32(float v) {
+  return (__float_as_uint(v) & 0x7f800000u) != 0x7f800000u;
+}
+
+// Calls f(raw, edited, id) for every token of the row exactly once: the unedited ones from the
+// streaming loop, the edited ones from the edit list.
+template <typename T, int N, typename F>
+__device__ __forceinline__ void for_each_token(const RowView<T>& row, F&& f) {
+  using P = cuda::Pack<typename T::Storage, N>;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int packs = row.vocab / N;
+  const bool edited = row.num_edits > 0;
+  constexpr int kUnroll = kSampleUnroll<N>;
+  for (int p0 = tid; p0 < packs; p0 += kUnroll * kSampleThreads) {
+    P raw[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int p = p0 + u * kSampleThreads;
+      if (p < packs) raw[u] = reinterpret_cast<const P*>(row.x)[p];
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int p = p0 + u * kSampleThreads;
+      if (p < packs) {
+        const int first = p * N;
+        // N divides 32 and packs are N-aligned, so a pack's bits sit in one word.
+        const uint32_t skip = edited ? (row.bitmap[first >> 5] >> (first & 31)) : 0u;
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+          if ((skip >> i) & 1u) continue;
+          const float v = T::to_f32(raw[u].v[i]);
+          f(v, v, first + i);
+        }
+      }
+    }
+  }
+  for (int e = tid; e < row.num_edits; e += kSampleThreads) {
+    const TokenEdit ed = row.edits[e];
+    const float v = T::to_f32(row.x[ed.token]);
+    f(v, sampling::apply_edit(v, ed, row.repetition, row.frequency, row.presence), ed.token);
+  }
+}
+
+// In-place inclusive scan of a[0, n) (n <= kMaxBins) by the whole block; ends with a barrier.
+template <typename V>
+__device__ void block_inclusive_scan(V* a, int n, uint64_t* warp_tmp) {
+  const int tid = static_cast<int>(threadIdx.x);
+  const int lane = tid & 31, warp = tid >> 5;
+  const int per = (n + kSampleThreads - 1) / kSampleThreads;
+  const int begin = min(tid * per, n), end = min(begin + per, n);
+  uint64_t local = 0;
+  for (int i = begin; i < end; ++i) local += a[i];
+  uint64_t incl = local;
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    const uint64_t y = __shfl_up_sync(0xffffffffu, incl, off);
+    if (lane >= off) incl += y;
+  }
+  if (lane == 31) warp_tmp[warp] = incl;
+  __syncthreads();
+  if (warp == 0) {
+    uint64_t w = lane < kSampleWarps ? warp_tmp[lane] : 0;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      const uint64_t y = __shfl_up_sync(0xffffffffu, w, off);
+      if (lane >= off) w += y;
+    }
+    if (lane < kSampleWarps) warp_tmp[lane] = w;
+  }
+  __syncthreads();
+  uint64_t running = (incl - local) + (warp > 0 ? warp_tmp[warp - 1] : 0);
+  for (int i = begin; i < end; ++i) {
+    running += a[i];
+    a[i] = static_cast<V>(running);
+  }
+  __syncthreads();
+}
+
+// The first index r of the inclusive scan a[0, n) with a[r] >= target (a is non-decreasing and
+// a[n-1] >= target): computed by the block, returned to every thread.
+__device__ int block_first_reaching(const uint64_t* a, int n, uint64_t target, int* s_index) {
+  for (int r = static_cast<int>(threadIdx.x); r < n; r += kSampleThreads)
+    if (a[r] >= target && (r == 0 || a[r - 1] < target)) *s_index = r;
+  __syncthreads();
+  const int r = *s_index;
+  __syncthreads();
+  return r;
+}
+
+// Bitonic sort of a[0, n) descending (n <= kCap), padded to a power of two with zeros (below every
+// real key: the smallest real key, -inf at the highest id, is still > 0).
+__device__ void block_sort_desc(uint64_t* a, int n) {
+  int m = 1;
+  while (m < n) m <<= 1;
+  for (int i = n + static_cast<int>(threadIdx.x); i < m; i += kSampleThreads) a[i] = 0;
+  __syncthreads();
+  for (int size = 2; size <= m; size <<= 1) {
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      for (int i = static_cast<int>(threadIdx.x); i < (m >> 1); i += kSampleThreads) {
+        const int lo = 2 * i - (i & (stride - 1));
+        const int hi = lo + stride;
+        const bool descending = (lo & size) == 0;
+        const uint64_t a_lo = a[lo], a_hi = a[hi];
+        if ((a_lo < a_hi) == descending) {
+          a[lo] = a_hi;
+          a[hi] = a_lo;
+        }
+      }
+      __syncthreads();
+    }
+  }
+}
+
+enum class Query { kCount, kTopP, kDraw };
+
+// Which tokens a selection ranges over: key >= lower_bound, and (for the draw) min-p.
+struct Universe {
+  uint64_t lower_bound = 0;
+  float min_p = 0.0f;
+  bool raw_keys = false;  // rank by the raw logits (the top logprobs) instead of s
+};
+
+struct Selected {
+  uint64_t key = 0;    // the selected token's rank key
+  int gathered = 0;    // > 0: the universe's tokens down to the selected bin sit sorted in cand
+  uint64_t total = 0;  // the universe's total count or weight
+};
+
+struct RowState {
+  float min_p, top_p;
+  uint64_t seed;
+  int64_t step;
+};
+
+__device__ __forceinline__ uint64_t token_key(float raw, float edited, int id, float temperature,
+                                              bool raw_keys) {
+  return sampling::rank_key(
+      raw_keys ? (raw == 0.0f ? 0.0f : raw) : sampling::scaled_logit(edited, temperature), id);
+}
+
+// Radix selection (the header comment): the token where the running count reaches `count_target`
+// (kCount) or the running weight reaches ceil(top_p * total) (kTopP) or U + 1 (kDraw).
+template <typename T, int N>
+__device__ Selected select_token(const RowView<T>& row, const Shared& sh, Query q,
+                                 uint64_t count_target, const Universe& uni, const RowState& st,
+                                 uint64_t* warp_tmp, int* s_index, int* s_count) {
+  const bool mass = q != Query::kCount;
+  uint64_t prefix = 0, above_count = 0, above_weight = 0, target = count_target, total = 0;
+  int resolved = 0;
+  const int tid = static_cast<int>(threadIdx.x);
+  // The key tests first: the exp of the weight is paid only by tokens still in the running.
+  auto in_universe = [&](float raw, float edited, int id, uint64_t* key, float* rel) {
+    *key = token_key(raw, edited, id, row.temperature, uni.raw_keys);
+    if (*key < uni.lower_bound) return false;
+    if (resolved > 0 && (*key >> (sampling::kKeyBits - resolved)) < prefix) return false;
+    if (mass) {
+      *rel = sampling::relative_prob(sampling::rank_key_value(*key), row.s_max);
+      if (!(*rel >= uni.min_p)) return false;
+    }
+    return true;
+  };
+  for (int level = 0; level < kLevels; ++level) {
+    const int bits = digit_bits(level);
+    const int bins = 1 << bits;
+    const int shift = sampling::kKeyBits - resolved - bits;
+    for (int i = tid; i < bins; i += kSampleThreads) {
+      sh.hist_count[i] = 0;
+      sh.hist_weight[i] = 0;
+    }
+    __syncthreads();
+    for_each_token<T, N>(row, [&](float raw, float edited, int id) {
+      uint64_t key;
+      float rel = 0.0f;
+      if (!in_universe(raw, edited, id, &key, &rel)) return;
+      if (resolved > 0 && (key >> (sampling::kKeyBits - resolved)) != prefix) return;  // above
+      // Stored top bin first, so the scans below run in rank order.
+      const int j = bins - 1 - static_cast<int>((key >> shift) & static_cast<uint64_t>(bins - 1));
+      atomicAdd(&sh.hist_count[j], 1u);
+      if (mass) {
+        atomicAdd(reinterpret_cast<unsigned long long*>(&sh.hist_weight[j]),
+                  static_cast<unsigned long long>(sampling::weight_of(rel)));
+      }
+    });
+    __syncthreads();
+    block_inclusive_scan(sh.hist_count, bins, warp_tmp);
+    if (mass) block_inclusive_scan(sh.hist_weight, bins, warp_tmp);
+    if (level == 0) {
+      total = mass ? sh.hist_weight[bins - 1] : sh.hist_count[bins - 1];
+      if (q == Query::kTopP) target = sampling::top_p_threshold(st.top_p, total);
+      if (q == Query::kDraw)
+        target = sampling::uniform_below(sampling::draw_bits(st.seed, st.step), total) + 1;
+    }
+    // The bin where the running metric reaches the target (unique: empty bins cannot).
+    const uint64_t above = mass ? above_weight : above_count;
+    for (int j = tid; j < bins; j += kSampleThreads) {
+      const uint64_t incl = mass ? sh.hist_weight[j] : sh.hist_count[j];
+      const uint64_t excl = j == 0 ? 0 : (mass ? sh.hist_weight[j - 1] : sh.hist_count[j - 1]);
+      if (above + excl < target && target <= above + incl) *s_index = j;
+    }
+    __syncthreads();
+    const int j = *s_index;
+    const uint64_t count_excl = j == 0 ? 0 : sh.hist_count[j - 1];
+    const uint64_t bin_count = sh.hist_count[j] - count_excl;
+    if (mass) above_weight += j == 0 ? 0 : sh.hist_weight[j - 1];
+    above_count += count_excl;
+    __syncthreads();  // the histogram is rewritten next
+    prefix = (prefix << bits) | static_cast<uint64_t>(bins - 1 - j);
+    resolved += bits;
+
+    if (above_count + bin_count <= static_cast<uint64_t>(kCap)) {
+      // Gather everything at or above this bin, rank it on chip, finish the selection there.
+      const uint64_t lower = prefix << (sampling::kKeyBits - resolved);
+      if (tid == 0) *s_count = 0;
+      __syncthreads();
+      for_each_token<T, N>(row, [&](float raw, float edited, int id) {
+        uint64_t key;
+        float rel = 0.0f;
+        if (!in_universe(raw, edited, id, &key, &rel) || key < lower) return;
+        sh.cand[atomicAdd(s_count, 1)] = key;
+      });
+      __syncthreads();
+      const int n = *s_count;
+      __syncthreads();
+      block_sort_desc(sh.cand, n);
+      int r;
+      if (!mass) {
+        r = static_cast<int>(target - 1);
+      } else {
+        for (int i = tid; i < n; i += kSampleThreads)
+          sh.hist_weight[i] = sampling::weight_of(
+              sampling::relative_prob(sampling::rank_key_value(sh.cand[i]), row.s_max));
+        __syncthreads();
+        block_inclusive_scan(sh.hist_weight, n, warp_tmp);
+        r = block_first_reaching(sh.hist_weight, n, target, s_index);
+      }
+      return Selected{sh.cand[r], n, total};
+    }
+    if (resolved == sampling::kKeyBits) return Selected{prefix, 0, total};
+  }
+  return Selected{prefix, 0, total};  // not reached: the last level resolves every bit
+}
+
+// Top-p, min-p and the draw over sorted candidates cand[0, n): the top of the row's ranking,
+// restricted to the top-k survivors, whose total weight is `total` (0: the sum of these n).
+template <typename T>
+__device__ int32_t finish_on_chip(const RowView<T>& row, const Shared& sh, int n, uint64_t total,
+                                  const RowState& st, uint64_t* warp_tmp, int* s_index) {
+  const int tid = static_cast<int>(threadIdx.x);
+  uint64_t* w = sh.hist_weight;
+  for (int i = tid; i < n; i += kSampleThreads)
+    w[i] = sampling::weight_of(
+        sampling::relative_prob(sampling::rank_key_value(sh.cand[i]), row.s_max));
+  __syncthreads();
+  block_inclusive_scan(w, n, warp_tmp);
+  if (total == 0) total = w[n - 1];
+  int kept = n;
+  if (st.top_p < 1.0f)
+    kept = block_first_reaching(w, n, sampling::top_p_threshold(st.top_p, total), s_index) + 1;
+  for (int i = tid; i < kept; i += kSampleThreads) {
+    const float rel = sampling::relative_prob(sampling::rank_key_value(sh.cand[i]), row.s_max);
+    w[i] = rel >= st.min_p ? sampling::weight_of(rel) : 0;
+  }
+  __syncthreads();
+  block_inclusive_scan(w, kept, warp_tmp);
+  const uint64_t u = sampling::uniform_below(sampling::draw_bits(st.seed, st.step), w[kept - 1]);
+  const int r = block_first_reaching(w, kept, u + 1, s_index);
+  return sampling::rank_key_id(sh.cand[r]);
+}
+
+// The k-th largest of the threads' own best keys (k <= kSampleThreads), sorted in cand.
+__device__ uint64_t kth_thread_best(const Shared& sh, uint64_t mine, int k) {
+  sh.cand[threadIdx.x] = mine;
+  __syncthreads();
+  block_sort_desc(sh.cand, kSampleThreads);
+  const uint64_t pivot = sh.cand[k - 1];
+  __syncthreads();
+  return pivot;
+}
+
+// Gathers into cand the rank keys of the tokens whose key reaches `pivot` (raw keys: the top
+// logprobs), or, for s keys, whose s reaches s(v) where v is the edited value of the pivot token
+// (`pivot` is then a key of the edited value, see pass 1). Returns their number, or -1 past kCap.
+template <typename T, int N>
+__device__ int gather_from(const RowView<T>& row, const Shared& sh, uint64_t pivot, bool raw_keys,
+                           int* s_count) {
+  if (threadIdx.x == 0) *s_count = 0;
+  __syncthreads();
+  // s = x / T is monotone in x, so x >= v implies s(x) >= s(v), and a smaller x can round to the
+  // same s only within T * ulp(s(v)) <= |v| 2^-23 (or T 2^-149 for a subnormal s) below v: only
+  // tokens above that margin pay for the division.
+  const float v = sampling::rank_key_value(pivot);
+  const float s_v = sampling::scaled_logit(v, row.temperature);
+  const float near = v - (fabsf(v) * 0x1p-20f + row.temperature * 0x1p-120f);
+  for_each_token<T, N>(row, [&](float raw, float edited, int id) {
+    uint64_t key;
+    if (raw_keys) {
+      key = token_key(raw, edited, id, row.temperature, true);
+      if (key < pivot) return;
+    } else {
+      if (!(edited >= near)) return;
+      const float s = sampling::scaled_logit(edited, row.temperature);
+      if (!(s >= s_v)) return;
+      key = sampling::rank_key(s, id);
+    }
+    const int slot = atomicAdd(s_count, 1);
+    if (slot < kCap) sh.cand[slot] = key;
+  });
+  __syncthreads();
+  const int n = *s_count;
+  __syncthreads();
+  return n <= kCap ? n : -1;
+}
+
+template <typename T, int N>
+__global__ void __launch_bounds__(kSampleThreads, 2) sample_rows_kernel(SampleRowsParams p) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  __shared__ uint64_t warp_tmp[32];
+  __shared__ int s_index, s_count;
+  __shared__ uint32_t s_bad_edit;
+  __shared__ float s_red_f[32];
+  __shared__ int s_red_i[32];
+  __shared__ uint64_t s_red_u[32];
+  const int tid = static_cast<int>(threadIdx.x);
+  const int lane = tid & 31, warp = tid >> 5;
+  const int64_t row_index = blockIdx.x;
+  const SamplingRowParams rp = p.rows[row_index];
+  const int vocab = static_cast<int>(p.vocab_size);
+  const Shared sh = carve_shared(smem, vocab);
+
+  // Parameters and the edit list (the same checks as the CPU twin's).
+  uint32_t error = 0;
+  const bool params_ok = finite_f32(rp.temperature) && rp.temperature >= 0.0f && rp.top_k >= 0 &&
+                         rp.top_p > 0.0f && rp.top_p <= 1.0f && rp.min_p >= 0.0f &&
+                         rp.min_p <= 1.0f && finite_f32(rp.repetition_penalty) &&
+                         rp.repetition_penalty > 0.0f && finite_f32(rp.frequency_penalty) &&
+                         finite_f32(rp.presence_penalty) && rp.num_top_logprobs >= -1 &&
+                         rp.num_top_logprobs <= p.max_top_logprobs && rp.step >= 0;
+  if (!params_ok) error |= kSamplingBadParams;
+  const bool range_ok = rp.edit_count >= 0 && rp.edit_begin >= 0 && rp.edit_begin <= p.num_edits &&
+                        rp.edit_count <= p.num_edits - rp.edit_begin &&
+                        (rp.edit_count == 0 || p.edits != nullptr);
+  const int num_edits = range_ok ? rp.edit_count : 0;
+  const TokenEdit* edits = p.edits + (range_ok ? rp.edit_begin : 0);
+  if (tid == 0) s_bad_edit = range_ok ? 0u : 1u;
+  if (num_edits > 0) {
+    for (int i = tid; i < static_cast<int>(bitmap_words(vocab)); i += kSampleThreads)
+      sh.bitmap[i] = 0;
+  }
+  __syncthreads();
+  for (int e = tid; e < num_edits; e += kSampleThreads) {
+    const TokenEdit ed = edits[e];
+    if (ed.token < 0 || ed.token >= vocab || ed.generated_count < 0 ||
+        (ed.in_prompt != 0 && ed.in_prompt != 1) || !finite_f32(ed.bias)) {
+      s_bad_edit = 1u;
+      continue;
+    }
+    const uint32_t bit = 1u << (ed.token & 31);
+    if (atomicOr(&sh.bitmap[ed.token >> 5], bit) & bit) s_bad_edit = 1u;  // listed twice
+  }
+  __syncthreads();
+  if (s_bad_edit) error |= kSamplingBadEdits;
+
+  RowView<T> row;
+  row.x = static_cast<const typename T::Storage*>(p.logits) + row_index * p.vocab_size;
+  row.vocab = vocab;
+  row.edits = edits;
+  row.num_edits = error == 0 ? num_edits : 0;
+  row.bitmap = sh.bitmap;
+  row.temperature = rp.temperature;
+  row.repetition = rp.repetition_penalty;
+  row.frequency = rp.frequency_penalty;
+  row.presence = rp.presence_penalty;
+  row.s_max = 0.0f;
+  const bool greedy = rp.temperature == 0.0f;
+  const bool want_top = rp.num_top_logprobs > 0 && p.top_ids != nullptr && params_ok;
+  const bool want_lse = rp.num_top_logprobs >= 0 && p.logprobs != nullptr && params_ok;
+
+  // Pass 1.
+  int nonfinite = 0, edit_nan = 0;
+  float best_x = -INFINITY;
+  int32_t best_x_id = INT32_MAX;
+  uint64_t best_key = 0, best_raw_key = 0;
+  float lse_m = -INFINITY, lse_l = 0.0f;
+  for_each_token<T, N>(row, [&](float raw, float edited, int id) {
+    if (!finite_f32(raw)) ++nonfinite;
+    if (edited != edited) ++edit_nan;
+    if (greedy) {
+      if (edited > best_x || (edited == best_x && id < best_x_id)) {
+        best_x = edited;
+        best_x_id = id;
+      }
+    } else {
+      // Keys of the edited value, not of s: no division in the pass that reads from DRAM (s is
+      // monotone in x, so the best x gives s_max, and gather_from turns an x pivot into s).
+      best_key = max(best_key, sampling::rank_key(edited == 0.0f ? 0.0f : edited, id));
+    }
+    if (want_top) best_raw_key = max(best_raw_key, token_key(raw, edited, id, 0.0f, true));
+    if (want_lse) {
+      if (raw > lse_m) {
+        lse_l = lse_l * __expf(lse_m - raw) + 1.0f;
+        lse_m = raw;
+      } else {
+        lse_l += __expf(raw - lse_m);
+      }
+    }
+  });
+  // Block reductions: counts, the greedy argmax, the best key, the log-normaliser.
+  for (int off = 16; off > 0; off >>= 1) {
+    nonfinite += __shfl_xor_sync(0xffffffffu, nonfinite, off);
+    edit_nan += __shfl_xor_sync(0xffffffffu, edit_nan, off);
+  }
+  if (lane == 0) {
+    s_red_i[warp] = nonfinite;
+    s_red_f[warp] = __int_as_float(edit_nan);
+  }
+  __syncthreads();
+  nonfinite = 0;
+  edit_nan = 0;
+  for (int w = 0; w < kSampleWarps; ++w) {
+    nonfinite += s_red_i[w];
+    edit_nan += __float_as_int(s_red_f[w]);
+  }
+  __syncthreads();
+  if (nonfinite > 0) error |= kSamplingNonFiniteLogits;
+  if (error == 0 && edit_nan > 0) error |= kSamplingBadEdits;
+  if (p.nonfinite_counts != nullptr && tid == 0) p.nonfinite_counts[row_index] = nonfinite;
+  if (error != 0) {
+    if (tid == 0) {
+      p.tokens[row_index] = -1;
+      p.errors[row_index] = error;
+    }
+    return;
+  }
+
+  int32_t token = -1;
+  if (greedy) {
+    // Key of (x, id) for the reduction: larger x, then lower id (x is never NaN here).
+    // A thread that saw no token offers key 0, below every real key.
+    uint64_t k =
+        best_x_id == INT32_MAX ? 0 : sampling::rank_key(best_x == 0.0f ? 0.0f : best_x, best_x_id);
+    for (int off = 16; off > 0; off >>= 1) k = max(k, __shfl_xor_sync(0xffffffffu, k, off));
+    if (lane == 0) s_red_u[warp] = k;
+    __syncthreads();
+    if (tid == 0) {
+      uint64_t b = 0;
+      for (int w = 0; w < kSampleWarps; ++w) b = max(b, s_red_u[w]);
+      s_index = sampling::rank_key_id(b);
+    }
+    __syncthreads();
+    token = s_index;
+  } else {
+    const uint64_t mine = best_key;
+    uint64_t k = mine;
+    for (int off = 16; off > 0; off >>= 1) k = max(k, __shfl_xor_sync(0xffffffffu, k, off));
+    if (lane == 0) s_red_u[warp] = k;
+    __syncthreads();
+    uint64_t top = 0;
+    for (int w = 0; w < kSampleWarps; ++w) top = max(top, s_red_u[w]);
+    __syncthreads();
+    row.s_max = sampling::scaled_logit(sampling::rank_key_value(top), rp.temperature);
+    const RowState st{rp.min_p, rp.top_p, rp.seed, rp.step};
+    if (!finite_f32(row.s_max)) {
+      // +inf after scaling, or every s is -inf: the first ranked by s is the only candidate (the
+      // lowest id among the tokens at s_max, not necessarily the best x's).
+      token = sampling::rank_key_id(select_token<T, N>(row, sh, Query::kCount, 1, Universe{}, st,
+                                                       warp_tmp, &s_index, &s_count)
+                                        .key);
+    } else {
+      const bool top_k_on = rp.top_k > 0 && rp.top_k < vocab;
+      bool done = false;
+      if (top_k_on && rp.top_k <= kSamplingFastTopK) {
+        const uint64_t pivot = kth_thread_best(sh, mine, rp.top_k);
+        const int n = gather_from<T, N>(row, sh, pivot, false, &s_count);
+        if (n > 0) {
+          block_sort_desc(sh.cand, n);
+          token = finish_on_chip(row, sh, rp.top_k, 0, st, warp_tmp, &s_index);
+          done = true;
+        }
+      }
+      if (!done) {
+        Universe uni;
+        if (top_k_on) {
+          const Selected k_sel =
+              select_token<T, N>(row, sh, Query::kCount, static_cast<uint64_t>(rp.top_k), uni, st,
+                                 warp_tmp, &s_index, &s_count);
+          if (k_sel.gathered > 0) {
+            token = finish_on_chip(row, sh, rp.top_k, 0, st, warp_tmp, &s_index);
+            done = true;
+          }
+          uni.lower_bound = k_sel.key;
+        }
+        if (!done && rp.top_p < 1.0f) {
+          const Selected p_sel =
+              select_token<T, N>(row, sh, Query::kTopP, 0, uni, st, warp_tmp, &s_index, &s_count);
+          if (p_sel.gathered > 0) {
+            token = finish_on_chip(row, sh, p_sel.gathered, p_sel.total, st, warp_tmp, &s_index);
+            done = true;
+          }
+          uni.lower_bound = p_sel.key;
+        }
+        if (!done) {
+          uni.min_p = rp.min_p;
+          token = sampling::rank_key_id(
+              select_token<T, N>(row, sh, Query::kDraw, 0, uni, st, warp_tmp, &s_index, &s_count)
+                  .key);
+        }
+      }
+    }
+  }
+  if (tid == 0) {
+    p.tokens[row_index] = token;
+    p.errors[row_index] = 0;
+  }
+
+  // Logprobs of the raw logits: the token's, then the top alternatives (gathered like top-k).
+  if (want_lse) {
+    for (int off = 16; off > 0; off >>= 1) {
+      const float om = __shfl_xor_sync(0xffffffffu, lse_m, off);
+      const float ol = __shfl_xor_sync(0xffffffffu, lse_l, off);
+      const float m = fmaxf(lse_m, om);
+      lse_l = (lse_l == 0.0f ? 0.0f : lse_l * __expf(lse_m - m)) +
+              (ol == 0.0f ? 0.0f : ol * __expf(om - m));
+      lse_m = m;
+    }
+    if (lane == 0) {
+      s_red_f[warp] = lse_m;
+      s_red_u[warp] = __float_as_uint(lse_l);
+    }
+    __syncthreads();
+    float m = -INFINITY;
+    for (int w = 0; w < kSampleWarps; ++w) m = fmaxf(m, s_red_f[w]);
+    float l = 0.0f;
+    for (int w = 0; w < kSampleWarps; ++w) {
+      const float wl = __uint_as_float(static_cast<uint32_t>(s_red_u[w]));
+      if (wl > 0.0f) l += wl * __expf(s_red_f[w] - m);
+    }
+    const float log_z = m + logf(l);
+    __syncthreads();
+    if (tid == 0) p.logprobs[row_index] = T::to_f32(row.x[token]) - log_z;
+    if (p.top_ids != nullptr) {
+      const int want = min(rp.num_top_logprobs, vocab);
+      if (want > 0) {
+        const uint64_t pivot = kth_thread_best(sh, best_raw_key, want);
+        if (gather_from<T, N>(row, sh, pivot, true, &s_count) > 0) {
+          block_sort_desc(sh.cand, s_count);
+        } else {
+          // Too many tokens tie at the pivot for the chip: radix selection, which for a count
+          // of at most kCap always ends gathered and sorted (at the last level one token is left).
+          Universe uni;
+          uni.raw_keys = true;
+          const RowState none{0.0f, 1.0f, 0, 0};
+          select_token<T, N>(row, sh, Query::kCount, static_cast<uint64_t>(want), uni, none,
+                             warp_tmp, &s_index, &s_count);
+        }
+      }
+      for (int j = tid; j < p.max_top_logprobs; j += kSampleThreads) {
+        const int64_t slot = row_index * p.max_top_logprobs + j;
+        if (j < want) {
+          const int32_t id = sampling::rank_key_id(sh.cand[j]);
+          p.top_ids[slot] = id;
+          p.top_logprobs[slot] = T::to_f32(row.x[id]) - log_z;
+        } else {
+          p.top_ids[slot] = -1;
+          p.top_logprobs[slot] = -INFINITY;
+        }
+      }
+    }
+  }
+}
+
+template <typename T, int N>
+void launch_sample_rows(const SampleRowsParams& p, cudaStream_t stream) {
+  // The largest vocabulary's shared memory, allowed once per device (outside any graph capture
+  // in practice: the first call comes from a warm-up or a test).
+  constexpr int kMaxDevices = 64;
+  static std::once_flag once[kMaxDevices];
+  int device = 0;
+  ROOFLINE_CUDA_CHECK(cudaGetDevice(&device));
+  ROOFLINE_CHECK(device >= 0 && device < kMaxDevices);
+  std::call_once(once[device], [] {
+    ROOFLINE_CUDA_CHECK(
+        cudaFuncSetAttribute(sample_rows_kernel<T, N>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(sample_smem_bytes(sampling::kMaxVocab))));
+  });
+  const size_t smem = sample_smem_bytes(p.vocab_size);
+  sample_rows_kernel<T, N><<<static_cast<unsigned>(p.num_rows), kSampleThreads, smem, stream>>>(p);
+}
+
+}  // namespace
+
+void sample_rows_cuda(const SampleRowsParams& p, CudaStream stream) {
+  ROOFLINE_CHECK_MSG(p.vocab_size >= 1 && p.vocab_size <= sampling::kMaxVocab,
+                     "sample_rows: vocab_size must be in [1, 2^18]");
+  ROOFLINE_CHECK_MSG(p.num_rows >= 0 && p.num_rows <= 65535,
+                     "sample_rows_cuda: num_rows must be in [0, 65535]");
+  ROOFLINE_CHECK(p.num_edits >= 0);
+  ROOFLINE_CHECK(p.max_top_logprobs >= 0 && p.max_top_logprobs <= kMaxTopLogprobs);
+  if (p.num_rows == 0) return;
+  ROOFLINE_CHECK(p.logits != nullptr && p.rows != nullptr && p.tokens != nullptr &&
+                 p.errors != nullptr);
+  ROOFLINE_CHECK((p.top_ids == nullptr) == (p.top_logprobs == nullptr));
+  ROOFLINE_CHECK_MSG(p.top_ids == nullptr || p.logprobs != nullptr,
+                     "sample_rows: top logprobs need the logprobs output too");
+  cuda::dispatch_activation(p.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    constexpr int kVec = cuda::kVec16<T>;
+    if (p.vocab_size % kVec == 0 && cuda::is_aligned(p.logits, 16)) {
+      launch_sample_rows<T, kVec>(p, stream);
+    } else {
+      launch_sample_rows<T, 1>(p, stream);
     }
   });
   ROOFLINE_CUDA_LAUNCH_CHECK(stream);

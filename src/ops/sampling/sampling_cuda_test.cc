@@ -1,12 +1,20 @@
 // argmax_cuda against argmax_rows_cpu (argmax_cpu per row), exactly: f32 and bf16 logits, batches
 // of 1 to 64 rows, vocabularies from 1 to 151936 (on the 16-byte path and not), planted ties
 // between positions that different threads and warps scan, NaNs (never chosen), all-NaN rows (-1),
-// all -inf rows (0), +inf, and a misaligned pointer. Output poisoned first. Skips itself without
-// a GPU.
+// all -inf rows (0), +inf, and a misaligned pointer. Output poisoned first. Then sample_rows_cuda
+// against sample_rows_cpu token for token, inside a CUDA graph too, and a chi-square test of its
+// draws (further down). Skips itself without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
+#include <map>
+#include <numeric>
+#include <set>
+#include <string>
+#include <thread>
 #include <tuple>
 
 #include "ops/sampling/sampling.h"
@@ -136,6 +144,503 @@ TEST(ArgmaxCudaTest, ZeroRowsLaunchesNothing) {
   argmax_cuda(p, nullptr);
   ROOFLINE_CUDA_CHECK(cudaDeviceSynchronize());
 }
+
+}  // namespace
+}  // namespace roofline
+
+// ---------------------------------------------------------------------------------------------
+// sample_rows_cuda against sample_rows_cpu, token for token: f32 and bf16 logits, vocabularies
+// from 1 to 2^18, batches of 1 to 256 rows whose parameters all differ (greedy, fast and large
+// top-k, top-p alone, min-p, plain temperature, penalties with edit lists, logprobs), rows made
+// to hit every path of the kernel (a flat row, coarse ties, NaN rows, bad parameters), many steps
+// (so many uniforms), and once inside a CUDA graph whose row parameters change between replays.
+// Then a chi-square test per (parameter set, vocabulary) that >= 10^5 GPU draws follow the
+// filtered distribution computed here in double.
+
+namespace roofline {
+namespace {
+
+using sampling::TokenEdit;
+
+struct GpuRows {
+  std::vector<int32_t> tokens;
+  std::vector<uint32_t> errors;
+  std::vector<int32_t> nonfinite;
+  std::vector<float> logprobs;
+  std::vector<int32_t> top_ids;
+  std::vector<float> top_logprobs;
+};
+
+constexpr int32_t kTop = 5;
+
+// Device copies of one batch, reusable for several launches (the graph test rewrites rows).
+struct DeviceBatch {
+  DeviceBuffer logits, rows, edits, tokens, errors, nonfinite, logprobs, top_ids, top_logprobs;
+  SampleRowsParams p;
+  DeviceBatch(const std::vector<float>& logits_f32, int64_t vocab, DType dtype,
+              const std::vector<SamplingRowParams>& row_params,
+              const std::vector<TokenEdit>& edit_list)
+      : logits(upload_as(logits_f32, dtype)),
+        rows(DeviceBuffer::from_host(row_params)),
+        edits(DeviceBuffer::from_host(edit_list)),
+        tokens(row_params.size() * 4),
+        errors(row_params.size() * 4),
+        nonfinite(row_params.size() * 4),
+        logprobs(row_params.size() * 4),
+        top_ids(row_params.size() * kTop * 4),
+        top_logprobs(row_params.size() * kTop * 4) {
+    for (DeviceBuffer* b : {&tokens, &errors, &nonfinite, &logprobs, &top_ids, &top_logprobs})
+      b->poison();
+    p.logits = logits.get();
+    p.rows = rows.get<SamplingRowParams>();
+    p.edits = edit_list.empty() ? nullptr : edits.get<TokenEdit>();
+    p.num_edits = static_cast<int64_t>(edit_list.size());
+    p.num_rows = static_cast<int64_t>(row_params.size());
+    p.vocab_size = vocab;
+    p.dtype = dtype;
+    p.tokens = tokens.get<int32_t>();
+    p.errors = errors.get<uint32_t>();
+    p.nonfinite_counts = nonfinite.get<int32_t>();
+    p.logprobs = logprobs.get<float>();
+    p.top_ids = top_ids.get<int32_t>();
+    p.top_logprobs = top_logprobs.get<float>();
+    p.max_top_logprobs = kTop;
+  }
+  GpuRows results() const {
+    return {tokens.to_host<int32_t>(), errors.to_host<uint32_t>(), nonfinite.to_host<int32_t>(),
+            logprobs.to_host<float>(), top_ids.to_host<int32_t>(), top_logprobs.to_host<float>()};
+  }
+};
+
+// The CPU twin over the batch, rows split across host threads (they are independent; at a 128k
+// vocabulary the twin takes milliseconds per row).
+GpuRows run_cpu(const std::vector<float>& logits, int64_t vocab,
+                const std::vector<SamplingRowParams>& rows, const std::vector<TokenEdit>& edits) {
+  const size_t n = rows.size();
+  GpuRows r{std::vector<int32_t>(n, -7),        std::vector<uint32_t>(n, 0xdead),
+            std::vector<int32_t>(n, -7),        std::vector<float>(n, kNaN),
+            std::vector<int32_t>(n * kTop, -7), std::vector<float>(n * kTop, kNaN)};
+  const size_t workers =
+      std::max<size_t>(1, std::min<size_t>(n, std::thread::hardware_concurrency()));
+  std::vector<std::thread> threads;
+  for (size_t w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      const size_t begin = n * w / workers, end = n * (w + 1) / workers;
+      if (begin == end) return;
+      SampleRowsParams p;
+      p.logits = logits.data() + begin * static_cast<size_t>(vocab);
+      p.rows = rows.data() + begin;
+      p.edits = edits.data();
+      p.num_edits = static_cast<int64_t>(edits.size());
+      p.num_rows = static_cast<int64_t>(end - begin);
+      p.vocab_size = vocab;
+      p.tokens = r.tokens.data() + begin;
+      p.errors = r.errors.data() + begin;
+      p.nonfinite_counts = r.nonfinite.data() + begin;
+      p.logprobs = r.logprobs.data() + begin;
+      p.top_ids = r.top_ids.data() + begin * kTop;
+      p.top_logprobs = r.top_logprobs.data() + begin * kTop;
+      p.max_top_logprobs = kTop;
+      sample_rows_cpu(p);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return r;
+}
+
+void expect_same(const GpuRows& gpu, const GpuRows& cpu, const std::vector<SamplingRowParams>& rows,
+                 const std::string& what) {
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const std::string where =
+        what + ", row " + std::to_string(r) + " (temperature " +
+        std::to_string(rows[r].temperature) + ", top_k " + std::to_string(rows[r].top_k) +
+        ", top_p " + std::to_string(rows[r].top_p) + ", min_p " + std::to_string(rows[r].min_p) +
+        ", edits " + std::to_string(rows[r].edit_count) + "); " + seed_note();
+    ASSERT_EQ(gpu.errors[r], cpu.errors[r]) << where;
+    ASSERT_EQ(gpu.tokens[r], cpu.tokens[r]) << where;
+    ASSERT_EQ(gpu.nonfinite[r], cpu.nonfinite[r]) << where;
+    if (cpu.errors[r] != 0 || rows[r].num_top_logprobs < 0) continue;
+    EXPECT_NEAR(gpu.logprobs[r], cpu.logprobs[r], 1e-4 + 1e-5 * std::fabs(cpu.logprobs[r]))
+        << where;
+    for (int j = 0; j < kTop; ++j) {
+      const size_t s = r * kTop + static_cast<size_t>(j);
+      ASSERT_EQ(gpu.top_ids[s], cpu.top_ids[s]) << where << " alternative " << j;
+      if (cpu.top_ids[s] >= 0)
+        EXPECT_NEAR(gpu.top_logprobs[s], cpu.top_logprobs[s],
+                    1e-4 + 1e-5 * std::fabs(cpu.top_logprobs[s]))
+            << where;
+      else
+        EXPECT_EQ(gpu.top_logprobs[s], -kInf) << where;
+    }
+  }
+}
+
+// A row's parameters from a list that reaches every path of the kernel.
+SamplingRowParams row_config(int which, std::mt19937_64& rng, int64_t vocab) {
+  SamplingRowParams r;
+  std::uniform_real_distribution<float> t(0.3f, 1.8f);
+  r.temperature = t(rng);
+  r.seed = rng();
+  r.step = static_cast<int64_t>(rng() % 1000);
+  r.num_top_logprobs = static_cast<int32_t>(which % 7) - 1;  // -1 .. 5
+  switch (which % 14) {
+    case 0:
+      r.temperature = 0.0f;
+      break;  // greedy
+    case 1:
+      r.top_k = 1;
+      break;  // argmax of s
+    case 2:
+      r.top_k = 50;
+      r.top_p = 0.9f;
+      break;  // the serving default
+    case 3:
+      r.top_k = 512;
+      break;  // the largest fast top-k
+    case 4:
+      r.top_k = 513;
+      r.top_p = 0.95f;
+      break;  // radix top-k, gathered
+    case 5:
+      r.top_k = 3000;
+      r.min_p = 0.01f;
+      break;  // radix top-k past kCap
+    case 6:
+      r.top_p = 0.9f;
+      break;  // nucleus alone
+    case 7:
+      r.top_p = 0.5f;
+      r.min_p = 0.2f;
+      break;
+    case 8:
+      r.min_p = 0.05f;
+      break;  // min-p alone: radix draw
+    case 9:
+      break;  // plain temperature
+    case 10:
+      r.top_k = 40;
+      r.min_p = 0.1f;
+      r.temperature = 0.05f;
+      break;  // cold
+    case 11:
+      r.top_k = 20;
+      r.top_p = 0.999f;
+      r.temperature = 8.0f;
+      break;  // hot
+    case 12:
+      r.top_p = 0.2f;
+      r.temperature = 3.0f;
+      break;
+    default:
+      r.top_k = static_cast<int32_t>(vocab);
+      r.top_p = 0.8f;
+      break;  // k = vocab: off
+  }
+  if (which % 3 == 1) {
+    r.repetition_penalty = 1.1f + 0.1f * static_cast<float>(which % 5);
+    r.frequency_penalty = 0.3f;
+    r.presence_penalty = -0.2f;
+  }
+  return r;
+}
+
+// Random logits with planted ties; every 11th row flat (all equal) and every 13th coarse (values
+// from a handful), so pivots overflow and the radix selection resolves ties by id.
+std::vector<float> make_logits(int64_t rows, int64_t vocab, DType dtype, std::mt19937_64& rng) {
+  std::vector<float> logits = random_vector(rows * vocab, rng, -8.0f, 8.0f);
+  std::uniform_int_distribution<int64_t> pos(0, vocab - 1);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = logits.data() + r * vocab;
+    if (r % 11 == 5) {
+      for (int64_t i = 0; i < vocab; ++i) row[i] = 1.5f;
+    } else if (r % 13 == 6) {
+      for (int64_t i = 0; i < vocab; ++i) row[i] = static_cast<float>(static_cast<int>(row[i]) / 3);
+    } else {
+      for (int k = 0; k < 8; ++k) row[pos(rng)] = 9.0f;  // a tie for the top
+    }
+  }
+  return round_to(logits, dtype);
+}
+
+// Edit lists: a few distinct tokens per penalised row, some biased, some prompt-only.
+std::vector<TokenEdit> make_edits(std::vector<SamplingRowParams>& rows, int64_t vocab,
+                                  std::mt19937_64& rng) {
+  std::vector<TokenEdit> edits;
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(vocab - 1));
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const int want = static_cast<int>(
+        std::min<int64_t>(vocab, r % 4 == 0 ? 0 : 1 + static_cast<int64_t>(rng() % 60)));
+    std::set<int32_t> used;
+    rows[r].edit_begin = static_cast<int64_t>(edits.size());
+    while (static_cast<int>(used.size()) < want) {
+      const int32_t t = tok(rng);
+      if (!used.insert(t).second) continue;
+      const int kind = static_cast<int>(rng() % 4);
+      edits.push_back(TokenEdit{t,
+                                kind == 0   ? 5.0f
+                                : kind == 1 ? -100.0f
+                                            : 0.0f,
+                                kind >= 2 ? static_cast<int32_t>(rng() % 4) : 0,
+                                kind == 3 ? 1 : 0});
+    }
+    rows[r].edit_count = want;
+  }
+  return edits;
+}
+
+class SampleRowsCudaTest : public ::testing::TestWithParam<std::tuple<DType, int64_t, int64_t>> {};
+
+TEST_P(SampleRowsCudaTest, SameTokensAsTheCpuTwin) {
+  ROOFLINE_SKIP_WITHOUT_GPU();
+  const auto [dtype, num_rows, vocab] = GetParam();
+  auto rng = make_rng(static_cast<uint64_t>(num_rows * 1000003 + vocab) * 4 +
+                      static_cast<int>(dtype) + 99);
+  std::vector<float> logits = make_logits(num_rows, vocab, dtype, rng);
+  std::vector<SamplingRowParams> rows;
+  for (int64_t r = 0; r < num_rows; ++r)
+    rows.push_back(row_config(static_cast<int>(r + rng() % 14), rng, vocab));
+  std::vector<TokenEdit> edits = make_edits(rows, vocab, rng);
+  // A NaN row, an inf row and a row with bad parameters, when there is room.
+  if (num_rows >= 3) {
+    logits[static_cast<size_t>(vocab / 2)] = kNaN;
+    logits[static_cast<size_t>(vocab + vocab - 1)] = -kInf;
+    rows[2].top_p = 0.0f;
+  }
+  DeviceBatch batch(logits, vocab, dtype, rows, edits);
+  sample_rows_cuda(batch.p, nullptr);
+  const GpuRows gpu = batch.results();
+  expect_same(gpu, run_cpu(logits, vocab, rows, edits), rows, std::string(dtype_name(dtype)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, SampleRowsCudaTest,
+                         ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16),
+                                            ::testing::Values(1, 3, 29, 64),
+                                            ::testing::Values(1, 7, 1000, 32000, 128256, 151936,
+                                                              262144)),
+                         [](const ::testing::TestParamInfo<SampleRowsCudaTest::ParamType>& info) {
+                           return std::string(dtype_name(std::get<0>(info.param))) + "_rows" +
+                                  std::to_string(std::get<1>(info.param)) + "_vocab" +
+                                  std::to_string(std::get<2>(info.param));
+                         });
+
+// Decode batches at a 128k vocabulary over several steps (new uniforms each step, the same
+// logits), and the misaligned one-element path.
+TEST(SampleRowsCudaTest, ManyStepsAtLargeBatches) {
+  ROOFLINE_SKIP_WITHOUT_GPU();
+  constexpr int64_t kVocab = 128256;
+  auto rng = make_rng(5);
+  const std::tuple<DType, int64_t, int> cases[] = {
+      {DType::kBF16, 256, 3}, {DType::kF32, 64, 3}, {DType::kBF16, 16, 25}};
+  for (const auto& [dtype, num_rows, steps] : cases) {
+    std::vector<float> logits = make_logits(num_rows, kVocab, dtype, rng);
+    std::vector<SamplingRowParams> rows;
+    for (int64_t r = 0; r < num_rows; ++r)
+      rows.push_back(row_config(static_cast<int>(r), rng, kVocab));
+    std::vector<TokenEdit> edits = make_edits(rows, kVocab, rng);
+    DeviceBatch batch(logits, kVocab, dtype, rows, edits);
+    for (int step = 0; step < steps; ++step) {
+      for (auto& r : rows) r.step += 1;
+      ROOFLINE_CUDA_CHECK(cudaMemcpy(batch.rows.get(), rows.data(),
+                                     rows.size() * sizeof(SamplingRowParams),
+                                     cudaMemcpyHostToDevice));
+      batch.tokens.poison();
+      sample_rows_cuda(batch.p, nullptr);
+      expect_same(batch.results(), run_cpu(logits, kVocab, rows, edits), rows,
+                  std::string(dtype_name(dtype)) + " batch " + std::to_string(num_rows) + " step " +
+                      std::to_string(step));
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+  // vocab - 1 per row, starting one element into the buffer: neither the row length nor the
+  // pointer allows 16-byte loads.
+  const int64_t odd = kVocab - 1;
+  for (const DType dtype : {DType::kBF16, DType::kF32}) {
+    std::vector<float> logits = make_logits(9, odd, dtype, rng);
+    std::vector<SamplingRowParams> rows;
+    for (int64_t r = 0; r < 9; ++r) rows.push_back(row_config(static_cast<int>(r + 1), rng, odd));
+    std::vector<TokenEdit> edits = make_edits(rows, odd, rng);
+    std::vector<float> padded = logits;
+    padded.insert(padded.begin(), 0.0f);
+    DeviceBuffer d_padded = upload_as(padded, dtype);
+    DeviceBatch batch(logits, odd, dtype, rows, edits);
+    batch.p.logits = d_padded.get<uint8_t>() + dtype_size_bytes(dtype);
+    sample_rows_cuda(batch.p, nullptr);
+    expect_same(batch.results(), run_cpu(logits, odd, rows, edits), rows, "misaligned");
+  }
+}
+
+// Captured once, replayed with new row parameters (a memcpy into the same device buffer before
+// each replay, as a runtime updates its fixed buffers): the graph reads them at replay time.
+TEST(SampleRowsCudaTest, InsideACudaGraph) {
+  ROOFLINE_SKIP_WITHOUT_GPU();
+  constexpr int64_t kRows = 64, kVocab = 32000;
+  auto rng = make_rng(6);
+  std::vector<float> logits = make_logits(kRows, kVocab, DType::kBF16, rng);
+  std::vector<SamplingRowParams> rows;
+  for (int64_t r = 0; r < kRows; ++r) rows.push_back(row_config(static_cast<int>(r), rng, kVocab));
+  std::vector<TokenEdit> edits = make_edits(rows, kVocab, rng);
+  DeviceBatch batch(logits, kVocab, DType::kBF16, rows, edits);
+  cudaStream_t stream;
+  ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  sample_rows_cuda(batch.p, stream);  // first launch outside the capture (attribute set-up)
+  ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  cudaGraph_t graph;
+  ROOFLINE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  sample_rows_cuda(batch.p, stream);
+  ROOFLINE_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  ROOFLINE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 5; ++replay) {
+    for (auto& r : rows) {
+      r.step += 1;
+      r.seed ^= static_cast<uint64_t>(replay) * 0x9E3779B97F4A7C15ull;
+    }
+    ROOFLINE_CUDA_CHECK(cudaMemcpyAsync(batch.rows.get(), rows.data(),
+                                        rows.size() * sizeof(SamplingRowParams),
+                                        cudaMemcpyHostToDevice, stream));
+    batch.tokens.poison();
+    ROOFLINE_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    expect_same(batch.results(), run_cpu(logits, kVocab, rows, edits), rows,
+                "replay " + std::to_string(replay));
+  }
+  ROOFLINE_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  ROOFLINE_CUDA_CHECK(cudaGraphDestroy(graph));
+  ROOFLINE_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+// p-value of a chi-square statistic with df degrees of freedom (Wilson-Hilferty: accurate to a
+// few percent of p down to 1e-4 for df >= 3, far finer than the 0.001 threshold needs).
+double chi_square_p_value(double statistic, double df) {
+  const double z =
+      (std::cbrt(statistic / df) - (1.0 - 2.0 / (9.0 * df))) / std::sqrt(2.0 / (9.0 * df));
+  return 0.5 * std::erfc(z / std::sqrt(2.0));
+}
+
+// The filtered distribution in double, from the definition (stable ranking by s, top-k, top-p as
+// "mass before < top_p", min-p relative to the best); token -> probability.
+std::map<int32_t, double> filtered_distribution(const std::vector<float>& x,
+                                                const SamplingRowParams& r) {
+  const size_t v = x.size();
+  std::vector<double> s(v);
+  for (size_t i = 0; i < v; ++i) s[i] = static_cast<double>(x[i] / r.temperature);
+  std::vector<int32_t> ids(v);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return s[a] > s[b]; });
+  size_t n = r.top_k > 0 ? std::min<size_t>(v, static_cast<size_t>(r.top_k)) : v;
+  std::vector<double> p(n);
+  double total = 0.0;
+  for (size_t i = 0; i < n; ++i) total += (p[i] = std::exp(s[ids[i]] - s[ids[0]]));
+  if (r.top_p < 1.0f) {
+    double before = 0.0;
+    size_t keep = 0;
+    while (keep < n && (keep == 0 || before < r.top_p)) before += p[keep++] / total;
+    n = keep;
+  }
+  std::map<int32_t, double> dist;
+  double kept = 0.0;
+  for (size_t i = 0; i < n; ++i)
+    if (p[i] >= r.min_p) kept += p[i];
+  for (size_t i = 0; i < n; ++i)
+    if (p[i] >= r.min_p) dist[ids[i]] = p[i] / kept;
+  return dist;
+}
+
+class SampleRowsChiSquareTest : public ::testing::TestWithParam<std::tuple<int, int64_t>> {};
+
+TEST_P(SampleRowsChiSquareTest, DrawsFollowTheFilteredDistribution) {
+  ROOFLINE_SKIP_WITHOUT_GPU();
+  const auto [config, vocab] = GetParam();
+  SamplingRowParams base;
+  switch (config) {
+    case 0:
+      base.temperature = 1.0f;
+      base.top_k = 50;
+      base.top_p = 0.9f;
+      break;
+    case 1:
+      base.temperature = 0.8f;
+      base.top_p = 0.95f;
+      break;
+    case 2:
+      base.temperature = 1.3f;
+      base.min_p = 0.05f;
+      break;
+    default:
+      base.temperature = 1.0f;
+      base.top_k = 1000;
+      base.min_p = 0.02f;
+      break;
+  }
+  // A fixed logits seed: the test is statistical, and fixed inputs make its verdict the same on
+  // every run (a fresh seed would fail 0.1% of runs by design). Logits ~ 3.5 * normal, spread like
+  // an LM's (the best token near 10%, a few hundred tokens carry most of the mass), with the two
+  // best tokens tied so the tie rule is in the test too.
+  std::mt19937_64 rng(1234 + static_cast<uint64_t>(config) * 7 + static_cast<uint64_t>(vocab));
+  std::normal_distribution<float> normal(0.0f, 3.5f);
+  std::vector<float> row(static_cast<size_t>(vocab));
+  for (float& v : row) v = normal(rng);
+  const float best = *std::max_element(row.begin(), row.end());
+  row[7] = row[static_cast<size_t>(vocab / 2)] = best + 0.5f;
+  row = round_to(row, DType::kBF16);
+  const auto expected = filtered_distribution(row, base);
+
+  constexpr int64_t kRows = 256;
+  constexpr int kLaunches = 400;  // 102400 draws
+  std::vector<float> logits;
+  for (int64_t r = 0; r < kRows; ++r) logits.insert(logits.end(), row.begin(), row.end());
+  std::vector<SamplingRowParams> rows(kRows, base);
+  for (int64_t r = 0; r < kRows; ++r)
+    rows[static_cast<size_t>(r)].seed = 0x5eed0000ull + static_cast<uint64_t>(r);
+  DeviceBatch batch(logits, vocab, DType::kBF16, rows, {});
+  std::map<int32_t, int64_t> counts;
+  for (int launch = 0; launch < kLaunches; ++launch) {
+    for (auto& r : rows) r.step = launch;
+    ROOFLINE_CUDA_CHECK(cudaMemcpy(batch.rows.get(), rows.data(),
+                                   rows.size() * sizeof(SamplingRowParams),
+                                   cudaMemcpyHostToDevice));
+    sample_rows_cuda(batch.p, nullptr);
+    for (int32_t t : batch.tokens.to_host<int32_t>()) ++counts[t];
+  }
+  const double draws = static_cast<double>(kRows) * kLaunches;
+  // Bins: every token expected >= 5 times on its own, the rest pooled; a draw outside the
+  // filtered set fails at once.
+  double statistic = 0.0, pooled_expected = 0.0, pooled_observed = 0.0;
+  int bins = 0;
+  for (const auto& [token, count] : counts)
+    ASSERT_TRUE(expected.count(token))
+        << "token " << token << " drawn " << count << " times is outside the filtered set";
+  for (const auto& [token, prob] : expected) {
+    const double e = prob * draws;
+    const auto it = counts.find(token);
+    const double o = it == counts.end() ? 0.0 : static_cast<double>(it->second);
+    if (e >= 5.0) {
+      statistic += (o - e) * (o - e) / e;
+      ++bins;
+    } else {
+      pooled_expected += e;
+      pooled_observed += o;
+    }
+  }
+  if (pooled_expected >= 5.0) {
+    statistic +=
+        (pooled_observed - pooled_expected) * (pooled_observed - pooled_expected) / pooled_expected;
+    ++bins;
+  }
+  ASSERT_GE(bins, 3) << "too few bins for a chi-square test";
+  const double p = chi_square_p_value(statistic, bins - 1);
+  std::printf("config %d vocab %lld: %zu tokens in the filtered set, %d bins, chi2 %.1f, p %.4f\n",
+              config, static_cast<long long>(vocab), expected.size(), bins, statistic, p);
+  EXPECT_GT(p, 0.001) << "chi2 " << statistic << " over " << bins << " bins";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Configs, SampleRowsChiSquareTest,
+    ::testing::Combine(::testing::Values(0, 1, 2, 3), ::testing::Values(32000, 128256, 151936)),
+    [](const ::testing::TestParamInfo<SampleRowsChiSquareTest::ParamType>& info) {
+      return "config" + std::to_string(std::get<0>(info.param)) + "_vocab" +
+             std::to_string(std::get<1>(info.param));
+    });
 
 }  // namespace
 }  // namespace roofline

@@ -2,7 +2,8 @@
 // written here in double (HF's formulation of top-p: drop the ascending-order tail whose
 // cumulative probability is <= 1 - top_p), and the observable effect of each knob, measured by
 // sweeping the uniform over a fine grid (the fraction of the grid that draws a token is its
-// probability, to within the grid step).
+// probability, to within the grid step). Then sample_rows_cpu, the batched chain's twin (further
+// down): its arithmetic, each stage on hand-computed rows, ties, errors, reproducibility.
 #include "ops/sampling/sampling.h"
 
 #include <gtest/gtest.h>
@@ -239,6 +240,496 @@ TEST(SampleTest, UniformEdgesStayInRange) {
   EXPECT_EQ(sample_cpu(logits.data(), 4, cfg, 0.0), 2);  // the most likely token comes first
   // Just below 1 draws the last token with probability > 0, never a -inf one.
   EXPECT_EQ(sample_cpu(logits.data(), 4, cfg, std::nextafter(1.0, 0.0)), 0);
+}
+
+}  // namespace
+}  // namespace roofline
+
+// ---------------------------------------------------------------------------------------------
+// sample_rows_cpu, the batched chain's CPU twin: its arithmetic (sampling_math.h) against known
+// answers, each stage against hand-computed cases, ties, errors per row, and reproducibility
+// whatever the batch holds.
+
+namespace roofline {
+namespace {
+
+using sampling::TokenEdit;
+
+struct RowsResult {
+  std::vector<int32_t> tokens;
+  std::vector<uint32_t> errors;
+  std::vector<int32_t> nonfinite;
+  std::vector<float> logprobs;
+  std::vector<int32_t> top_ids;
+  std::vector<float> top_logprobs;
+};
+
+// Runs sample_rows_cpu on rows of f32 logits [rows.size(), vocab]; outputs poisoned first.
+RowsResult run_rows(const std::vector<float>& logits, int64_t vocab,
+                    const std::vector<SamplingRowParams>& rows,
+                    const std::vector<TokenEdit>& edits = {}, int32_t max_top = 0) {
+  const size_t n = rows.size();
+  RowsResult r{std::vector<int32_t>(n, -7),
+               std::vector<uint32_t>(n, 0xdeadu),
+               std::vector<int32_t>(n, -7),
+               std::vector<float>(n, kNaN),
+               std::vector<int32_t>(n * static_cast<size_t>(max_top), -7),
+               std::vector<float>(n * static_cast<size_t>(max_top), kNaN)};
+  SampleRowsParams p;
+  p.logits = logits.data();
+  p.rows = rows.data();
+  p.edits = edits.data();
+  p.num_edits = static_cast<int64_t>(edits.size());
+  p.num_rows = static_cast<int64_t>(n);
+  p.vocab_size = vocab;
+  p.tokens = r.tokens.data();
+  p.errors = r.errors.data();
+  p.nonfinite_counts = r.nonfinite.data();
+  p.logprobs = r.logprobs.data();
+  if (max_top > 0) {
+    p.top_ids = r.top_ids.data();
+    p.top_logprobs = r.top_logprobs.data();
+  }
+  p.max_top_logprobs = max_top;
+  sample_rows_cpu(p);
+  return r;
+}
+
+SamplingRowParams sampled(float temperature, int32_t top_k = 0, float top_p = 1.0f,
+                          float min_p = 0.0f, uint64_t seed = 1, int64_t step = 0) {
+  SamplingRowParams r;
+  r.temperature = temperature;
+  r.top_k = top_k;
+  r.top_p = top_p;
+  r.min_p = min_p;
+  r.seed = seed;
+  r.step = step;
+  return r;
+}
+
+// The set of tokens drawn from one row over `draws` seeds, with their frequencies.
+std::map<int32_t, double> seed_frequencies(const std::vector<float>& logits, SamplingRowParams row,
+                                           int draws, const std::vector<TokenEdit>& edits = {}) {
+  std::vector<SamplingRowParams> rows(static_cast<size_t>(draws), row);
+  std::vector<float> all;
+  for (int i = 0; i < draws; ++i) {
+    rows[static_cast<size_t>(i)].seed = 1000003ull * static_cast<uint64_t>(i) + 17;
+    all.insert(all.end(), logits.begin(), logits.end());
+  }
+  const RowsResult r = run_rows(all, static_cast<int64_t>(logits.size()), rows, edits);
+  std::map<int32_t, double> freq;
+  for (int32_t t : r.tokens) freq[t] += 1.0 / draws;
+  return freq;
+}
+
+std::vector<int32_t> ids_of(const std::map<int32_t, double>& freq) {
+  std::vector<int32_t> ids;
+  for (const auto& [id, f] : freq) ids.push_back(id);
+  return ids;
+}
+
+TEST(SamplingMath, PhiloxKnownAnswers) {
+  // Random123's kat_vectors for philox4x32_10 (counter words c0..c3, key words k0, k1).
+  auto run = [](uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0, uint32_t k1) {
+    return sampling::philox4x32_10((static_cast<uint64_t>(k1) << 32) | k0,
+                                   (static_cast<uint64_t>(c1) << 32) | c0,
+                                   (static_cast<uint64_t>(c3) << 32) | c2);
+  };
+  const auto zero = run(0, 0, 0, 0, 0, 0);
+  EXPECT_EQ(zero.v[0], 0x6627e8d5u);
+  EXPECT_EQ(zero.v[1], 0xe169c58du);
+  EXPECT_EQ(zero.v[2], 0xbc57ac4cu);
+  EXPECT_EQ(zero.v[3], 0x9b00dbd8u);
+  const auto ones = run(~0u, ~0u, ~0u, ~0u, ~0u, ~0u);
+  EXPECT_EQ(ones.v[0], 0x408f276du);
+  EXPECT_EQ(ones.v[1], 0x41c83b0eu);
+  EXPECT_EQ(ones.v[2], 0xa20bc7c6u);
+  EXPECT_EQ(ones.v[3], 0x6d5451fdu);
+  const auto pi = run(0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u, 0xa4093822u, 0x299f31d0u);
+  EXPECT_EQ(pi.v[0], 0xd16cfe09u);
+  EXPECT_EQ(pi.v[1], 0x94fdccebu);
+  EXPECT_EQ(pi.v[2], 0x5001e420u);
+  EXPECT_EQ(pi.v[3], 0x24126ea1u);
+}
+
+TEST(SamplingMath, ExpIsAccurateAndExactAtZero) {
+  EXPECT_EQ(sampling::exp_nonpositive(0.0f), 1.0f);
+  EXPECT_EQ(sampling::exp_nonpositive(-0.0f), 1.0f);
+  EXPECT_EQ(sampling::exp_nonpositive(-kInf), 0.0f);
+  EXPECT_EQ(sampling::exp_nonpositive(-80.5f), 0.0f);
+  EXPECT_EQ(sampling::weight_of(1.0f), uint64_t{1} << 45);
+  auto rng = make_rng(31);
+  std::uniform_real_distribution<float> d(-79.0f, 0.0f);
+  for (int i = 0; i < 200000; ++i) {
+    const float x = i < 1000 ? -static_cast<float>(i) * 0.0791f : d(rng);
+    const double want = std::exp(static_cast<double>(x));
+    ASSERT_NEAR(sampling::exp_nonpositive(x), want, want * 0x1p-21)
+        << "x " << x << "; " << seed_note();
+  }
+}
+
+TEST(SamplingMath, TopPThresholdIsExactCeiling) {
+  EXPECT_EQ(sampling::top_p_threshold(0.5f, 10), 5u);
+  EXPECT_EQ(sampling::top_p_threshold(0.75f, 8), 6u);
+  EXPECT_EQ(sampling::top_p_threshold(0.75f, 9), 7u);  // 6.75
+  EXPECT_EQ(sampling::top_p_threshold(0.5f, uint64_t{1} << 62), uint64_t{1} << 61);
+  // 0.3f is 0.300000011920928955...: 0.3f * 10 is just above 3.
+  EXPECT_EQ(sampling::top_p_threshold(0.3f, 10), 4u);
+  EXPECT_EQ(sampling::top_p_threshold(1e-30f, uint64_t{1} << 50), 1u);
+  EXPECT_EQ(sampling::top_p_threshold(std::nextafter(1.0f, 0.0f), 1u << 24), (1u << 24) - 1);
+}
+
+TEST(SamplingMath, UniformBelowStaysInRangeAndCoversIt) {
+  std::vector<int> hits(7, 0);
+  for (int64_t step = 0; step < 7000; ++step) {
+    const uint64_t u = sampling::uniform_below(sampling::draw_bits(42, step), 7);
+    ASSERT_LT(u, 7u);
+    ++hits[static_cast<size_t>(u)];
+  }
+  for (int h : hits) EXPECT_NEAR(h, 1000, 150);  // > 4 sigma
+  EXPECT_EQ(sampling::uniform_below(sampling::draw_bits(1, 2), 1), 0u);
+}
+
+TEST(SamplingMath, EditsFollowTheSamplerOrder) {
+  // bias, then repetition (divide positive, multiply negative), then frequency * count + presence.
+  TokenEdit e{3, 1.0f, 2, 0};
+  EXPECT_FLOAT_EQ(sampling::apply_edit(2.0f, e, 2.0f, 0.5f, 0.25f), 3.0f / 2.0f - 1.25f);
+  e = TokenEdit{3, 0.0f, 0, 1};  // prompt only: repetition, no frequency / presence
+  EXPECT_FLOAT_EQ(sampling::apply_edit(-2.0f, e, 2.0f, 0.5f, 0.25f), -4.0f);
+  e = TokenEdit{3, -5.0f, 0, 0};  // bias only
+  EXPECT_FLOAT_EQ(sampling::apply_edit(2.0f, e, 2.0f, 0.5f, 0.25f), -3.0f);
+}
+
+TEST(SampleRowsTest, GreedyIsTheArgmaxOfTheEditedLogitsLowestIdOnTies) {
+  const std::vector<float> logits = {1.0f, 3.0f, -2.0f, 3.0f, 2.9f};
+  EXPECT_EQ(run_rows(logits, 5, {SamplingRowParams{}}).tokens[0], 1);
+  // Bias 1 down: 3 wins the tie now.
+  EXPECT_EQ(run_rows(logits, 5, {[] {
+                       SamplingRowParams r;
+                       r.edit_count = 1;
+                       return r;
+                     }()},
+                     {TokenEdit{1, -1.0f, 0, 0}})
+                .tokens[0],
+            3);
+  // Repetition 2 on the generated token 1 and 3: 1.5 each; 4 (2.9) wins.
+  SamplingRowParams rep;
+  rep.repetition_penalty = 2.0f;
+  rep.edit_count = 2;
+  EXPECT_EQ(
+      run_rows(logits, 5, {rep}, {TokenEdit{1, 0.0f, 1, 0}, TokenEdit{3, 0.0f, 0, 1}}).tokens[0],
+      4);
+  // Frequency 0.06 per occurrence: 3 - 0.12 = 2.88 < 2.9.
+  SamplingRowParams freq;
+  freq.frequency_penalty = 0.06f;
+  freq.edit_begin = 1;
+  freq.edit_count = 2;
+  EXPECT_EQ(run_rows(logits, 5, {freq},
+                     {TokenEdit{0, 9.0f, 0, 0}, TokenEdit{1, 0.0f, 2, 0}, TokenEdit{3, 0.0f, 2, 0}})
+                .tokens[0],
+            4);
+}
+
+TEST(SampleRowsTest, TopKKeepsTheKBestLowerIdsFirstOnTies) {
+  const std::vector<float> logits = {0.0f, 4.0f, 1.0f, 4.0f, 3.0f, -1.0f};
+  // Ranked: 1, 3 (tie, lower id first), 4, 2, 0, 5.
+  EXPECT_EQ(ids_of(seed_frequencies(logits, sampled(1.0f, 3), 3000)),
+            (std::vector<int32_t>{1, 3, 4}));
+  EXPECT_EQ(ids_of(seed_frequencies(logits, sampled(1.0f, 2), 3000)), (std::vector<int32_t>{1, 3}));
+  EXPECT_EQ(ids_of(seed_frequencies(logits, sampled(5.0f, 1), 500)), (std::vector<int32_t>{1}));
+  EXPECT_EQ(ids_of(seed_frequencies(logits, sampled(1.0f, 6), 20000)).size(), 6u);
+}
+
+TEST(SampleRowsTest, TopPKeepsTheSmallestPrefixReachingTopP) {
+  // Probabilities 0.5, 0.3, 0.2 (logits are their logs); rank 1, 0, 2.
+  const std::vector<float> logits = {std::log(0.3f), std::log(0.5f), std::log(0.2f)};
+  auto kept = [&](float top_p) {
+    return ids_of(seed_frequencies(logits, sampled(1.0f, 0, top_p), 4000));
+  };
+  EXPECT_EQ(kept(0.01f), (std::vector<int32_t>{1}));
+  EXPECT_EQ(kept(0.49f), (std::vector<int32_t>{1}));
+  EXPECT_EQ(kept(0.51f), (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(kept(0.79f), (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(kept(0.81f), (std::vector<int32_t>{0, 1, 2}));
+  // Renormalised: with {0, 1} kept, token 1 draws 0.5 / 0.8 of the time (5 sigma of 40000).
+  const auto f = seed_frequencies(logits, sampled(1.0f, 0, 0.6f), 40000);
+  EXPECT_NEAR(f.at(1), 0.625, 5 * std::sqrt(0.625 * 0.375 / 40000));
+  // The boundary is exclusive: equal logits have exactly equal weights, and a token whose mass
+  // before is exactly top_p is dropped.
+  EXPECT_EQ(ids_of(seed_frequencies({1.0f, 1.0f}, sampled(1.0f, 0, 0.5f), 500)),
+            (std::vector<int32_t>{0}));
+  EXPECT_EQ(ids_of(seed_frequencies({2.0f, 2.0f, 2.0f, 2.0f}, sampled(1.0f, 0, 0.5f), 2000)),
+            (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(seed_frequencies({2.0f, 2.0f, 2.0f, 2.0f}, sampled(1.0f, 0, 0.76f), 4000).size(), 4u);
+}
+
+TEST(SampleRowsTest, TopPIsOverTheTopKSurvivors) {
+  // 0.4, 0.3, 0.2, 0.1: top-k 2 renormalises to 4/7, 3/7; top_p 0.5 then keeps only the first.
+  const std::vector<float> logits = {std::log(0.1f), std::log(0.4f), std::log(0.3f),
+                                     std::log(0.2f)};
+  EXPECT_EQ(ids_of(seed_frequencies(logits, sampled(1.0f, 2, 0.5f), 2000)),
+            (std::vector<int32_t>{1}));
+  // top_p 0.58 > 4/7: both survivors.
+  EXPECT_EQ(ids_of(seed_frequencies(logits, sampled(1.0f, 2, 0.58f), 2000)),
+            (std::vector<int32_t>{1, 2}));
+}
+
+TEST(SampleRowsTest, MinPDropsTokensBelowAShareOfTheBest) {
+  const std::vector<float> logits = {0.0f, std::log(0.5f), std::log(0.09f), std::log(0.11f)};
+  EXPECT_EQ(ids_of(seed_frequencies(logits, sampled(1.0f, 0, 1.0f, 0.1f), 4000)),
+            (std::vector<int32_t>{0, 1, 3}));
+  EXPECT_EQ(ids_of(seed_frequencies(logits, sampled(1.0f, 0, 1.0f, 1.0f), 500)),
+            (std::vector<int32_t>{0}));
+}
+
+TEST(SampleRowsTest, TemperatureReshapesTheDistribution) {
+  const std::vector<float> logits = {1.0f, 2.0f, 3.0f, 0.5f};
+  constexpr int kDraws = 40000;
+  for (float t : {0.5f, 1.0f, 3.0f}) {
+    double z = 0.0;
+    for (float l : logits) z += std::exp(l / t);
+    const auto f = seed_frequencies(logits, sampled(t), kDraws);
+    for (int32_t id = 0; id < 4; ++id) {
+      const double p = std::exp(logits[static_cast<size_t>(id)] / t) / z;
+      const auto it = f.find(id);
+      EXPECT_NEAR(it == f.end() ? 0.0 : it->second, p, 5 * std::sqrt(p * (1 - p) / kDraws) + 1e-9)
+          << "temperature " << t << " token " << id;
+    }
+  }
+}
+
+TEST(SampleRowsTest, NonFiniteRowsAreErrorsCountedPerRow) {
+  constexpr int64_t kVocab = 6;
+  std::vector<float> logits = {1,    2,     3, 4,      5, 6, /**/ 1, kNaN, 3,
+                               kInf, -kInf, 0, /**/ 6, 5, 4, 3,      2,    1};
+  const RowsResult r =
+      run_rows(logits, kVocab, {sampled(1.0f), sampled(0.0f), SamplingRowParams{}});
+  EXPECT_EQ(r.tokens[1], -1);
+  EXPECT_EQ(r.errors[1], kSamplingNonFiniteLogits);
+  EXPECT_EQ(r.nonfinite[1], 3);
+  EXPECT_EQ(r.errors[0], 0u);
+  EXPECT_EQ(r.errors[2], 0u);
+  EXPECT_EQ(r.nonfinite[0], 0);
+  EXPECT_EQ(r.tokens[2], 0);
+  EXPECT_GE(r.tokens[0], 0);
+}
+
+TEST(SampleRowsTest, BadParametersAndEditsAreErrorsOfTheirRowOnly) {
+  const std::vector<float> row = {0.5f, 1.0f, -1.0f, 2.0f};
+  std::vector<SamplingRowParams> rows;
+  auto bad = [&](auto mutate) {
+    SamplingRowParams r = sampled(1.0f);
+    mutate(r);
+    rows.push_back(r);
+  };
+  bad([](SamplingRowParams& r) { r.temperature = -1.0f; });
+  bad([](SamplingRowParams& r) { r.temperature = kNaN; });
+  bad([](SamplingRowParams& r) { r.top_k = -1; });
+  bad([](SamplingRowParams& r) { r.top_p = 0.0f; });
+  bad([](SamplingRowParams& r) { r.top_p = 1.5f; });
+  bad([](SamplingRowParams& r) { r.min_p = -0.1f; });
+  bad([](SamplingRowParams& r) { r.repetition_penalty = 0.0f; });
+  bad([](SamplingRowParams& r) { r.frequency_penalty = kInf; });
+  bad([](SamplingRowParams& r) { r.num_top_logprobs = 3; });  // more than max_top_logprobs (0)
+  bad([](SamplingRowParams& r) { r.step = -1; });
+  const size_t num_bad_params = rows.size();
+  const std::vector<TokenEdit> edits = {TokenEdit{1, 0.5f, 0, 0}, TokenEdit{4, 0.5f, 0, 0},
+                                        TokenEdit{1, 0.0f, 1, 0}, TokenEdit{2, 0.0f, -1, 0},
+                                        TokenEdit{2, 0.0f, 0, 2}, TokenEdit{2, kNaN, 0, 0}};
+  bad([](SamplingRowParams& r) {
+    r.edit_begin = 1;
+    r.edit_count = 1;
+  });  // token 4 >= vocab
+  bad([](SamplingRowParams& r) {
+    r.edit_begin = 0;
+    r.edit_count = 3;
+  });  // token 1 twice
+  bad([](SamplingRowParams& r) {
+    r.edit_begin = 3;
+    r.edit_count = 1;
+  });  // negative count
+  bad([](SamplingRowParams& r) {
+    r.edit_begin = 4;
+    r.edit_count = 1;
+  });  // in_prompt 2
+  bad([](SamplingRowParams& r) {
+    r.edit_begin = 5;
+    r.edit_count = 1;
+  });  // NaN bias
+  bad([](SamplingRowParams& r) {
+    r.edit_begin = 5;
+    r.edit_count = 2;
+  });  // past the array
+  bad([](SamplingRowParams& r) {
+    r.edit_begin = -1;
+    r.edit_count = 1;
+  });
+  bad([](SamplingRowParams& r) {
+    r.edit_begin = 0;
+    r.edit_count = -1;
+  });
+  rows.push_back(sampled(0.0f));  // a good row among them
+  std::vector<float> logits;
+  for (size_t i = 0; i < rows.size(); ++i) logits.insert(logits.end(), row.begin(), row.end());
+  const RowsResult r = run_rows(logits, 4, rows, edits);
+  for (size_t i = 0; i + 1 < rows.size(); ++i) {
+    EXPECT_EQ(r.tokens[i], -1) << "row " << i;
+    EXPECT_EQ(r.errors[i], i < num_bad_params ? kSamplingBadParams : kSamplingBadEdits)
+        << "row " << i;
+  }
+  EXPECT_EQ(r.tokens.back(), 3);
+  EXPECT_EQ(r.errors.back(), 0u);
+}
+
+TEST(SampleRowsTest, SizeErrorsAbortWithAMessage) {
+  const std::vector<float> logits(4, 0.0f);
+  EXPECT_DEATH(run_rows(logits, 0, {SamplingRowParams{}}), "vocab_size");
+  SampleRowsParams p;
+  p.vocab_size = sampling::kMaxVocab + 1;
+  EXPECT_DEATH(sample_rows_cpu(p), "vocab_size");
+}
+
+TEST(SampleRowsTest, InfiniteScaledMaxTakesTheFirstRanked) {
+  // 1e38 / 1e-30 overflows to +inf for both maxima: the lower id is the only candidate.
+  const std::vector<float> logits = {1.0f, 1e38f, -3.0f, 1e38f};
+  const auto f = seed_frequencies(logits, sampled(1e-30f, 0, 0.9f), 200);
+  EXPECT_EQ(ids_of(f), (std::vector<int32_t>{1}));
+}
+
+// The same (logits, parameters, seed, step) draw the same token whatever the other rows are and
+// wherever the row sits in the batch; the step changes the draw.
+TEST(SampleRowsTest, ReproducibleWhateverTheBatch) {
+  auto rng = make_rng(41);
+  constexpr int64_t kVocab = 3001;
+  constexpr int kRows = 9;
+  std::vector<float> logits = random_vector(kRows * kVocab, rng, -3.0f, 3.0f);
+  std::vector<SamplingRowParams> rows;
+  std::vector<TokenEdit> edits;
+  for (int i = 0; i < kRows; ++i) {
+    SamplingRowParams r = sampled(0.3f + 0.2f * static_cast<float>(i), i % 3 == 0 ? 0 : 5 + 40 * i,
+                                  i % 2 ? 0.9f : 1.0f, i % 4 == 1 ? 0.05f : 0.0f, 77 + i, 3 * i);
+    r.repetition_penalty = 1.3f;
+    r.frequency_penalty = 0.2f;
+    r.presence_penalty = 0.1f;
+    r.edit_begin = static_cast<int64_t>(edits.size());
+    r.edit_count = 1 + i % 3;
+    for (int e = 0; e < r.edit_count; ++e)
+      edits.push_back(
+          TokenEdit{(i * 37 + e * 101) % static_cast<int32_t>(kVocab), 0.5f * e, e, e % 2});
+    rows.push_back(r);
+  }
+  const RowsResult all = run_rows(logits, kVocab, rows, edits);
+  // Reversed, with the edits array reversed too.
+  std::vector<float> rev_logits;
+  std::vector<SamplingRowParams> rev_rows;
+  std::vector<TokenEdit> rev_edits(edits.rbegin(), edits.rend());
+  for (int i = kRows - 1; i >= 0; --i) {
+    rev_logits.insert(rev_logits.end(), logits.begin() + i * kVocab,
+                      logits.begin() + (i + 1) * kVocab);
+    SamplingRowParams r = rows[static_cast<size_t>(i)];
+    r.edit_begin = static_cast<int64_t>(edits.size()) - r.edit_begin - r.edit_count;
+    std::reverse(rev_edits.begin() + r.edit_begin, rev_edits.begin() + r.edit_begin + r.edit_count);
+    rev_rows.push_back(r);
+  }
+  const RowsResult rev = run_rows(rev_logits, kVocab, rev_rows, rev_edits);
+  int changed = 0;
+  for (int i = 0; i < kRows; ++i) {
+    ASSERT_EQ(all.errors[static_cast<size_t>(i)], 0u);
+    EXPECT_EQ(all.tokens[static_cast<size_t>(i)], rev.tokens[static_cast<size_t>(kRows - 1 - i)])
+        << "row " << i << "; " << seed_note();
+    // Alone.
+    const std::vector<float> one(logits.begin() + i * kVocab, logits.begin() + (i + 1) * kVocab);
+    SamplingRowParams r = rows[static_cast<size_t>(i)];
+    std::vector<TokenEdit> own(edits.begin() + r.edit_begin,
+                               edits.begin() + r.edit_begin + r.edit_count);
+    r.edit_begin = 0;
+    EXPECT_EQ(run_rows(one, kVocab, {r}, own).tokens[0], all.tokens[static_cast<size_t>(i)]);
+    r.step += 1;
+    changed += run_rows(one, kVocab, {r}, own).tokens[0] != all.tokens[static_cast<size_t>(i)];
+  }
+  EXPECT_GT(changed, 0) << "the step index should change some draws";
+}
+
+TEST(SampleRowsTest, LogprobsOfTheRawLogitsWithTopAlternatives) {
+  const std::vector<float> logits = {1.0f, 3.0f, -2.0f, 3.0f, 2.0f};
+  double z = 0.0;
+  for (float l : logits) z += std::exp(static_cast<double>(l));
+  SamplingRowParams r;  // greedy
+  r.num_top_logprobs = 3;
+  const RowsResult got = run_rows(logits, 5, {r}, {}, 4);
+  EXPECT_EQ(got.tokens[0], 1);
+  EXPECT_NEAR(got.logprobs[0], 3.0 - std::log(z), 1e-6);
+  EXPECT_EQ(got.top_ids, (std::vector<int32_t>{1, 3, 4, -1}));
+  EXPECT_NEAR(got.top_logprobs[2], 2.0 - std::log(z), 1e-6);
+  EXPECT_EQ(got.top_logprobs[3], -kInf);
+  // Without a request the outputs stay as they were.
+  SamplingRowParams none;
+  EXPECT_TRUE(std::isnan(run_rows(logits, 5, {none}, {}, 4).logprobs[0]));
+}
+
+// The twin against a reference written here from the definition (stable sort with a float
+// comparator, cuts on dense arrays), on random rows with many ties, over many parameter sets.
+TEST(SampleRowsTest, MatchesAReferenceOverManyParameterSets) {
+  auto rng = make_rng(43);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int64_t vocab = 1 + (trial * 37) % 900;
+    std::vector<float> logits = random_vector(vocab, rng, -4.0f, 4.0f);
+    for (int64_t i = 5; i < vocab; i += 7)
+      logits[static_cast<size_t>(i)] = logits[static_cast<size_t>(i - 5)];
+    SamplingRowParams r =
+        sampled(0.2f + 0.15f * static_cast<float>(trial % 11), trial % 5 == 0 ? 0 : trial % 40,
+                trial % 3 == 0 ? 1.0f : 0.1f + 0.08f * static_cast<float>(trial % 11),
+                trial % 4 == 0 ? 0.02f * static_cast<float>(trial % 9) : 0.0f,
+                static_cast<uint64_t>(trial) * 7919, trial);
+    const RowsResult got = run_rows(logits, vocab, {r});
+    // Reference.
+    std::vector<int32_t> ids(static_cast<size_t>(vocab));
+    std::iota(ids.begin(), ids.end(), 0);
+    std::vector<float> s(static_cast<size_t>(vocab));
+    for (int64_t i = 0; i < vocab; ++i)
+      s[static_cast<size_t>(i)] = logits[static_cast<size_t>(i)] / r.temperature;
+    std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return s[a] > s[b]; });
+    size_t n =
+        r.top_k > 0 ? std::min<size_t>(static_cast<size_t>(r.top_k), ids.size()) : ids.size();
+    const float s_max = s[static_cast<size_t>(ids[0])];
+    std::vector<uint64_t> w(n);
+    std::vector<float> rel(n);
+    unsigned __int128 total = 0;
+    for (size_t i = 0; i < n; ++i) {
+      rel[i] = sampling::exp_nonpositive(s[static_cast<size_t>(ids[i])] - s_max);
+      w[i] = static_cast<uint64_t>(std::ldexp(static_cast<double>(rel[i]), 45));
+      total += w[i];
+    }
+    if (r.top_p < 1.0f) {
+      // "mass before < top_p" in exact rational arithmetic: before * 2^50 < (top_p * 2^50) * total
+      // (top_p >= 0.1 here, so top_p * 2^50 is an integer).
+      const unsigned __int128 p50 =
+          static_cast<unsigned __int128>(std::ldexp(static_cast<double>(r.top_p), 50));
+      unsigned __int128 before = 0;
+      size_t keep = 0;
+      while (keep < n && (keep == 0 || (before << 50) < p50 * total)) before += w[keep++];
+      n = keep;
+    }
+    std::vector<size_t> kept;
+    uint64_t kept_total = 0;
+    for (size_t i = 0; i < n; ++i)
+      if (rel[i] >= r.min_p) {
+        kept.push_back(i);
+        kept_total += w[i];
+      }
+    const uint64_t u = sampling::uniform_below(sampling::draw_bits(r.seed, r.step), kept_total);
+    uint64_t cum = 0;
+    int32_t want = -1;
+    for (size_t i : kept) {
+      cum += w[i];
+      if (cum > u) {
+        want = ids[i];
+        break;
+      }
+    }
+    ASSERT_EQ(got.tokens[0], want)
+        << "trial " << trial << " vocab " << vocab << "; " << seed_note();
+  }
 }
 
 }  // namespace
