@@ -1,9 +1,13 @@
 // matmul: y = x · Wᵀ with W in nn.Linear layout [n, k], fp32 accumulation; matmul_bias adds a
-// bias row (the GEMM-epilogue form). The output row stride lets several weights write adjacent
-// column ranges of one buffer (q|k|v, gate|up) without concatenating the weights on the host.
+// bias row and matmul_residual adds a residual matrix (y = x · Wᵀ + residual: the o and down
+// projections writing the new residual stream in one kernel), both as GEMM epilogues before the
+// single rounding of y. The output row stride lets several weights write adjacent column ranges of
+// one buffer (q|k|v, gate|up) without concatenating the weights on the host.
 //
-// Element types: the CPU backend takes f32 activations (x, y) and f32/f16/bf16 weights and bias;
-// the CUDA backend takes bf16 for all of them, with fp32 accumulation (cuBLASLt).
+// Element types: the CPU backend takes f32 activations (x, y, residual) and f32/f16/bf16 weights
+// and bias; the CUDA backend takes bf16 for all of them, with fp32 accumulation, through cuBLASLt
+// or, for decode's m <= 64 rows, our weight-streaming kernel (matmul_skinny.h) — whichever measured
+// faster for the shape.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +24,8 @@ struct MatmulParams {
   DType w_dtype = DType::kF32;
   const void* bias = nullptr;   // [n] in bias_dtype; read only by matmul_bias_*
   DType bias_dtype = DType::kF32;
+  // [m, n] in dtype, row stride y_row_stride; read only by matmul_residual_*; may be y itself.
+  const void* residual = nullptr;
   void* y = nullptr;            // [m, n] in dtype, row stride y_row_stride (>= n)
   DType dtype = DType::kF32;    // of x and y
   int64_t m = 0;
@@ -28,14 +34,31 @@ struct MatmulParams {
   int64_t y_row_stride = 0;
 };
 
+// What a matmul adds to x · Wᵀ before y is stored (rounded once, on the GPU).
+enum class MatmulEpilogue : uint8_t {
+  kNone,      // y = x · Wᵀ             (matmul_*)
+  kBias,      // y = x · Wᵀ + bias      (matmul_bias_*)
+  kResidual,  // y = x · Wᵀ + residual  (matmul_residual_*)
+};
+
 // CPU backend: dtype == kF32.
 void matmul_cpu(const MatmulParams& p);
 void matmul_bias_cpu(const MatmulParams& p);
+void matmul_residual_cpu(const MatmulParams& p);
 
-// The cuBLASLt state of the CUDA backend: a handle, a workspace allocated once at creation, and
-// the algorithm chosen per (m bucket, n, k, row stride, alignments, epilogue), cached so that after
-// warm-up a call allocates nothing and queries no heuristic (CUDA-graph capture safe). Not
-// thread-safe, and its one workspace serves one stream at a time: one context per executor stream.
+// Which implementation a CUDA matmul runs. kAuto: our skinny kernel or cuBLASLt, whichever measured
+// faster for the (m bucket, n, k, epilogue) (problems the skinny kernel cannot take always go to
+// cuBLASLt); kCublas / kSkinny force one (tests, benchmarks). Forcing kSkinny on a problem outside
+// its domain (matmul_skinny_unsupported_reason) aborts with the reason.
+enum class MatmulImpl : uint8_t { kAuto, kCublas, kSkinny };
+
+// The GEMM state of the CUDA backend: a cuBLASLt handle and workspace, the skinny kernel's split-K
+// workspace (both allocated once at creation), the cuBLASLt algorithm chosen per (m bucket, n, k,
+// row stride, alignments, epilogue) and the implementation chosen per (m bucket, n, k, epilogue),
+// cached so that after warm-up a call allocates nothing, queries no heuristic and measures nothing
+// (CUDA-graph capture safe). The implementation choice is measured the first time a problem is seen
+// outside stream capture; see matmul_cuda.cu for what happens inside one. Not thread-safe, and its
+// workspaces serve one stream at a time: one context per executor stream.
 class MatmulCudaContext {
  public:
   static constexpr int64_t kWorkspaceBytes = int64_t{32} << 20;  // cuBLASLt split-K scratch
@@ -51,6 +74,19 @@ class MatmulCudaContext {
   int64_t num_cached_problems() const;
   int64_t num_heuristic_queries() const;
 
+  // Forces an implementation for every later call (kAuto: measure and choose, the default), and a
+  // split count for the skinny kernel (0: matmul_skinny_launch chooses). For tests and benchmarks.
+  void set_impl(MatmulImpl impl);
+  void set_skinny_splits(int splits);
+  // Implementation choices this context measured (one per (m bucket, n, k, epilogue) that no
+  // context of the process had measured before: choices are shared per device, so that two contexts
+  // never disagree), and calls that found no choice while their stream was being captured (they
+  // ran cuBLASLt, unmeasured).
+  int64_t num_impl_measurements() const;
+  int64_t num_unmeasured_captures() const;
+  // The implementation the last call ran (kCublas or kSkinny; kAuto before any call).
+  MatmulImpl last_impl() const;
+
   struct Impl;  // cuBLASLt types live in matmul_cuda.cu only
 
  private:
@@ -58,6 +94,7 @@ class MatmulCudaContext {
   std::unique_ptr<Impl> impl_;
   friend void matmul_cuda(const MatmulParams&, MatmulCudaContext&, CudaStream);
   friend void matmul_bias_cuda(const MatmulParams&, MatmulCudaContext&, CudaStream);
+  friend void matmul_residual_cuda(const MatmulParams&, MatmulCudaContext&, CudaStream);
 };
 
 // The m bucket whose cached algorithm serves a GEMM with m rows: the next power of two >= m. A pure
@@ -70,9 +107,17 @@ constexpr int64_t matmul_cuda_m_bucket(int64_t m) {
 
 // CUDA backend: dtype == w_dtype (== bias_dtype for matmul_bias_cuda) == kBF16; every pointer on
 // the device. matmul_bias_cuda also needs n, k and y_row_stride multiples of 8 and x, w, bias and y
-// 16-byte aligned (true of every real model's projections): otherwise cuBLASLt's bias epilogue
-// rounds twice, and the call aborts. Asynchronous on `stream`; launches nothing when m == 0.
+// 16-byte aligned (true of every real model's projections) when it runs on cuBLASLt: otherwise
+// cuBLASLt's bias epilogue rounds twice, so such a call runs the skinny kernel when that supports
+// it and aborts otherwise (or when cuBLASLt is forced). matmul_residual_cuda adds the residual
+// (on cuBLASLt as C with beta = 1), rounding once. Asynchronous on `stream`; launches nothing when
+// m == 0.
 void matmul_cuda(const MatmulParams& p, MatmulCudaContext& ctx, CudaStream stream);
 void matmul_bias_cuda(const MatmulParams& p, MatmulCudaContext& ctx, CudaStream stream);
+void matmul_residual_cuda(const MatmulParams& p, MatmulCudaContext& ctx, CudaStream stream);
+
+// Forgets the process-wide implementation choices (contexts keep those they already hold), so a
+// test can watch a fresh context measure. For tests only.
+void matmul_cuda_forget_shared_choices();
 
 }  // namespace roofline

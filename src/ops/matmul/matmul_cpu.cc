@@ -1,4 +1,5 @@
-// matmul_cpu / matmul_bias_cpu: y[i][j] = sum_k x[i][k] * W[j][k] (+ bias[j]), fp32 accumulation.
+// matmul_cpu / matmul_bias_cpu / matmul_residual_cpu: y[i][j] = sum_k x[i][k] * W[j][k]
+// (+ bias[j] | + residual[i][j]), fp32 accumulation.
 //
 // The hot loop of the CPU backend. Work is split over n (output columns) in tiles of kColTile
 // weight rows; a thread converts its tile to f32 once (f16/bf16 weights) into a thread-local
@@ -122,7 +123,9 @@ float dot(const float* x, const float* w, int64_t k) {
   return s;
 }
 
-void matmul_impl(const MatmulParams& p, bool with_bias) {
+void matmul_impl(const MatmulParams& p, MatmulEpilogue epilogue) {
+  const bool with_bias = epilogue == MatmulEpilogue::kBias;
+  const bool with_residual = epilogue == MatmulEpilogue::kResidual;
   ROOFLINE_CHECK(p.m >= 0 && p.n > 0 && p.k > 0);
   ROOFLINE_CHECK(p.y_row_stride >= p.n);
   ROOFLINE_CHECK(is_float_dtype(p.w_dtype));
@@ -135,6 +138,8 @@ void matmul_impl(const MatmulParams& p, bool with_bias) {
     bias.resize(static_cast<size_t>(p.n));
     convert_to_f32(p.bias, p.bias_dtype, p.n, bias.data());
   }
+  ROOFLINE_CHECK(!with_residual || p.residual != nullptr);
+  const auto* residual_rows = static_cast<const float*>(p.residual);
   const int64_t num_tiles = (p.n + kColTile - 1) / kColTile;
   const int64_t macs_per_tile = p.m * p.k * kColTile;
   const int64_t min_tiles = std::max<int64_t>(1, kMinMacsPerChunk / macs_per_tile);
@@ -161,11 +166,19 @@ void matmul_impl(const MatmulParams& p, bool with_bias) {
           for (int64_t i = 0; i < p.m; ++i) {
             const float* x = x_rows + i * p.k;
             float* y = y_rows + i * p.y_row_stride + j0;
+            // The residual may be y itself: the dots go to a local tile first, and each residual
+            // element is read before the same element of y is written.
+            float dots[kColTile];
+            float* out = with_residual ? dots : y;
             int64_t c = 0;
-            for (; c + kColBlock <= cols; c += kColBlock) dot_block(x, w + c * p.k, p.k, y + c);
-            for (; c < cols; ++c) y[c] = dot(x, w + c * p.k, p.k);
+            for (; c + kColBlock <= cols; c += kColBlock) dot_block(x, w + c * p.k, p.k, out + c);
+            for (; c < cols; ++c) out[c] = dot(x, w + c * p.k, p.k);
             if (with_bias) {
               for (c = 0; c < cols; ++c) y[c] += bias[static_cast<size_t>(j0 + c)];
+            }
+            if (with_residual) {
+              const float* r = residual_rows + i * p.y_row_stride + j0;
+              for (c = 0; c < cols; ++c) y[c] = dots[c] + r[c];
             }
           }
         }
@@ -174,8 +187,10 @@ void matmul_impl(const MatmulParams& p, bool with_bias) {
 
 }  // namespace
 
-void matmul_cpu(const MatmulParams& p) { matmul_impl(p, /*with_bias=*/false); }
+void matmul_cpu(const MatmulParams& p) { matmul_impl(p, MatmulEpilogue::kNone); }
 
-void matmul_bias_cpu(const MatmulParams& p) { matmul_impl(p, /*with_bias=*/true); }
+void matmul_bias_cpu(const MatmulParams& p) { matmul_impl(p, MatmulEpilogue::kBias); }
+
+void matmul_residual_cpu(const MatmulParams& p) { matmul_impl(p, MatmulEpilogue::kResidual); }
 
 }  // namespace roofline

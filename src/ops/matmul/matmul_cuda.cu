@@ -1,6 +1,24 @@
-// matmul_cuda / matmul_bias_cuda: y[m, n] = x[m, k] · W[n, k]ᵀ (+ bias[n]) through cuBLASLt, bf16
-// x / W / bias / y, fp32 accumulation (CUBLAS_COMPUTE_32F), the bias added in fp32 by the BIAS
-// epilogue before the single rounding of y to bf16.
+// matmul_cuda / matmul_bias_cuda / matmul_residual_cuda: y[m, n] = x[m, k] · W[n, k]ᵀ (+ bias[n] |
+// + residual[m, n]), bf16 x / W / bias / residual / y, fp32 accumulation, one rounding of y to
+// bf16. Two implementations: cuBLASLt (CUBLAS_COMPUTE_32F; the bias added in fp32 by the BIAS
+// epilogue, the residual as C with beta = 1) and, for m <= 64, our weight-streaming kernel
+// (matmul_skinny_cuda.cu).
+//
+// Selection (kAuto): problems outside the skinny kernel's domain go to cuBLASLt. For the others,
+// the choice is made per (m bucket, n, k, epilogue) by measurement, once: the first call of such a
+// problem outside stream capture times both implementations on the bucket's m (scratch x and y of
+// the context, the caller's W and bias; L2 flushed before every timed call so the weights come
+// from HBM, as in a decode step) and caches the faster; near-ties (within 2 %) go to cuBLASLt. The
+// choice is also published to a process-wide table per device that every context consults before
+// measuring: the timings are noisy, and two contexts in one process (a graph-replaying and an eager
+// runner compared bit for bit, say) must not pick different implementations for the same problem. A
+// call that finds no choice while its stream is being captured cannot measure (no synchronisation,
+// no allocation inside a capture): it runs cuBLASLt, the implementation every shape supports, so a
+// graph captured without warm-up is still deterministic and correct (and counted, for tests).
+// matmul_bias_cuda on shapes where cuBLASLt would round twice (see kBiasAlignmentMessage) runs the
+// skinny kernel whenever it can, measurement or not: it rounds once. ROOFLINE_MATMUL_IMPL=cublas in
+// the environment forces cuBLASLt for every context created afterwards (the "before" of a decode
+// step comparison, or a way around a suspected skinny-kernel problem without a rebuild).
 //
 // Layout: cuBLASLt is column-major. A row-major [r, c] matrix with row stride ld is the
 // column-major [c, r] matrix with leading dimension ld, so the row-major product y = x · Wᵀ is the
@@ -24,14 +42,21 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
 #include "core/check.h"
 #include "core/cuda_check.h"
+#include "core/log.h"
 #include "ops/matmul/matmul.h"
+#include "ops/matmul/matmul_skinny.h"
 
 namespace roofline {
 
@@ -67,12 +92,13 @@ uint32_t alignment_bytes(const void* ptr) {
 
 struct ProblemKey {
   int64_t m, n, k, ldy;
-  uint32_t align_x, align_w, align_y, align_bias;
+  uint32_t align_x, align_w, align_y, align_bias, align_c;  // align_c: the residual's, else y's
   bool bias;
+  bool residual;
   bool operator==(const ProblemKey& o) const {
     return m == o.m && n == o.n && k == o.k && ldy == o.ldy && align_x == o.align_x &&
            align_w == o.align_w && align_y == o.align_y && align_bias == o.align_bias &&
-           bias == o.bias;
+           align_c == o.align_c && bias == o.bias && residual == o.residual;
   }
 };
 
@@ -86,7 +112,7 @@ struct ProblemKeyHash {
     mix(static_cast<uint64_t>(key.ldy));
     mix(key.align_x | (uint64_t{key.align_w} << 16) | (uint64_t{key.align_y} << 32) |
         (uint64_t{key.align_bias} << 48));
-    mix(key.bias ? 1 : 0);
+    mix(key.align_c | (key.bias ? uint64_t{1} << 32 : 0) | (key.residual ? uint64_t{1} << 33 : 0));
     return static_cast<size_t>(h);
   }
 };
@@ -160,7 +186,23 @@ struct MatmulCudaContext::Impl {
   std::unordered_map<ProblemKey, std::unique_ptr<Plan>, ProblemKeyHash> plans;
   int64_t heuristic_queries = 0;
 
+  // The skinny kernel: its split-K workspace, the device facts its launch plan and the measurement
+  // need, and the implementation selector's state.
+  MatmulSkinnyWorkspace skinny_workspace;
+  int num_sms = 0;
+  int64_t l2_bytes = 0;
+  int device = 0;
+  MatmulImpl forced = MatmulImpl::kAuto;
+  int skinny_splits = 0;  // 0: matmul_skinny_launch chooses
+  // (m bucket, n, k, epilogue) -> the implementation that measured faster.
+  std::map<std::tuple<int64_t, int64_t, int64_t, MatmulEpilogue>, MatmulImpl> choices;
+  int64_t measurements = 0;
+  int64_t unmeasured_captures = 0;
+  MatmulImpl last = MatmulImpl::kAuto;
+
   ~Impl() {
+    if (skinny_workspace.partials) cudaFree(skinny_workspace.partials);
+    if (skinny_workspace.counters) cudaFree(skinny_workspace.counters);
     if (workspace) cudaFree(workspace);
     if (preference) cublasLtMatmulPreferenceDestroy(preference);
     if (handle) cublasLtDestroy(handle);
@@ -169,7 +211,7 @@ struct MatmulCudaContext::Impl {
   // Up to `count` heuristic results for the problem described by `desc`, best first.
   std::vector<cublasLtMatmulHeuristicResult_t> query(const ProblemKey& key, const Descriptors& desc,
                                                      int count) {
-    const uint32_t alignments[4] = {key.align_w, key.align_x, key.align_y, key.align_y};
+    const uint32_t alignments[4] = {key.align_w, key.align_x, key.align_c, key.align_y};
     const cublasLtMatmulPreferenceAttributes_t attrs[4] = {
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
@@ -258,6 +300,31 @@ std::unique_ptr<MatmulCudaContext> MatmulCudaContext::create() {
       impl.preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction_schemes,
       sizeof(reduction_schemes)));
   ROOFLINE_CUDA_CHECK(cudaMalloc(&impl.workspace, static_cast<size_t>(kWorkspaceBytes)));
+
+  int l2_bytes = 0;
+  ROOFLINE_CUDA_CHECK(cudaGetDevice(&impl.device));
+  ROOFLINE_CUDA_CHECK(
+      cudaDeviceGetAttribute(&impl.num_sms, cudaDevAttrMultiProcessorCount, impl.device));
+  ROOFLINE_CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, impl.device));
+  impl.l2_bytes = l2_bytes;
+  ROOFLINE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&impl.skinny_workspace.partials),
+                                 static_cast<size_t>(kMatmulSkinnyPartialBytes)));
+  const size_t counter_bytes = static_cast<size_t>(kMatmulSkinnyMaxCounters) * sizeof(uint32_t);
+  ROOFLINE_CUDA_CHECK(
+      cudaMalloc(reinterpret_cast<void**>(&impl.skinny_workspace.counters), counter_bytes));
+  // Zero once: every skinny launch leaves the counters at zero.
+  ROOFLINE_CUDA_CHECK(cudaMemset(impl.skinny_workspace.counters, 0, counter_bytes));
+  ROOFLINE_CUDA_CHECK(cudaDeviceSynchronize());
+
+  if (const char* env = std::getenv("ROOFLINE_MATMUL_IMPL")) {
+    const std::string value = env;
+    if (value == "cublas") {
+      impl.forced = MatmulImpl::kCublas;
+    } else if (value != "auto") {
+      ROOFLINE_LOG(kWarning, "ROOFLINE_MATMUL_IMPL='"
+                                 << value << "' is neither 'auto' nor 'cublas': ignored (auto)");
+    }
+  }
   return ctx;
 }
 
@@ -266,6 +333,18 @@ int64_t MatmulCudaContext::num_cached_problems() const {
 }
 
 int64_t MatmulCudaContext::num_heuristic_queries() const { return impl_->heuristic_queries; }
+
+void MatmulCudaContext::set_impl(MatmulImpl impl) { impl_->forced = impl; }
+
+void MatmulCudaContext::set_skinny_splits(int splits) {
+  impl_->skinny_splits = std::max(splits, 0);
+}
+
+int64_t MatmulCudaContext::num_impl_measurements() const { return impl_->measurements; }
+
+int64_t MatmulCudaContext::num_unmeasured_captures() const { return impl_->unmeasured_captures; }
+
+MatmulImpl MatmulCudaContext::last_impl() const { return impl_->last; }
 
 namespace {
 
@@ -282,17 +361,11 @@ bool bias_epilogue_rounds_once(const MatmulParams& p) {
          alignment_bytes(p.w) >= 16 && alignment_bytes(p.bias) >= 16 && alignment_bytes(p.y) >= 16;
 }
 
-void matmul_cuda_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStream_t stream,
-                      bool with_bias) {
-  ROOFLINE_CHECK(p.m >= 0 && p.n > 0 && p.k > 0);
-  ROOFLINE_CHECK(p.y_row_stride >= p.n);
-  ROOFLINE_CHECK(p.dtype == DType::kBF16 && p.w_dtype == DType::kBF16);
-  if (with_bias) {
-    ROOFLINE_CHECK(p.bias != nullptr && p.bias_dtype == DType::kBF16);
-    ROOFLINE_CHECK_MSG(bias_epilogue_rounds_once(p), kBiasAlignmentMessage);
-  }
-  if (p.m == 0) return;
-  ROOFLINE_CHECK(p.x != nullptr && p.w != nullptr && p.y != nullptr);
+void cublas_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStream_t stream,
+                   MatmulEpilogue epilogue) {
+  const bool with_bias = epilogue == MatmulEpilogue::kBias;
+  const bool with_residual = epilogue == MatmulEpilogue::kResidual;
+  if (with_bias) ROOFLINE_CHECK_MSG(bias_epilogue_rounds_once(p), kBiasAlignmentMessage);
 
   ProblemKey key{};
   key.m = p.m;
@@ -303,27 +376,227 @@ void matmul_cuda_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
   key.align_w = alignment_bytes(p.w);
   key.align_y = alignment_bytes(p.y);
   key.align_bias = with_bias ? alignment_bytes(p.bias) : 0;
+  key.align_c = with_residual ? alignment_bytes(p.residual) : key.align_y;
   key.bias = with_bias;
+  key.residual = with_residual;
   Plan& plan = impl.plan_for(key, p.bias);
   if (with_bias) plan.desc.set_bias(p.bias);
 
+  // D = alpha · op(A) · B + beta · C: C = residual with beta = 1 adds it in fp32 before D's single
+  // rounding (C and D share y's layout; C may be D itself).
   const float alpha = 1.0f;
-  const float beta = 0.0f;
+  const float beta = with_residual ? 1.0f : 0.0f;
+  const void* c = with_residual ? p.residual : p.y;
   ROOFLINE_CUBLAS_CHECK(
       cublasLtMatmul(impl.handle, plan.desc.op, &alpha, p.w, plan.desc.a, p.x, plan.desc.b, &beta,
-                     p.y, plan.desc.d, p.y, plan.desc.d, &plan.algo, impl.workspace,
+                     c, plan.desc.d, p.y, plan.desc.d, &plan.algo, impl.workspace,
                      static_cast<size_t>(MatmulCudaContext::kWorkspaceBytes), stream));
   ROOFLINE_CUDA_LAUNCH_CHECK(stream);
+}
+
+void skinny_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStream_t stream,
+                   MatmulEpilogue epilogue) {
+  const MatmulSkinnyLaunch launch =
+      matmul_skinny_launch(p.m, p.n, p.k, impl.num_sms, impl.skinny_splits);
+  matmul_skinny_cuda(p, epilogue, launch, impl.skinny_workspace, stream);
+}
+
+// Timed calls per implementation in a measurement (median taken); each is preceded by an L2 flush.
+constexpr int kMeasureReps = 7;
+// The skinny kernel is chosen only when its median takes less than this fraction of cuBLASLt's:
+// near-ties stay on cuBLASLt, so run-to-run timing noise rarely flips a choice between processes
+// (and "never slower than cuBLASLt" holds either way).
+constexpr float kSkinnyMaxTimeRatio = 0.98f;
+
+// Reads a zero-filled buffer of `count` 16-byte words so that L2 afterwards holds clean lines of it
+// and nothing of the weights. A read, not a memset: a memset would leave L2 full of dirty lines
+// whose write-back would then compete with the timed GEMM for HBM bandwidth.
+__global__ void l2_flush_kernel(const uint4* buffer, int64_t count, uint32_t* sink) {
+  uint32_t acc = 0;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const uint4 v = buffer[i];
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x9e3779b9u) *sink = acc;  // never true of zeros; keeps the loads alive
+}
+
+// A device allocation for the duration of one measurement; null when the device is out of memory
+// (the measurement happens after the backend sized its KV cache to the free memory).
+struct ScratchMemory {
+  void* ptr = nullptr;
+  explicit ScratchMemory(size_t bytes) {
+    if (cudaMalloc(&ptr, bytes) != cudaSuccess) {
+      cudaGetLastError();  // clear the error: the caller goes on without this buffer
+      ptr = nullptr;
+    }
+  }
+  ~ScratchMemory() {
+    if (ptr) cudaFree(ptr);
+  }
+  ScratchMemory(const ScratchMemory&) = delete;
+  ScratchMemory& operator=(const ScratchMemory&) = delete;
+};
+
+// Times both implementations for p's (m bucket, n, k, epilogue); returns the faster. Runs outside
+// stream capture only (it allocates and synchronises). x, y and the residual are the context's
+// scratch (the caller's y may alias its residual, and its x has only p.m rows); W and the bias are
+// the caller's, read only. Without memory for the flush buffer (twice L2) the weights may be
+// partly L2-resident for both candidates alike: the comparison stays fair, if optimistic. Without
+// memory for x and y (a few MB) nothing can be timed: cuBLASLt, as inside a capture.
+MatmulImpl measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStream_t stream,
+                        MatmulEpilogue epilogue) {
+  const int64_t m = matmul_cuda_m_bucket(p.m);
+  ScratchMemory x(static_cast<size_t>(m * p.k) * 2);
+  ScratchMemory y(static_cast<size_t>(m * p.n) * 2);
+  if (x.ptr == nullptr || y.ptr == nullptr) return MatmulImpl::kCublas;
+  const size_t flush_bytes = static_cast<size_t>(2 * std::max<int64_t>(impl.l2_bytes, 1 << 20));
+  ScratchMemory flush(flush_bytes);
+  const auto flush_l2 = [&] {
+    if (flush.ptr == nullptr) return;
+    l2_flush_kernel<<<impl.num_sms * 4, 256, 0, stream>>>(static_cast<const uint4*>(flush.ptr),
+                                                          static_cast<int64_t>(flush_bytes / 16),
+                                                          static_cast<uint32_t*>(flush.ptr));
+    ROOFLINE_CUDA_LAUNCH_CHECK(stream);
+  };
+  if (flush.ptr) ROOFLINE_CUDA_CHECK(cudaMemsetAsync(flush.ptr, 0, flush_bytes, stream));
+  flush_l2();  // evicts the memset's dirty lines now, not during a timed call
+  ROOFLINE_CUDA_CHECK(cudaMemsetAsync(x.ptr, 0, static_cast<size_t>(m * p.k) * 2, stream));
+  ROOFLINE_CUDA_CHECK(cudaMemsetAsync(y.ptr, 0, static_cast<size_t>(m * p.n) * 2, stream));
+
+  MatmulParams q = p;
+  q.m = m;
+  q.x = x.ptr;
+  q.y = y.ptr;
+  q.y_row_stride = p.n;
+  q.residual = epilogue == MatmulEpilogue::kResidual ? y.ptr : nullptr;
+
+  std::vector<cudaEvent_t> events(2 * kMeasureReps);
+  for (auto& e : events) ROOFLINE_CUDA_CHECK(cudaEventCreate(&e));
+  float median_ms[2] = {0, 0};
+  for (int candidate = 0; candidate < 2; ++candidate) {
+    const bool skinny = candidate == 1;
+    const auto call = [&] {
+      if (skinny) {
+        skinny_matmul(q, impl, stream, epilogue);
+      } else {
+        cublas_matmul(q, impl, stream, epilogue);
+      }
+    };
+    call();  // warm-up: cuBLASLt chooses its algorithm, kernels load
+    for (int r = 0; r < kMeasureReps; ++r) {
+      flush_l2();
+      ROOFLINE_CUDA_CHECK(cudaEventRecord(events[static_cast<size_t>(2 * r)], stream));
+      call();
+      ROOFLINE_CUDA_CHECK(cudaEventRecord(events[static_cast<size_t>(2 * r + 1)], stream));
+    }
+    ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    std::vector<float> ms(kMeasureReps);
+    for (int r = 0; r < kMeasureReps; ++r) {
+      ROOFLINE_CUDA_CHECK(cudaEventElapsedTime(&ms[static_cast<size_t>(r)],
+                                               events[static_cast<size_t>(2 * r)],
+                                               events[static_cast<size_t>(2 * r + 1)]));
+    }
+    std::nth_element(ms.begin(), ms.begin() + kMeasureReps / 2, ms.end());
+    median_ms[candidate] = ms[kMeasureReps / 2];
+  }
+  for (auto& e : events) ROOFLINE_CUDA_CHECK(cudaEventDestroy(e));
+  ++impl.measurements;
+  return median_ms[1] < kSkinnyMaxTimeRatio * median_ms[0] ? MatmulImpl::kSkinny
+                                                           : MatmulImpl::kCublas;
+}
+
+// The process-wide choices (see the header comment), per (device, m bucket, n, k, epilogue). Never
+// destroyed: contexts may outlive static destruction order.
+struct SharedChoices {
+  std::mutex mutex;
+  std::map<std::tuple<int, int64_t, int64_t, int64_t, MatmulEpilogue>, MatmulImpl> choices;
+};
+SharedChoices& shared_choices() {
+  static SharedChoices* shared = new SharedChoices();
+  return *shared;
+}
+
+MatmulImpl choose_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStream_t stream,
+                       MatmulEpilogue epilogue) {
+  const char* unsupported = matmul_skinny_unsupported_reason(p, epilogue);
+  if (impl.forced == MatmulImpl::kSkinny) {
+    ROOFLINE_CHECK_MSG(unsupported == nullptr, unsupported);
+    return MatmulImpl::kSkinny;
+  }
+  if (impl.forced == MatmulImpl::kCublas || unsupported != nullptr) return MatmulImpl::kCublas;
+  if (epilogue == MatmulEpilogue::kBias && !bias_epilogue_rounds_once(p))
+    return MatmulImpl::kSkinny;
+
+  const auto key = std::make_tuple(matmul_cuda_m_bucket(p.m), p.n, p.k, epilogue);
+  const auto it = impl.choices.find(key);
+  if (it != impl.choices.end()) return it->second;
+  const auto shared_key = std::tuple_cat(std::make_tuple(impl.device), key);
+  SharedChoices& shared = shared_choices();
+  {
+    std::lock_guard<std::mutex> lock(shared.mutex);
+    const auto found = shared.choices.find(shared_key);
+    if (found != shared.choices.end())
+      return impl.choices.emplace(key, found->second).first->second;
+  }
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  ROOFLINE_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  if (capture != cudaStreamCaptureStatusNone) {
+    // No measurement inside a capture (see the header comment): cuBLASLt, not cached, so a later
+    // call outside capture still measures.
+    ++impl.unmeasured_captures;
+    return MatmulImpl::kCublas;
+  }
+  MatmulImpl chosen = measure_impl(p, impl, stream, epilogue);
+  {
+    // Another context may have measured the same problem meanwhile: the first answer stands.
+    std::lock_guard<std::mutex> lock(shared.mutex);
+    chosen = shared.choices.emplace(shared_key, chosen).first->second;
+  }
+  impl.choices.emplace(key, chosen);
+  return chosen;
+}
+
+void matmul_dispatch(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStream_t stream,
+                     MatmulEpilogue epilogue) {
+  ROOFLINE_CHECK(p.m >= 0 && p.n > 0 && p.k > 0);
+  ROOFLINE_CHECK(p.y_row_stride >= p.n);
+  ROOFLINE_CHECK_MSG(p.dtype == DType::kBF16 && p.w_dtype == DType::kBF16,
+                     "the CUDA matmul takes bf16 x, W and y");
+  if (epilogue == MatmulEpilogue::kBias)
+    ROOFLINE_CHECK_MSG(p.bias != nullptr && p.bias_dtype == DType::kBF16,
+                       "matmul_bias_cuda needs a bf16 bias");
+  if (epilogue == MatmulEpilogue::kResidual)
+    ROOFLINE_CHECK_MSG(p.residual != nullptr, "matmul_residual_cuda needs a residual");
+  if (p.m == 0) return;
+  ROOFLINE_CHECK(p.x != nullptr && p.w != nullptr && p.y != nullptr);
+  const MatmulImpl use = choose_impl(p, impl, stream, epilogue);
+  if (use == MatmulImpl::kSkinny) {
+    skinny_matmul(p, impl, stream, epilogue);
+  } else {
+    cublas_matmul(p, impl, stream, epilogue);
+  }
+  impl.last = use;
 }
 
 }  // namespace
 
 void matmul_cuda(const MatmulParams& p, MatmulCudaContext& ctx, CudaStream stream) {
-  matmul_cuda_impl(p, *ctx.impl_, stream, /*with_bias=*/false);
+  matmul_dispatch(p, *ctx.impl_, stream, MatmulEpilogue::kNone);
 }
 
 void matmul_bias_cuda(const MatmulParams& p, MatmulCudaContext& ctx, CudaStream stream) {
-  matmul_cuda_impl(p, *ctx.impl_, stream, /*with_bias=*/true);
+  matmul_dispatch(p, *ctx.impl_, stream, MatmulEpilogue::kBias);
+}
+
+void matmul_residual_cuda(const MatmulParams& p, MatmulCudaContext& ctx, CudaStream stream) {
+  matmul_dispatch(p, *ctx.impl_, stream, MatmulEpilogue::kResidual);
+}
+
+void matmul_cuda_forget_shared_choices() {
+  SharedChoices& shared = shared_choices();
+  std::lock_guard<std::mutex> lock(shared.mutex);
+  shared.choices.clear();
 }
 
 }  // namespace roofline

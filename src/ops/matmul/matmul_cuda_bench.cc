@@ -1,9 +1,13 @@
-// matmul_cuda benchmark (cuBLASLt, bf16): Llama-3-8B's decode GEMMs at m = 1, 8, 32, 64 as weight
-// bandwidth (weight bytes / time, the memory-bound ceiling) beside the 4.28 TB/s copy ceiling, and
-// one prefill of m = 8192 tokens per weight as TFLOP/s beside the 783 TFLOP/s bf16 GEMM ceiling.
-// Method (as HARDWARE.md's cuBLAS table): 16 back-to-back calls captured in one CUDA graph (launch
-// latency excluded), each on the next of `rotation_count` weight copies so L2 does not serve the
-// weights; median of 50 graph launches after warm-up.
+// matmul_cuda benchmark (bf16): Llama-3-8B's decode GEMMs at m = 1, 2, 4, 8, 16, 32, 64 as weight
+// bandwidth (weight bytes / time, the memory-bound ceiling) beside the 4.28 TB/s copy ceiling, for
+// each implementation in one run — the skinny kernel forced ("skinny"), cuBLASLt forced ("cublas")
+// and the measured selection ("selected") — then a line of skinny times per split count (for tuning
+// matmul_skinny.h; "*" marks matmul_skinny_launch's choice), and for o and down at m = 1, 8 the
+// residual epilogue on both implementations. Then one prefill of m = 8192 tokens per weight as
+// TFLOP/s beside the 783 TFLOP/s bf16 GEMM ceiling. Method (as HARDWARE.md's cuBLAS table): 16
+// back-to-back calls captured in one CUDA graph (launch latency excluded), each on the next of
+// `rotation_count` weight copies so L2 does not serve the weights; median of 50 graph launches
+// after warm-up (20 for the split sweep).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -15,6 +19,7 @@
 #include "core/cuda_check.h"
 #include "ops/matmul/matmul.h"
 #include "ops/matmul/matmul_shapes.h"
+#include "ops/matmul/matmul_skinny.h"
 #include "ops/testing/gpu_bench_buffers.h"
 #include "ops/testing/gpu_bench_util.h"
 
@@ -26,9 +31,11 @@ constexpr int kCallsPerGraph = 16;
 using bench::DeviceMemory;
 using bench::random_bf16;
 
-// Median ms of one call of y[m, n] = x · Wᵀ, over weight copies rotated call by call.
+// Median ms of one call of y[m, n] = x · Wᵀ (+ y: the residual epilogue in place, with
+// `residual`), over weight copies rotated call by call.
 double time_matmul(MatmulCudaContext& ctx, cudaStream_t stream, int64_t m, int64_t n, int64_t k,
-                   const std::vector<const DeviceMemory*>& weights) {
+                   const std::vector<const DeviceMemory*>& weights, int iters = 50,
+                   bool residual = false) {
   const std::vector<uint16_t> x_host = random_bf16(m * k, 11);
   DeviceMemory x(x_host.size() * 2);
   ROOFLINE_CUDA_CHECK(cudaMemcpy(x.ptr, x_host.data(), x_host.size() * 2, cudaMemcpyHostToDevice));
@@ -42,9 +49,17 @@ double time_matmul(MatmulCudaContext& ctx, cudaStream_t stream, int64_t m, int64
   p.n = n;
   p.k = k;
   p.y_row_stride = n;
+  if (residual) {
+    ROOFLINE_CUDA_CHECK(cudaMemset(y.ptr, 0, static_cast<size_t>(m * n) * 2));  // finite sums
+    p.residual = y.ptr;
+  }
   auto call = [&](int i) {
     p.w = weights[static_cast<size_t>(i) % weights.size()]->ptr;
-    matmul_cuda(p, ctx, stream);
+    if (residual) {
+      matmul_residual_cuda(p, ctx, stream);
+    } else {
+      matmul_cuda(p, ctx, stream);
+    }
   };
   for (size_t i = 0; i < weights.size(); ++i) call(static_cast<int>(i));  // choose the algorithm
   ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -56,14 +71,24 @@ double time_matmul(MatmulCudaContext& ctx, cudaStream_t stream, int64_t m, int64
   cudaGraphExec_t exec;
   ROOFLINE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   const double ms = bench::median_ms(
-      [&](int) { ROOFLINE_CUDA_CHECK(cudaGraphLaunch(exec, stream)); }, 5, 50, stream);
+      [&](int) { ROOFLINE_CUDA_CHECK(cudaGraphLaunch(exec, stream)); }, 5, iters, stream);
   ROOFLINE_CUDA_CHECK(cudaGraphExecDestroy(exec));
   ROOFLINE_CUDA_CHECK(cudaGraphDestroy(graph));
   return ms / kCallsPerGraph;
 }
 
 int run() {
+  // One context per implementation; the selection's measurements happen once per problem, in the
+  // warm-up calls before capture.
   auto ctx = MatmulCudaContext::create();
+  auto cublas = MatmulCudaContext::create();
+  cublas->set_impl(MatmulImpl::kCublas);
+  auto skinny = MatmulCudaContext::create();
+  skinny->set_impl(MatmulImpl::kSkinny);
+  int device = 0;
+  int num_sms = 0;
+  ROOFLINE_CUDA_CHECK(cudaGetDevice(&device));
+  ROOFLINE_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
   cudaStream_t stream;
   ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 
@@ -80,10 +105,43 @@ int run() {
       ptrs.push_back(copies.back().get());
     }
     for (const int64_t m : kMatmulCudaBenchDecodeMs) {
-      const double ms = time_matmul(*ctx, stream, m, w.n, w.k, ptrs);
       const std::string name = std::string(w.name) + " " + std::to_string(w.n) + "x" +
                                std::to_string(w.k) + " m=" + std::to_string(m);
-      bench::print_bandwidth(name.c_str(), ms, static_cast<double>(weight_bytes));
+      const double skinny_ms = time_matmul(*skinny, stream, m, w.n, w.k, ptrs);
+      const double cublas_ms = time_matmul(*cublas, stream, m, w.n, w.k, ptrs);
+      const double selected_ms = time_matmul(*ctx, stream, m, w.n, w.k, ptrs);
+      bench::print_bandwidth((name + " skinny").c_str(), skinny_ms,
+                             static_cast<double>(weight_bytes));
+      bench::print_bandwidth((name + " cublas").c_str(), cublas_ms,
+                             static_cast<double>(weight_bytes));
+      bench::print_bandwidth((name + " selected").c_str(), selected_ms,
+                             static_cast<double>(weight_bytes));
+      std::printf("  skinny/cublas time %.2f, selected ran %s\n", skinny_ms / cublas_ms,
+                  ctx->last_impl() == MatmulImpl::kSkinny ? "skinny" : "cublas");
+      // The split sweep: every distinct split count the launch plan allows for this shape.
+      const int chosen = matmul_skinny_launch(m, w.n, w.k, num_sms).splits;
+      std::printf("  skinny us by splits:");
+      int previous = 0;
+      for (const int requested : {1, 2, 3, 4, 5, 6, 8, 12, 16}) {
+        const int splits = matmul_skinny_launch(m, w.n, w.k, num_sms, requested).splits;
+        if (splits == previous) continue;
+        previous = splits;
+        skinny->set_skinny_splits(requested);  // plans `splits` splits
+        const double ms = time_matmul(*skinny, stream, m, w.n, w.k, ptrs, 20);
+        std::printf(" %d%s:%.1f", splits, splits == chosen ? "*" : "", ms * 1e3);
+      }
+      skinny->set_skinny_splits(0);
+      std::printf("\n");
+      // The residual epilogue (y += x · Wᵀ in place) of the projections that feed the residual
+      // stream: it should cost nothing over the plain GEMM on either implementation.
+      if ((w.n == 4096 && (w.k == 4096 || w.k == 14336)) && (m == 1 || m == 8)) {
+        bench::print_bandwidth((name + " skinny +residual").c_str(),
+                               time_matmul(*skinny, stream, m, w.n, w.k, ptrs, 50, true),
+                               static_cast<double>(weight_bytes));
+        bench::print_bandwidth((name + " cublas +residual").c_str(),
+                               time_matmul(*cublas, stream, m, w.n, w.k, ptrs, 50, true),
+                               static_cast<double>(weight_bytes));
+      }
     }
   }
 

@@ -1,10 +1,15 @@
-// matmul_cuda / matmul_bias_cuda against their CPU twins on the same bf16 inputs, on every element:
-// every weight of kMatmulCudaTestWeights (Llama-3-8B and Qwen2.5-0.5B projections, odd sizes) with
-// every m of kMatmulCudaTestMs, with and without bias, into a dense y and into a column range of a
-// wider y (row stride > n; every element outside the range must stay untouched); plus: the
-// algorithm cache makes no heuristic query for a problem it has seen, and a warmed-up call
-// captures into a CUDA graph (which would fail on a cudaMalloc or another unsafe call) and
-// replays to the same result.
+// matmul_cuda / matmul_bias_cuda / matmul_residual_cuda against their CPU twins on the same bf16
+// inputs, on every element: every weight of kMatmulCudaTestWeights (the projections of Llama-3-8B,
+// Qwen2.5-7B and Qwen2.5-0.5B, odd sizes) with every m of kMatmulCudaTestMs, through each
+// implementation — cuBLASLt forced, the skinny kernel forced (m <= 64, k a multiple of 8), and the
+// measured selection — with no epilogue, bias and residual, into a dense y and into a column range
+// of a wider y (row stride > n; every element outside the range must stay untouched; the strided
+// residual runs in place, y = y + x·Wᵀ). Plus: the cuBLASLt algorithm cache and the implementation
+// choice are made once per problem; every forced split count of the skinny kernel gives the same
+// bits run after run (its arrival counters reset themselves); warmed-up calls of each
+// implementation capture into a CUDA graph and replay (twice) to the right result; a call that
+// meets an unmeasured problem inside a capture runs cuBLASLt; a second context takes the first
+// one's measured choice; bad input aborts with its reason.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -17,6 +22,7 @@
 
 #include "ops/matmul/matmul.h"
 #include "ops/matmul/matmul_shapes.h"
+#include "ops/matmul/matmul_skinny.h"
 #include "ops/testing/gpu_test_util.h"
 #include "ops/testing/op_test_util.h"
 
@@ -33,93 +39,144 @@ using testing::to_bf16;
 
 // Tolerance. The CPU twin gives y32 (fp32 sums of exactly the products the GPU multiplies); the GPU
 // gives bf16(y32'), where y32' sums the same products in another order (cuBLASLt's tiles, split-K,
-// tensor-core steps). So |gpu - cpu| <= 2^-8·|y32'| + |y32' - y32| (round to nearest, 8 significant
-// bits), i.e. rtol 2^-8 and an atol that bounds the fp32 order difference. That difference is a sum
-// of ~K roundings of partial sums of size ~rms(y): a random walk of size sqrt(K)·2^-24·rms(y); we
-// allow 16× that with 2^-23 (tensor-core steps may truncate rather than round, which biases them),
-// which also covers the drift of fully biased truncation over the K/16 tensor-core steps. With
-// inputs in [-1, 1], rms(y) = sqrt(K/9 + 1/3) (bias included), so the atol grows as
-// sqrt(K)·sqrt(K): 1e-5 at K = 72, 1.3e-3 at K = 4096, 9e-3 at K = 14336, while a wrong element
-// (missing term, wrong row or column, missing bias) is off by ~0.3 or more.
+// tensor-core steps; the skinny kernel's chunks, warps and splits). So |gpu - cpu| <=
+// 2^-8·|y32'| + |y32' - y32| (round to nearest, 8 significant bits), i.e. rtol 2^-8 and an atol
+// that bounds the fp32 order difference. That difference is a sum of ~K roundings of partial sums
+// of size ~rms(y): a random walk of size sqrt(K)·2^-24·rms(y); we allow 16× that with 2^-23
+// (tensor-core steps may truncate rather than round, which biases them), which also covers the
+// drift of fully biased truncation over the K/16 tensor-core steps. With inputs in [-1, 1],
+// rms(y) = sqrt(K/9 + 1/3) (bias included), so the atol grows as sqrt(K)·sqrt(K): 1e-5 at K = 72,
+// 1.3e-3 at K = 4096, 9e-3 at K = 14336, while a wrong element (missing term, wrong row or column,
+// missing bias or residual) is off by ~0.3 or more. The residual (in [-2, 2]) adds to y after the
+// sum, in fp32 on both sides, so it only enters through rtol·|ref|.
 constexpr double kRtol = 1.0 / 256.0;
 double atol_for(int64_t k) {
   const double kd = static_cast<double>(k);
   return 16.0 * std::sqrt(kd) * std::ldexp(1.0, -23) * std::sqrt(kd / 9.0 + 1.0 / 3.0);
 }
 
-// Where y sits in its buffer. Without bias: the dense [m, n] (an odd n makes rows only 2-byte
-// aligned), or columns [5, 5 + n) of rows of n + 8 (y's pointer 2-byte aligned). With bias, y and
-// its rows must be 16-byte aligned (matmul.h): the dense [m, n], or columns [8, 8 + n) of rows of
-// n + 11 rounded up to a multiple of 8.
-// matmul_bias_cuda's domain (matmul.h): n and k multiples of 8.
-bool bias_supported(const MatmulWeightShape& s) { return s.n % 8 == 0 && s.k % 8 == 0; }
+constexpr MatmulEpilogue kEpilogues[] = {MatmulEpilogue::kNone, MatmulEpilogue::kBias,
+                                         MatmulEpilogue::kResidual};
+const char* epilogue_name(MatmulEpilogue e) {
+  return e == MatmulEpilogue::kNone   ? "no epilogue"
+         : e == MatmulEpilogue::kBias ? "bias"
+                                      : "residual";
+}
+const char* impl_name(MatmulImpl impl) {
+  return impl == MatmulImpl::kCublas ? "cuBLASLt" : impl == MatmulImpl::kSkinny ? "skinny" : "auto";
+}
 
+// Whether an implementation takes the problem (the others abort by design; tested below).
+bool skinny_takes(int64_t m, int64_t k) { return m <= kMatmulSkinnyMaxM && k % 8 == 0; }
+// cuBLASLt's bias epilogue rounds once only for n, k multiples of 8 with aligned y (matmul.h).
+bool cublas_bias_takes(const MatmulWeightShape& s) { return s.n % 8 == 0 && s.k % 8 == 0; }
+bool runs(MatmulImpl impl, MatmulEpilogue e, const MatmulWeightShape& s, int64_t m) {
+  switch (impl) {
+    case MatmulImpl::kCublas:
+      return e != MatmulEpilogue::kBias || cublas_bias_takes(s);
+    case MatmulImpl::kSkinny:
+      return skinny_takes(m, s.k);
+    case MatmulImpl::kAuto:
+      return e != MatmulEpilogue::kBias || cublas_bias_takes(s) || skinny_takes(m, s.k);
+  }
+  return false;
+}
+
+// Where y sits in its buffer: the dense [m, n] (an odd n makes rows only 2-byte aligned), or
+// columns [5, 5 + n) of rows of n + 8 (y's pointer 2-byte aligned). With bias on cuBLASLt, y and
+// its rows must be 16-byte aligned (matmul.h): columns [8, 8 + n) of rows of n + 11 rounded up to
+// a multiple of 8 — used for bias under every implementation, so their problems line up.
 struct Layout {
   int64_t offset;  // elements
   int64_t stride;  // elements
 };
 int64_t round_up_8(int64_t v) { return (v + 7) / 8 * 8; }
-Layout y_layout(int64_t n, bool with_bias, bool strided) {
-  if (!with_bias) return strided ? Layout{5, n + 8} : Layout{0, n};
-  return strided ? Layout{8, round_up_8(n + 11)} : Layout{0, n};
+Layout y_layout(int64_t n, MatmulEpilogue e, bool strided) {
+  if (!strided) return {0, n};
+  return e == MatmulEpilogue::kBias ? Layout{8, round_up_8(n + 11)} : Layout{5, n + 8};
 }
 constexpr uint16_t kPoisonBits = 0xffff;  // DeviceBuffer::poison: a bf16 NaN
 
-struct Problem {
-  int64_t m, n, k;
+struct Inputs {
   const DeviceBuffer* x;
   const DeviceBuffer* w;
-  const DeviceBuffer* bias;  // null: no bias
-  DeviceBuffer* y;
-  int64_t y_offset;  // elements
-  int64_t y_row_stride;
+  const DeviceBuffer* bias;
 };
 
-MatmulParams gpu_params(const Problem& pr) {
+// Runs y = x·Wᵀ (+ epilogue) on the GPU into a fresh poisoned buffer laid out as `layout`; the
+// residual (bf16 bits of [m, n]) is placed in y's buffer itself when `in_place`, else in its own
+// buffer with y's layout. Returns the whole downloaded buffer.
+std::vector<uint16_t> run_gpu(const Inputs& in, int64_t m, int64_t n, int64_t k, MatmulEpilogue e,
+                              const std::vector<uint16_t>& residual_bits, Layout layout,
+                              bool in_place, MatmulCudaContext& ctx, cudaStream_t stream) {
+  const size_t elems = static_cast<size_t>(m * layout.stride);
+  std::vector<uint16_t> placed(elems, kPoisonBits);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      placed[static_cast<size_t>(i * layout.stride + layout.offset + j)] =
+          residual_bits[static_cast<size_t>(i * n + j)];
+  DeviceBuffer y = in_place ? DeviceBuffer::from_host(placed) : DeviceBuffer(elems * 2);
+  if (!in_place) y.poison();
+  const DeviceBuffer residual = e == MatmulEpilogue::kResidual && !in_place
+                                    ? DeviceBuffer::from_host(placed)
+                                    : DeviceBuffer();
   MatmulParams p;
-  p.x = pr.x->get();
-  p.w = pr.w->get();
+  p.x = in.x->get();
+  p.w = in.w->get();
   p.w_dtype = DType::kBF16;
-  p.bias = pr.bias ? pr.bias->get() : nullptr;
+  p.bias = in.bias->get();
   p.bias_dtype = DType::kBF16;
-  p.y = pr.y->get<uint16_t>() + pr.y_offset;
+  p.y = y.get<uint16_t>() + layout.offset;
+  if (e == MatmulEpilogue::kResidual)
+    p.residual = (in_place ? y.get<uint16_t>() : residual.get<uint16_t>()) + layout.offset;
   p.dtype = DType::kBF16;
-  p.m = pr.m;
-  p.n = pr.n;
-  p.k = pr.k;
-  p.y_row_stride = pr.y_row_stride;
-  return p;
-}
-
-void run_gpu(const Problem& pr, MatmulCudaContext& ctx, cudaStream_t stream) {
-  const MatmulParams p = gpu_params(pr);
-  if (pr.bias) {
-    matmul_bias_cuda(p, ctx, stream);
-  } else {
-    matmul_cuda(p, ctx, stream);
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.y_row_stride = layout.stride;
+  switch (e) {
+    case MatmulEpilogue::kNone:
+      matmul_cuda(p, ctx, stream);
+      break;
+    case MatmulEpilogue::kBias:
+      matmul_bias_cuda(p, ctx, stream);
+      break;
+    case MatmulEpilogue::kResidual:
+      matmul_residual_cuda(p, ctx, stream);
+      break;
   }
+  ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return y.to_host<uint16_t>();
 }
 
 // y [m, n] of the CPU twin on the same (bf16-valued) inputs.
 std::vector<float> run_cpu(const std::vector<float>& x, const std::vector<uint16_t>& w,
-                           const std::vector<uint16_t>* bias, int64_t m, int64_t n, int64_t k) {
+                           const std::vector<uint16_t>& bias, const std::vector<float>& residual,
+                           int64_t m, int64_t n, int64_t k, MatmulEpilogue e) {
   std::vector<float> y(static_cast<size_t>(m * n));
   testing::poison(y);
   MatmulParams p;
   p.x = x.data();
   p.w = w.data();
   p.w_dtype = DType::kBF16;
-  p.bias = bias ? bias->data() : nullptr;
+  p.bias = bias.data();
   p.bias_dtype = DType::kBF16;
+  p.residual = residual.data();
   p.y = y.data();
   p.m = m;
   p.n = n;
   p.k = k;
   p.y_row_stride = n;
-  if (bias) {
-    matmul_bias_cpu(p);
-  } else {
-    matmul_cpu(p);
+  switch (e) {
+    case MatmulEpilogue::kNone:
+      matmul_cpu(p);
+      break;
+    case MatmulEpilogue::kBias:
+      matmul_bias_cpu(p);
+      break;
+    case MatmulEpilogue::kResidual:
+      matmul_residual_cpu(p);
+      break;
   }
   return y;
 }
@@ -127,11 +184,12 @@ std::vector<float> run_cpu(const std::vector<float>& x, const std::vector<uint16
 // The [m, n] range of a downloaded y with row stride `stride` starting at `offset`; every element
 // outside it must still hold the poison.
 ::testing::AssertionResult extract(const std::vector<uint16_t>& y_bits, int64_t m, int64_t n,
-                                   int64_t offset, int64_t stride, std::vector<float>* out) {
+                                   Layout layout, std::vector<float>* out) {
   out->clear();
   for (int64_t i = 0; i < static_cast<int64_t>(y_bits.size()); ++i) {
-    const int64_t row = (i - offset) >= 0 ? (i - offset) / stride : -1;
-    const int64_t col = (i - offset) >= 0 ? (i - offset) % stride : -1;
+    const int64_t rel = i - layout.offset;
+    const int64_t row = rel >= 0 ? rel / layout.stride : -1;
+    const int64_t col = rel >= 0 ? rel % layout.stride : -1;
     const bool inside = row >= 0 && row < m && col < n;
     if (inside) {
       out->push_back(bf16_bits_to_f32(y_bits[static_cast<size_t>(i)]));
@@ -142,9 +200,15 @@ std::vector<float> run_cpu(const std::vector<float>& x, const std::vector<uint16
   return ::testing::AssertionSuccess();
 }
 
+std::unique_ptr<MatmulCudaContext> context(MatmulImpl impl) {
+  auto ctx = MatmulCudaContext::create();
+  ctx->set_impl(impl);
+  return ctx;
+}
+
 class MatmulCudaTest : public ::testing::TestWithParam<MatmulWeightShape> {};
 
-TEST_P(MatmulCudaTest, MatchesCpuTwinForEveryM) {
+TEST_P(MatmulCudaTest, MatchesCpuTwinForEveryMImplementationAndEpilogue) {
   ROOFLINE_SKIP_WITHOUT_GPU();
   const MatmulWeightShape shape = GetParam();
   const int64_t n = shape.n;
@@ -154,53 +218,70 @@ TEST_P(MatmulCudaTest, MatchesCpuTwinForEveryM) {
   const std::vector<uint16_t> bias_bits = to_bf16(random_vector(n, rng));
   const DeviceBuffer w = DeviceBuffer::from_host(w_bits);
   const DeviceBuffer bias = DeviceBuffer::from_host(bias_bits);
-  auto ctx = MatmulCudaContext::create();
+  const MatmulImpl impls[] = {MatmulImpl::kCublas, MatmulImpl::kSkinny, MatmulImpl::kAuto};
+  std::unique_ptr<MatmulCudaContext> ctxs[] = {context(impls[0]), context(impls[1]),
+                                               context(impls[2])};
+  // The legacy default stream: the uploads (cudaMemcpy) and the poison (cudaMemset) run on it, so
+  // every call is ordered after them.
+  const cudaStream_t stream = nullptr;
 
   for (const int64_t m : kMatmulCudaTestMs) {
-    SCOPED_TRACE(std::string(shape.name) + ", m = " + std::to_string(m));
     const std::vector<float> x_vals = round_to_bf16(random_vector(m * k, rng));
+    const std::vector<uint16_t> residual_bits = to_bf16(random_vector(m * n, rng, -2.0f, 2.0f));
+    const std::vector<float> residual_vals = from_bf16(residual_bits);
     const DeviceBuffer x = DeviceBuffer::from_host(to_bf16(x_vals));
-
-    const std::vector<float> expected = run_cpu(x_vals, w_bits, nullptr, m, n, k);
-    const std::vector<float> expected_bias = run_cpu(x_vals, w_bits, &bias_bits, m, n, k);
-    for (const bool with_bias : {false, true}) {
-      if (with_bias && !bias_supported(shape)) continue;
-      for (const bool strided : {false, true}) {
-        const Layout layout = y_layout(n, with_bias, strided);
-        SCOPED_TRACE(std::string(with_bias ? "bias" : "no bias") + ", y columns [" +
-                     std::to_string(layout.offset) + ", " + std::to_string(layout.offset + n) +
-                     ") of rows of " + std::to_string(layout.stride));
-        DeviceBuffer y(static_cast<size_t>(m * layout.stride) * 2);
-        y.poison();
-        run_gpu({m, n, k, &x, &w, with_bias ? &bias : nullptr, &y, layout.offset, layout.stride},
-                *ctx, nullptr);
-        std::vector<float> got;
-        ASSERT_TRUE(extract(y.to_host<uint16_t>(), m, n, layout.offset, layout.stride, &got));
-        EXPECT_TRUE(all_close(got, with_bias ? expected_bias : expected, atol_for(k), kRtol));
+    for (const MatmulEpilogue e : kEpilogues) {
+      const std::vector<float> expected =
+          run_cpu(x_vals, w_bits, bias_bits, residual_vals, m, n, k, e);
+      for (int i = 0; i < 3; ++i) {
+        if (!runs(impls[i], e, shape, m)) continue;
+        for (const bool strided : {false, true}) {
+          const Layout layout = y_layout(n, e, strided);
+          const bool in_place = e == MatmulEpilogue::kResidual && strided;
+          SCOPED_TRACE(std::string(shape.name) + ", m = " + std::to_string(m) + ", " +
+                       impl_name(impls[i]) + ", " + epilogue_name(e) +
+                       (in_place ? " in place" : "") + ", y columns [" +
+                       std::to_string(layout.offset) + ", " + std::to_string(layout.offset + n) +
+                       ") of rows of " + std::to_string(layout.stride));
+          const std::vector<uint16_t> y = run_gpu({&x, &w, &bias}, m, n, k, e, residual_bits,
+                                                  layout, in_place, *ctxs[i], stream);
+          if (impls[i] != MatmulImpl::kAuto) {
+            EXPECT_EQ(ctxs[i]->last_impl(), impls[i]);
+          }
+          std::vector<float> got;
+          ASSERT_TRUE(extract(y, m, n, layout, &got));
+          EXPECT_TRUE(all_close(got, expected, atol_for(k), kRtol));
+        }
       }
     }
   }
 
-  // Every problem is now cached: running them again (fresh x) queries no heuristic.
-  const int64_t queries = ctx->num_heuristic_queries();
-  const int64_t problems = ctx->num_cached_problems();
-  const int64_t variants = bias_supported(shape) ? 4 : 2;
+  // Every problem is now cached: running them again (fresh x) queries no cuBLASLt heuristic and
+  // measures no implementation choice.
+  const int64_t queries = ctxs[0]->num_heuristic_queries();
+  const int64_t problems = ctxs[0]->num_cached_problems();
+  const int64_t measurements = ctxs[2]->num_impl_measurements();
+  const int64_t variants = cublas_bias_takes(shape) ? 6 : 4;
   EXPECT_EQ(problems, variants * static_cast<int64_t>(std::size(kMatmulCudaTestMs)));
+  EXPECT_EQ(ctxs[0]->num_impl_measurements(), 0);  // forced: nothing to choose
+  EXPECT_EQ(ctxs[1]->num_impl_measurements(), 0);
   for (const int64_t m : kMatmulCudaTestMs) {
     const DeviceBuffer x = DeviceBuffer::from_host(to_bf16(random_vector(m * k, rng)));
-    for (const bool with_bias : {false, true}) {
-      if (with_bias && !bias_supported(shape)) continue;
-      for (const bool strided : {false, true}) {
-        const Layout layout = y_layout(n, with_bias, strided);
-        DeviceBuffer y(static_cast<size_t>(m * layout.stride) * 2);
-        run_gpu({m, n, k, &x, &w, with_bias ? &bias : nullptr, &y, layout.offset, layout.stride},
-                *ctx, nullptr);
+    const std::vector<uint16_t> residual_bits(static_cast<size_t>(m * n), 0);
+    for (const MatmulEpilogue e : kEpilogues) {
+      for (const int i : {0, 2}) {
+        if (!runs(impls[i], e, shape, m)) continue;
+        for (const bool strided : {false, true}) {
+          run_gpu({&x, &w, &bias}, m, n, k, e, residual_bits, y_layout(n, e, strided),
+                  e == MatmulEpilogue::kResidual && strided, *ctxs[i], stream);
+        }
       }
     }
   }
-  ROOFLINE_CUDA_CHECK(cudaDeviceSynchronize());
-  EXPECT_EQ(ctx->num_heuristic_queries(), queries);
-  EXPECT_EQ(ctx->num_cached_problems(), problems);
+  EXPECT_EQ(ctxs[0]->num_heuristic_queries(), queries);
+  EXPECT_EQ(ctxs[0]->num_cached_problems(), problems);
+  EXPECT_EQ(ctxs[2]->num_impl_measurements(), measurements);
+  EXPECT_EQ(ctxs[2]->num_unmeasured_captures(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Weights, MatmulCudaTest, ::testing::ValuesIn(kMatmulCudaTestWeights),
@@ -212,48 +293,252 @@ INSTANTIATE_TEST_SUITE_P(Weights, MatmulCudaTest, ::testing::ValuesIn(kMatmulCud
                            return name;
                          });
 
-TEST(MatmulCudaDeathTest, BiasOnAnUnalignedShapeAborts) {
+TEST(MatmulCudaSkinnyTest, EverySplitCountGivesTheSameBitsEveryRun) {
+  // Llama-3-8B's o projection and an odd shape with a K tail, forced to 1, 2, 3, 7 and 16 splits:
+  // each matches the CPU twin, and each is deterministic (the partials are summed in split order)
+  // across three runs — which also shows the arrival counters return to zero after every launch
+  // (a stale counter would let a block reduce before the other splits had written).
+  ROOFLINE_SKIP_WITHOUT_GPU();
+  const MatmulWeightShape shapes[] = {{"llama3-8b o", 4096, 4096}, {"odd 33x4104", 33, 4104}};
+  auto ctx = context(MatmulImpl::kSkinny);
+  auto rng = make_rng(99);
+  for (const auto& s : shapes) {
+    for (const int64_t m : {1, 8, 64}) {
+      const std::vector<uint16_t> w_bits = to_bf16(random_vector(s.n * s.k, rng));
+      const std::vector<uint16_t> bias_bits = to_bf16(random_vector(s.n, rng));
+      const std::vector<float> x_vals = round_to_bf16(random_vector(m * s.k, rng));
+      const std::vector<uint16_t> residual_bits = to_bf16(random_vector(m * s.n, rng, -2.0f, 2.0f));
+      const DeviceBuffer w = DeviceBuffer::from_host(w_bits);
+      const DeviceBuffer bias = DeviceBuffer::from_host(bias_bits);
+      const DeviceBuffer x = DeviceBuffer::from_host(to_bf16(x_vals));
+      const std::vector<float> expected =
+          run_cpu(x_vals, w_bits, bias_bits, from_bf16(residual_bits), m, s.n, s.k,
+                  MatmulEpilogue::kResidual);
+      for (const int splits : {1, 2, 3, 7, 16}) {
+        SCOPED_TRACE(std::string(s.name) + ", m = " + std::to_string(m) + ", splits " +
+                     std::to_string(splits));
+        ctx->set_skinny_splits(splits);
+        std::vector<uint16_t> first;
+        for (int run = 0; run < 3; ++run) {
+          const std::vector<uint16_t> y =
+              run_gpu({&x, &w, &bias}, m, s.n, s.k, MatmulEpilogue::kResidual, residual_bits,
+                      {0, s.n}, false, *ctx, nullptr);
+          if (run == 0) {
+            first = y;
+            std::vector<float> got;
+            ASSERT_TRUE(extract(y, m, s.n, {0, s.n}, &got));
+            EXPECT_TRUE(all_close(got, expected, atol_for(s.k), kRtol));
+          } else {
+            ASSERT_EQ(y, first) << "run " << run << " differs from run 0";
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(MatmulCudaDeathTest, BadInputAbortsWithItsReason) {
   ROOFLINE_SKIP_WITHOUT_GPU();
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   constexpr int64_t kM = 8, kN = 129, kK = 72;
-  const DeviceBuffer x(kM * kK * 2), w(kN * kK * 2), bias(kN * 2);
+  const DeviceBuffer x(kM * kK * 2 + 16), w(kN * kK * 2), bias(kN * 2);
   DeviceBuffer y(kM * kN * 2);
-  auto ctx = MatmulCudaContext::create();
-  const MatmulParams p = gpu_params({kM, kN, kK, &x, &w, &bias, &y, 0, kN});
-  EXPECT_DEATH(matmul_bias_cuda(p, *ctx, nullptr), "matmul_bias_cuda needs n, k");
+  MatmulParams p;
+  p.x = x.get();
+  p.w = w.get();
+  p.w_dtype = DType::kBF16;
+  p.bias = bias.get();
+  p.bias_dtype = DType::kBF16;
+  p.y = y.get();
+  p.dtype = DType::kBF16;
+  p.m = kM;
+  p.n = kN;
+  p.k = kK;
+  p.y_row_stride = kN;
+  // cuBLASLt would round the bias epilogue twice on n = 129.
+  EXPECT_DEATH(
+      {
+        auto ctx = context(MatmulImpl::kCublas);
+        matmul_bias_cuda(p, *ctx, nullptr);
+      },
+      "matmul_bias_cuda needs n, k");
+  // The skinny kernel's domain: k a multiple of 8, x and W 16-byte aligned, m <= 64, bf16.
+  MatmulParams q = p;
+  q.k = 67;
+  EXPECT_DEATH(
+      {
+        auto ctx = context(MatmulImpl::kSkinny);
+        matmul_cuda(q, *ctx, nullptr);
+      },
+      "multiple of 8");
+  q = p;
+  q.x = x.get<uint8_t>() + 2;
+  EXPECT_DEATH(
+      {
+        auto ctx = context(MatmulImpl::kSkinny);
+        matmul_cuda(q, *ctx, nullptr);
+      },
+      "16-byte aligned");
+  q = p;
+  q.m = 65;
+  EXPECT_DEATH(
+      {
+        auto ctx = context(MatmulImpl::kSkinny);
+        matmul_cuda(q, *ctx, nullptr);
+      },
+      "1 to 64 rows");
+  q = p;
+  q.dtype = DType::kF32;
+  EXPECT_DEATH(
+      {
+        auto ctx = context(MatmulImpl::kAuto);
+        matmul_cuda(q, *ctx, nullptr);
+      },
+      "takes bf16");
+  q = p;
+  q.residual = nullptr;
+  EXPECT_DEATH(
+      {
+        auto ctx = context(MatmulImpl::kAuto);
+        matmul_residual_cuda(q, *ctx, nullptr);
+      },
+      "needs a residual");
 }
 
-TEST(MatmulCudaGraphTest, WarmedUpCallCapturesAndReplays) {
+// One warmed-up call per implementation (and epilogue) captured into a graph; the graph is
+// replayed twice into a poisoned y. Global capture mode rejects unsafe calls (cudaMalloc,
+// synchronisation) made while capturing.
+TEST(MatmulCudaGraphTest, WarmedUpCallsCaptureAndReplay) {
   ROOFLINE_SKIP_WITHOUT_GPU();
-  constexpr int64_t kM = 17, kN = 1152, kK = 896;
+  constexpr int64_t kM = 17, kN = 4096, kK = 4096;  // the skinny kernel splits K here
   auto rng = make_rng(7);
   const std::vector<uint16_t> w_bits = to_bf16(random_vector(kN * kK, rng));
   const std::vector<uint16_t> bias_bits = to_bf16(random_vector(kN, rng));
   const std::vector<float> x_vals = round_to_bf16(random_vector(kM * kK, rng));
+  const std::vector<uint16_t> residual_bits = to_bf16(random_vector(kM * kN, rng, -2.0f, 2.0f));
   const DeviceBuffer w = DeviceBuffer::from_host(w_bits);
   const DeviceBuffer bias = DeviceBuffer::from_host(bias_bits);
   const DeviceBuffer x = DeviceBuffer::from_host(to_bf16(x_vals));
+  const DeviceBuffer residual = DeviceBuffer::from_host(residual_bits);
   DeviceBuffer y(static_cast<size_t>(kM * kN) * 2);
-  auto ctx = MatmulCudaContext::create();
+  // Capture needs a stream of its own; it does not wait for the legacy stream's uploads and
+  // poison, so each is followed by a device synchronisation.
+  ROOFLINE_CUDA_CHECK(cudaDeviceSynchronize());
   cudaStream_t stream;
   ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  const Problem pr{kM, kN, kK, &x, &w, &bias, &y, 0, kN};  // 1152: rows 16-byte aligned
-  run_gpu(pr, *ctx, stream);  // warm-up: chooses and caches the algorithm
-  ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  MatmulParams p;
+  p.x = x.get();
+  p.w = w.get();
+  p.w_dtype = DType::kBF16;
+  p.bias = bias.get();
+  p.bias_dtype = DType::kBF16;
+  p.residual = residual.get();
+  p.y = y.get();
+  p.dtype = DType::kBF16;
+  p.m = kM;
+  p.n = kN;
+  p.k = kK;
+  p.y_row_stride = kN;
+  for (const MatmulImpl impl : {MatmulImpl::kCublas, MatmulImpl::kSkinny, MatmulImpl::kAuto}) {
+    for (const MatmulEpilogue e : kEpilogues) {
+      SCOPED_TRACE(std::string(impl_name(impl)) + ", " + epilogue_name(e));
+      auto ctx = context(impl);
+      const auto call = [&] {
+        if (e == MatmulEpilogue::kNone) matmul_cuda(p, *ctx, stream);
+        if (e == MatmulEpilogue::kBias) matmul_bias_cuda(p, *ctx, stream);
+        if (e == MatmulEpilogue::kResidual) matmul_residual_cuda(p, *ctx, stream);
+      };
+      call();  // warm-up: chooses and caches the algorithm (and, under kAuto, the implementation)
+      ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
+      cudaGraph_t graph;
+      ROOFLINE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+      call();
+      ROOFLINE_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+      EXPECT_EQ(ctx->num_unmeasured_captures(), 0);
+      cudaGraphExec_t exec;
+      ROOFLINE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      const std::vector<float> expected =
+          run_cpu(x_vals, w_bits, bias_bits, from_bf16(residual_bits), kM, kN, kK, e);
+      for (int replay = 0; replay < 2; ++replay) {
+        y.poison();
+        ROOFLINE_CUDA_CHECK(cudaDeviceSynchronize());
+        ROOFLINE_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+        ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
+        std::vector<float> got;
+        ASSERT_TRUE(extract(y.to_host<uint16_t>(), kM, kN, {0, kN}, &got));
+        EXPECT_TRUE(all_close(got, expected, atol_for(kK), kRtol)) << "replay " << replay;
+      }
+      ROOFLINE_CUDA_CHECK(cudaGraphExecDestroy(exec));
+      ROOFLINE_CUDA_CHECK(cudaGraphDestroy(graph));
+    }
+  }
+  ROOFLINE_CUDA_CHECK(cudaStreamDestroy(stream));
+}
 
-  // Global capture mode rejects unsafe calls (cudaMalloc, synchronisation) made while capturing.
+TEST(MatmulCudaGraphTest, UnmeasuredProblemInsideACaptureRunsCublas) {
+  ROOFLINE_SKIP_WITHOUT_GPU();
+  constexpr int64_t kM = 4, kN = 1152, kK = 896;
+  auto rng = make_rng(8);
+  const std::vector<uint16_t> w_bits = to_bf16(random_vector(kN * kK, rng));
+  const std::vector<float> x_vals = round_to_bf16(random_vector(kM * kK, rng));
+  const DeviceBuffer w = DeviceBuffer::from_host(w_bits);
+  const DeviceBuffer x = DeviceBuffer::from_host(to_bf16(x_vals));
+  DeviceBuffer y(static_cast<size_t>(kM * kN) * 2);
+  // Capture needs a stream of its own; it does not wait for the legacy stream's uploads and
+  // poison, so each is followed by a device synchronisation.
+  ROOFLINE_CUDA_CHECK(cudaDeviceSynchronize());
+  cudaStream_t stream;
+  ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  MatmulParams p;
+  p.x = x.get();
+  p.w = w.get();
+  p.w_dtype = DType::kBF16;
+  p.y = y.get();
+  p.dtype = DType::kBF16;
+  p.m = kM;
+  p.n = kN;
+  p.k = kK;
+  p.y_row_stride = kN;
+  matmul_cuda_forget_shared_choices();  // earlier tests of this process may have measured it
+  auto ctx = context(MatmulImpl::kAuto);
+  // cuBLASLt's own algorithm choice is made outside the capture (a heuristic query is host-only,
+  // but warm it the way the backend does); the implementation choice is deliberately left unmade.
+  ctx->set_impl(MatmulImpl::kCublas);
+  matmul_cuda(p, *ctx, stream);
+  ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  ctx->set_impl(MatmulImpl::kAuto);
   cudaGraph_t graph;
   ROOFLINE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  run_gpu(pr, *ctx, stream);
+  matmul_cuda(p, *ctx, stream);
   ROOFLINE_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  EXPECT_EQ(ctx->num_unmeasured_captures(), 1);
+  EXPECT_EQ(ctx->num_impl_measurements(), 0);
+  EXPECT_EQ(ctx->last_impl(), MatmulImpl::kCublas);
   cudaGraphExec_t exec;
   ROOFLINE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   y.poison();
+  ROOFLINE_CUDA_CHECK(cudaDeviceSynchronize());
   ROOFLINE_CUDA_CHECK(cudaGraphLaunch(exec, stream));
   ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
   std::vector<float> got;
-  ASSERT_TRUE(extract(y.to_host<uint16_t>(), kM, kN, 0, kN, &got));
-  EXPECT_TRUE(all_close(got, run_cpu(x_vals, w_bits, &bias_bits, kM, kN, kK), atol_for(kK), kRtol));
+  ASSERT_TRUE(extract(y.to_host<uint16_t>(), kM, kN, {0, kN}, &got));
+  const std::vector<uint16_t> no_bias(kN, 0);
+  EXPECT_TRUE(all_close(got,
+                        run_cpu(x_vals, w_bits, no_bias, {}, kM, kN, kK, MatmulEpilogue::kNone),
+                        atol_for(kK), kRtol));
+  // Outside the capture the same problem is measured once, then cached.
+  matmul_cuda(p, *ctx, stream);
+  matmul_cuda(p, *ctx, stream);
+  ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  EXPECT_EQ(ctx->num_impl_measurements(), 1);
+  // A second context of the process takes the first one's choice instead of measuring (its own
+  // timings could disagree, and two runners must compute the same function).
+  const MatmulImpl chosen = ctx->last_impl();
+  auto other = context(MatmulImpl::kAuto);
+  matmul_cuda(p, *other, stream);
+  ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  EXPECT_EQ(other->num_impl_measurements(), 0);
+  EXPECT_EQ(other->last_impl(), chosen);
   ROOFLINE_CUDA_CHECK(cudaGraphExecDestroy(exec));
   ROOFLINE_CUDA_CHECK(cudaGraphDestroy(graph));
   ROOFLINE_CUDA_CHECK(cudaStreamDestroy(stream));

@@ -37,14 +37,21 @@ inline constexpr MatmulWeightShape kLlama3_8bWeights[] = {
     {"llama3-8b down", 4096, 14336},
 };
 
-// The CUDA test's weights: Llama-3-8B's, Qwen2.5-0.5B's (hidden 896, q|k|v 1152, gate|up 9728,
-// intermediate 4864) and odd sizes that no tile divides (including K not a multiple of 8, whose
-// rows are only 2-byte aligned).
+// The CUDA test's weights: every per-layer projection of Llama-3-8B, Qwen2.5-7B (hidden 3584,
+// q|k|v 3584 + 2·512, intermediate 18944) and Qwen2.5-0.5B (hidden 896, q|k|v 1152, gate|up 9728,
+// intermediate 4864), and odd sizes that no tile divides (including K not a multiple of 8, whose
+// rows are only 2-byte aligned and which only cuBLASLt takes). The LM heads are left out: their
+// CPU twin at every m would dominate the test's time, and their shape class (n >> 132 column
+// blocks, no split) is gate_up's.
 inline constexpr MatmulWeightShape kMatmulCudaTestWeights[] = {
     {"llama3-8b qkv", 6144, 4096},
     {"llama3-8b o", 4096, 4096},
     {"llama3-8b gate_up", 28672, 4096},
     {"llama3-8b down", 4096, 14336},
+    {"qwen2.5-7b qkv", 4608, 3584},
+    {"qwen2.5-7b o", 3584, 3584},
+    {"qwen2.5-7b gate_up", 37888, 3584},
+    {"qwen2.5-7b down", 3584, 18944},
     {"qwen2.5-0.5b qkv", 1152, 896},
     {"qwen2.5-0.5b o", 896, 896},
     {"qwen2.5-0.5b gate_up", 9728, 896},
@@ -52,6 +59,7 @@ inline constexpr MatmulWeightShape kMatmulCudaTestWeights[] = {
     {"odd 129x72", 129, 72},
     {"odd 131x67", 131, 67},
     {"odd 1x8", 1, 8},
+    {"odd 33x4104", 33, 4104},  // K = 128 chunks + 8: a K tail inside the last split
 };
 
 // Token counts the CUDA test runs every weight with: decode batches, awkward counts across the
@@ -59,7 +67,7 @@ inline constexpr MatmulWeightShape kMatmulCudaTestWeights[] = {
 inline constexpr int64_t kMatmulCudaTestMs[] = {1, 2, 3, 8, 17, 32, 64, 733};
 
 // The CUDA benchmark's token counts: decode batches (memory bound) and one prefill (compute bound).
-inline constexpr int64_t kMatmulCudaBenchDecodeMs[] = {1, 8, 32, 64};
+inline constexpr int64_t kMatmulCudaBenchDecodeMs[] = {1, 2, 4, 8, 16, 32, 64};
 inline constexpr int64_t kMatmulCudaBenchPrefillM = 8192;
 
 }  // namespace roofline

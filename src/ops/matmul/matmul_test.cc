@@ -131,6 +131,62 @@ TEST_P(MatmulTest, BiasMatchesReference) {
       all_close(y, reference_matmul(x, w.values, &bias.values, m, n, k), atol_for(k), kRtol));
 }
 
+TEST_P(MatmulTest, ResidualMatchesReferenceAlsoInPlace) {
+  // y = x · Wᵀ + residual into columns [kLeft, kLeft + n) of wider rows (the residual shares y's
+  // row stride), once from a separate residual and once in place (residual == y).
+  const auto [shape, dtype] = GetParam();
+  const auto [m, n, k] = shape;
+  constexpr int64_t kLeft = 3;
+  constexpr float kSentinel = -4321.0f;
+  const int64_t stride = kLeft + n + 2;
+  auto rng = make_rng(salt(shape, dtype, 3));
+  auto x = random_vector(m * k, rng);
+  const Weights w = make_weights(dtype, n * k, rng);
+  const std::vector<float> residual_dense = random_vector(m * n, rng, -4.0f, 4.0f);
+  std::vector<double> expected = reference_matmul(x, w.values, nullptr, m, n, k);
+  for (size_t i = 0; i < expected.size(); ++i) expected[i] += residual_dense[i];
+  // The residual laid out like y: its range holds the values, the rest the sentinel.
+  std::vector<float> residual(static_cast<size_t>(m * stride), kSentinel);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      residual[static_cast<size_t>(i * stride + kLeft + j)] =
+          residual_dense[static_cast<size_t>(i * n + j)];
+
+  for (const bool in_place : {false, true}) {
+    SCOPED_TRACE(in_place ? "in place" : "separate residual");
+    std::vector<float> y = residual;
+    if (!in_place) {
+      for (float& v : y) v = kSentinel;
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j)
+          y[static_cast<size_t>(i * stride + kLeft + j)] = std::nanf("");
+    }
+    MatmulParams p;
+    p.x = x.data();
+    p.w = w.data();
+    p.w_dtype = dtype;
+    p.residual = (in_place ? y.data() : residual.data()) + kLeft;
+    p.y = y.data() + kLeft;
+    p.m = m;
+    p.n = n;
+    p.k = k;
+    p.y_row_stride = stride;
+    matmul_residual_cpu(p);
+    std::vector<float> written;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < stride; ++j) {
+        const float v = y[static_cast<size_t>(i * stride + j)];
+        if (j < kLeft || j >= kLeft + n) {
+          ASSERT_EQ(v, kSentinel) << "row " << i << " column " << j << " is outside the range";
+        } else {
+          written.push_back(v);
+        }
+      }
+    }
+    EXPECT_TRUE(all_close(written, expected, atol_for(k) + 4e-6, kRtol));
+  }
+}
+
 TEST_P(MatmulTest, RowStrideWritesOnlyItsColumns) {
   // Two weights writing adjacent column ranges of one [m, left + n + right] buffer, as q|k|v do.
   const auto [shape, dtype] = GetParam();

@@ -1,0 +1,200 @@
+// The skinny CUDA matmul's host side on the CPU: its domain (matmul_skinny_unsupported_reason, fed
+// made-up addresses — nothing is dereferenced) and its launch plan (matmul_skinny_launch): token
+// tiles, column blocks, and the split-K choice with its invariants (no empty split, whole warp
+// steps per split, partials within the workspace), which matmul_skinny_launch_valid — the
+// launcher's check — accepts, while it rejects launches that do not fit the problem.
+#include "ops/matmul/matmul_skinny.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+namespace roofline {
+namespace {
+
+// An address with the given alignment (and no larger power of two up to 256).
+const void* address(uintptr_t alignment) {
+  return reinterpret_cast<const void*>(uintptr_t{0x100000} + (alignment < 256 ? alignment : 0));
+}
+
+MatmulParams supported_params() {
+  MatmulParams p;
+  p.x = address(256);
+  p.w = address(16);
+  p.w_dtype = DType::kBF16;
+  p.dtype = DType::kBF16;
+  p.bias = address(2);
+  p.bias_dtype = DType::kBF16;
+  p.residual = address(2);
+  p.y = const_cast<void*>(
+      address(2));  // y and the residual are written / read element by element: any alignment
+  p.m = 8;
+  p.n = 131;
+  p.k = 72;
+  p.y_row_stride = 137;
+  return p;
+}
+
+// The reason contains `fragment` (so a message cannot silently stop saying what to fix).
+::testing::AssertionResult rejected_for(const MatmulParams& p, MatmulEpilogue e,
+                                        const char* fragment) {
+  const char* reason = matmul_skinny_unsupported_reason(p, e);
+  if (reason == nullptr) return ::testing::AssertionFailure() << "accepted";
+  if (std::strstr(reason, fragment) == nullptr)
+    return ::testing::AssertionFailure() << "reason '" << reason << "' lacks '" << fragment << "'";
+  return ::testing::AssertionSuccess();
+}
+
+TEST(MatmulSkinnyDomain, AcceptsDecodeShapesWithEveryEpilogue) {
+  for (const MatmulEpilogue e :
+       {MatmulEpilogue::kNone, MatmulEpilogue::kBias, MatmulEpilogue::kResidual}) {
+    MatmulParams p = supported_params();
+    for (const int64_t m : {1, 2, 3, 17, 64}) {
+      p.m = m;
+      EXPECT_EQ(matmul_skinny_unsupported_reason(p, e), nullptr) << "m " << m;
+    }
+  }
+}
+
+TEST(MatmulSkinnyDomain, RejectsWhatItCannotRunWithAClearReason) {
+  const MatmulEpilogue none = MatmulEpilogue::kNone;
+  MatmulParams p = supported_params();
+  p.dtype = DType::kF32;
+  EXPECT_TRUE(rejected_for(p, none, "bf16"));
+  p = supported_params();
+  p.w_dtype = DType::kF16;
+  EXPECT_TRUE(rejected_for(p, none, "bf16"));
+  p = supported_params();
+  p.bias_dtype = DType::kF32;
+  EXPECT_TRUE(rejected_for(p, MatmulEpilogue::kBias, "bf16 bias"));
+  EXPECT_EQ(matmul_skinny_unsupported_reason(p, none), nullptr);  // the bias is not read
+  p = supported_params();
+  p.m = 65;
+  EXPECT_TRUE(rejected_for(p, none, "1 to 64 rows"));
+  p.m = 0;
+  EXPECT_TRUE(rejected_for(p, none, "1 to 64 rows"));
+  p = supported_params();
+  p.k = 67;
+  EXPECT_TRUE(rejected_for(p, none, "multiple of 8"));
+  p = supported_params();
+  p.x = address(8);
+  EXPECT_TRUE(rejected_for(p, none, "16-byte aligned"));
+  p = supported_params();
+  p.w = address(2);
+  EXPECT_TRUE(rejected_for(p, none, "16-byte aligned"));
+  p = supported_params();
+  p.y_row_stride = p.n - 1;
+  EXPECT_TRUE(rejected_for(p, none, "y_row_stride"));
+  p = supported_params();
+  p.residual = nullptr;
+  EXPECT_TRUE(rejected_for(p, MatmulEpilogue::kResidual, "without a residual"));
+  p = supported_params();
+  p.bias = nullptr;
+  EXPECT_TRUE(rejected_for(p, MatmulEpilogue::kBias, "without a bias"));
+}
+
+TEST(MatmulSkinnyLaunch, TokenTilesAndColumnBlocks) {
+  const struct {
+    int64_t m;
+    int tiles;
+  } cases[] = {{1, 1}, {8, 1}, {9, 2}, {16, 2}, {17, 4}, {32, 4}, {33, 8}, {64, 8}};
+  for (const auto& c : cases) {
+    EXPECT_EQ(matmul_skinny_launch(c.m, 4096, 4096, 132).m_tiles, c.tiles) << "m " << c.m;
+  }
+  EXPECT_EQ(matmul_skinny_launch(1, 1, 8, 132).n_blocks, 1);
+  EXPECT_EQ(matmul_skinny_launch(1, 32, 8, 132).n_blocks, 1);
+  EXPECT_EQ(matmul_skinny_launch(1, 33, 8, 132).n_blocks, 2);
+  EXPECT_EQ(matmul_skinny_launch(1, 6144, 4096, 132).n_blocks, 192);
+  EXPECT_EQ(matmul_skinny_launch(1, 4096, 72, 132).num_chunks, 3);  // 72 = 2·32 + 8
+}
+
+TEST(MatmulSkinnyLaunch, SplitsLlamaProjectionsOnlyWhereColumnsCannotFillTheGpu) {
+  constexpr int kSms = 132;  // the H200
+  const int64_t target = int64_t{kSms} * kMatmulSkinnyTargetBlocksPerSm;
+  // gate_up: 896 column blocks already fill the GPU.
+  EXPECT_EQ(matmul_skinny_launch(1, 28672, 4096, kSms).splits, 1);
+  EXPECT_EQ(matmul_skinny_launch(1, 128256, 4096, kSms).splits, 1);  // lm_head
+  // qkv (192 blocks), o and down (128 blocks): split towards the target, in whole warp steps.
+  const struct {
+    int64_t n, k;
+    int splits;
+    int64_t chunks_per_split;
+  } cases[] = {{6144, 4096, 3, 48}, {4096, 4096, 4, 32}, {4096, 14336, 5, 96}};
+  for (const auto& c : cases) {
+    for (const int64_t m : {1, 8, 64}) {
+      const MatmulSkinnyLaunch l = matmul_skinny_launch(m, c.n, c.k, kSms);
+      EXPECT_EQ(l.splits, c.splits) << c.n << "x" << c.k << " m " << m;
+      EXPECT_EQ(l.chunks_per_split, c.chunks_per_split) << c.n << "x" << c.k << " m " << m;
+      EXPECT_LT(l.n_blocks * (l.splits - 1), target) << "more splits than the target needs";
+    }
+  }
+}
+
+TEST(MatmulSkinnyLaunch, InvariantsHoldForEveryShapeAndRequest) {
+  for (const int sms : {1, 8, 132}) {
+    for (const int64_t m : {1, 3, 8, 17, 64}) {
+      for (const int64_t n : {1, 31, 33, 896, 4096, 6144, 9728, 600000}) {
+        for (const int64_t k : {8, 72, 256, 896, 4096, 4864, 14336}) {
+          for (const int requested : {0, 1, 2, 3, 5, 16, 100}) {
+            const MatmulSkinnyLaunch l = matmul_skinny_launch(m, n, k, sms, requested);
+            const std::string what = std::to_string(m) + "x" + std::to_string(n) + "x" +
+                                     std::to_string(k) + " sms " + std::to_string(sms) +
+                                     " requested " + std::to_string(requested);
+            ASSERT_GE(l.splits, 1) << what;
+            ASSERT_LE(l.splits, kMatmulSkinnyMaxSplits) << what;
+            // No split is empty, and together they cover every chunk.
+            ASSERT_LT((l.splits - 1) * l.chunks_per_split, l.num_chunks) << what;
+            ASSERT_GE(l.splits * l.chunks_per_split, l.num_chunks) << what;
+            if (l.splits > 1) {
+              ASSERT_GE(l.chunks_per_split, kMatmulSkinnyMinChunksPerSplit) << what;
+              ASSERT_LE(l.splits * m * n * 4, kMatmulSkinnyPartialBytes) << what;
+              ASSERT_LE(l.n_blocks, kMatmulSkinnyMaxCounters) << what;
+            }
+            if (requested > 0) {
+              ASSERT_LE(l.splits, requested) << what;
+            }
+            if (l.splits > 1) {
+              ASSERT_EQ(l.chunks_per_split % kMatmulSkinnyMinChunksPerSplit, 0) << what;
+            }
+            ASSERT_TRUE(matmul_skinny_launch_valid(l, m, n, k)) << what;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(MatmulSkinnyLaunch, ValidityCheckRejectsLaunchesThatDoNotFit) {
+  const MatmulSkinnyLaunch good = matmul_skinny_launch(8, 4096, 4096, 132);
+  ASSERT_TRUE(matmul_skinny_launch_valid(good, 8, 4096, 4096));
+  EXPECT_FALSE(matmul_skinny_launch_valid(good, 9, 4096, 4096));  // two token tiles needed
+  EXPECT_FALSE(matmul_skinny_launch_valid(good, 8, 4128, 4096));  // one more column block
+  EXPECT_FALSE(matmul_skinny_launch_valid(good, 8, 4096, 4128));  // one more chunk
+  MatmulSkinnyLaunch l = good;
+  l.splits += 1;  // the last split would be empty
+  EXPECT_FALSE(matmul_skinny_launch_valid(l, 8, 4096, 4096));
+  l = good;
+  l.chunks_per_split -= 1;  // chunks left over
+  EXPECT_FALSE(matmul_skinny_launch_valid(l, 8, 4096, 4096));
+  l = good;
+  l.splits = 0;
+  EXPECT_FALSE(matmul_skinny_launch_valid(l, 8, 4096, 4096));
+  // 16 splits of 64 × 8192 fp32 partials need 32 MiB: more than the workspace; at 32 rows, 16 MiB
+  // fit.
+  l = matmul_skinny_launch(64, 8192, 4096, 132, 1);
+  l.splits = 16;
+  l.chunks_per_split = 8;
+  EXPECT_FALSE(matmul_skinny_launch_valid(l, 64, 8192, 4096));
+  l.m_tiles = matmul_skinny_m_tiles(32);
+  EXPECT_TRUE(matmul_skinny_launch_valid(l, 32, 8192, 4096));
+}
+
+TEST(MatmulSkinnyLaunch, LargeNNeverSplitsBeyondTheCounters) {
+  // 16385 column blocks: one more than the counters cover, so no split even when asked.
+  const int64_t n = (kMatmulSkinnyMaxCounters + 1) * kMatmulSkinnyBlockRows;
+  EXPECT_EQ(matmul_skinny_launch(1, n, 4096, 132, 4).splits, 1);
+}
+
+}  // namespace
+}  // namespace roofline
