@@ -14,6 +14,9 @@
 
 namespace roofline {
 
+// Queries a sequence may bring with a tree mask: one 64-bit word of draft-token bits per query.
+inline constexpr int64_t kTreeMaxQueries = 64;
+
 struct PagedAttentionParams {
   const void* q = nullptr;              // [num_tokens, num_heads, head_dim] in dtype
   const void* k_cache = nullptr;        // [num_blocks, block_size, num_kv_heads, head_dim] in kv_dtype
@@ -34,6 +37,12 @@ struct PagedAttentionParams {
   int64_t num_blocks = 0;               // physical blocks in the cache; 0: block ids unchecked (CPU)
   float scale = 1.0f;                   // usually 1/sqrt(head_dim)
   int64_t sliding_window = 0;           // 0: unlimited
+  // Tree verification (speculative decoding); null: causal. Otherwise [num_tokens] words: bit j of
+  // query t's word set = query t attends to query j of its own sequence (the draft token at
+  // position seq_len - q_len + j). The cached prefix (positions < seq_len - q_len) is attended in
+  // full, within sliding_window of the query's own position. Every sequence then brings at most
+  // kTreeMaxQueries queries, and every query attends at least one key (its own bit, normally).
+  const uint64_t* tree_mask = nullptr;
   // Bounds the host knows (the CUDA launcher sizes its grid with them; the CPU twin ignores them).
   // 0: unknown, replaced by the loosest bound: num_tokens - num_seqs + 1 queries,
   // max_blocks_per_seq * block_size keys. A bound below the truth is a caller bug.
@@ -49,9 +58,9 @@ void paged_attention_cpu(const PagedAttentionParams& p);
 
 // CUDA backend: dtype == kv_dtype == kBF16, head_dim in {32, 64, 128, 256}, num_blocks > 0, every
 // pointer on the device, workspace set. Asynchronous on `stream`; launches nothing when
-// num_tokens == 0. Batches whose sequences bring at most 8 queries each (decode, speculative
-// verification) take the split-K decode kernel (attention_decode_cuda.cu), others the tiled
-// kernel (attention_cuda.cu).
+// num_tokens == 0. Causal batches whose sequences bring at most 8 queries each (decode) take the
+// split-K decode kernel (attention_decode_cuda.cu); the others, and every tree-masked batch, the
+// tensor-core FlashAttention kernel (attention_prefill_cuda.cu).
 void paged_attention_cuda(const PagedAttentionParams& p, CudaStream stream);
 
 // Bytes of the workspace paged_attention_cuda needs, for any shape (a pure host function).

@@ -3,6 +3,8 @@
 //   scores = (q · k) * scale;  probs = softmax(scores) with the max subtracted;  out = probs · v
 // Probabilities are normalised before the weighted sum of V, as torch does.
 //
+// With a tree mask, a query attends the cached prefix and the draft tokens its bits name instead of
+// the causal range.
 // Work items are (query token, head) pairs across all sequences, so a decode batch (one token per
 // sequence) and a long prefill both spread over the pool. Query head h reads KV head
 // h / (num_heads / num_kv_heads). Cached position p of sequence s lives in block
@@ -71,6 +73,12 @@ void paged_attention_cpu(const PagedAttentionParams& p) {
     ROOFLINE_CHECK(q_begin < q_end);  // every sequence contributes at least one query
     ROOFLINE_CHECK(seq_len >= q_end - q_begin);
     ROOFLINE_CHECK(seq_len <= p.max_blocks_per_seq * p.block_size);
+    if (p.tree_mask != nullptr) {
+      // One word per query: at most 64 draft tokens, no bit past the sequence's queries.
+      ROOFLINE_CHECK(q_end - q_begin <= kTreeMaxQueries);
+      for (int64_t t = q_begin; t < q_end; ++t)
+        ROOFLINE_CHECK(q_end - q_begin == 64 || (p.tree_mask[t] >> (q_end - q_begin)) == 0);
+    }
     for (int64_t t = q_begin; t < q_end; ++t)
       token_seq[static_cast<size_t>(t)] = static_cast<int32_t>(s);
     total_context += seq_len * (q_end - q_begin);
@@ -99,26 +107,46 @@ void paged_attention_cpu(const PagedAttentionParams& p) {
       const int64_t pos = p.seq_lens[s] - q_len + (t - p.query_start[s]);
       const int64_t first =
           p.sliding_window > 0 ? std::max<int64_t>(0, pos - p.sliding_window + 1) : 0;
-      const int64_t count = pos - first + 1;
       const int32_t* table = p.block_tables + s * p.max_blocks_per_seq;
       const int64_t kv_head_offset = (h / group) * d;
       const float* q = q_all + (t * p.num_heads + h) * d;
 
-      // Cache offset of each attended position, found once and reused for K and V. Walking the
-      // pages avoids a division per key.
-      offsets.resize(static_cast<size_t>(count));
-      for (int64_t i = 0, page = first / p.block_size, in_page = first % p.block_size; i < count;
-           ++i) {
-        const int32_t block = table[page];
+      // Cache offset of each attended position, found once and reused for K and V.
+      offsets.clear();
+      auto offset_of = [&](int64_t position) {
+        const int32_t block = table[position / p.block_size];
         ROOFLINE_CHECK(block >= 0 && (p.num_blocks == 0 || block < p.num_blocks));
-        offsets[static_cast<size_t>(i)] =
-            (static_cast<int64_t>(block) * p.block_size + in_page) * kv_slot_stride +
-            kv_head_offset;
-        if (++in_page == p.block_size) {
-          in_page = 0;
-          ++page;
+        return (static_cast<int64_t>(block) * p.block_size + position % p.block_size) *
+                   kv_slot_stride +
+               kv_head_offset;
+      };
+      if (p.tree_mask == nullptr) {
+        // Causal: the contiguous range [first, pos]. Walking the pages avoids a division per key.
+        offsets.resize(static_cast<size_t>(pos - first + 1));
+        for (int64_t i = 0, page = first / p.block_size, in_page = first % p.block_size;
+             i <= pos - first; ++i) {
+          const int32_t block = table[page];
+          ROOFLINE_CHECK(block >= 0 && (p.num_blocks == 0 || block < p.num_blocks));
+          offsets[static_cast<size_t>(i)] =
+              (static_cast<int64_t>(block) * p.block_size + in_page) * kv_slot_stride +
+              kv_head_offset;
+          if (++in_page == p.block_size) {
+            in_page = 0;
+            ++page;
+          }
         }
+      } else {
+        // Tree: the prefix from `first`, then the draft tokens the query's bits name.
+        const int64_t ctx0 = p.seq_lens[s] - q_len;
+        const uint64_t bits = p.tree_mask[t];
+        for (int64_t kp = first; kp < ctx0 + q_len; ++kp) {
+          if (kp >= ctx0 && ((bits >> (kp - ctx0)) & 1u) == 0) continue;
+          offsets.push_back(offset_of(kp));
+        }
+        ROOFLINE_CHECK_MSG(!offsets.empty(),
+                           "paged_attention_cpu: a tree-masked query attends no key (set its own bit)");
       }
+      const int64_t count = static_cast<int64_t>(offsets.size());
 
       probs.resize(static_cast<size_t>(count));
       float max_score = -std::numeric_limits<float>::infinity();

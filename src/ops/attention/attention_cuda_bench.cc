@@ -2,9 +2,11 @@
 // 16 scattered over the cache): decode of B ∈ {1, 8, 64, 256} sequences × L ∈ {512, 4096, 32768}
 // cached tokens as K+V bytes read / time beside the 4.28 TB/s copy ceiling (decode is memory
 // bound; issue 6's goal: >= 90 % where a launch reads more than 256 MB, >= 80 % at B=1, L=4096;
-// bench/peers/attention_decode_sdpa.py times torch SDPA on the same grid), and a causal prefill of
-// 2048 tokens as TFLOP/s beside the 783 TFLOP/s bf16 GEMM ceiling (FLOPs counted over the attended
-// (query, key) pairs only: 4·head_dim·num_heads per pair; issue 5's baseline).
+// bench/peers/attention_decode_sdpa.py times torch SDPA on the same grid), and causal prefills of
+// L ∈ {2048, 8192, 16384} tokens plus a ragged batch of eight prompts as TFLOP/s beside the
+// 783 TFLOP/s bf16 GEMM ceiling (FLOPs counted over the attended (query, key) pairs only:
+// 4·head_dim·num_heads per pair; issue 5's goal: >= torch SDPA's cuDNN backend at L >= 8192,
+// which bench/peers/attention_prefill_sdpa.py times on the same shapes).
 // Method: 16 back-to-back launches per sample, each on the next of `rotation_count` copies of the
 // caches so L2 does not serve K/V; median of 50 samples after warm-up.
 #include <cuda_runtime.h>
@@ -129,32 +131,38 @@ int run_one(int64_t batch, int64_t seq_len) {
   return 0;
 }
 
-int run() {
+int run(bool decode) {
   cudaStream_t stream;
   ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  std::printf("decode (bandwidth = K+V bytes read / time):\n");
-  for (const int64_t batch : kAttentionCudaBenchBatches) {
-    for (const int64_t seq_len : kAttentionCudaBenchSeqLens) {
-      const AttentionShape shape = attention_cuda_decode_bench_shape(batch, seq_len);
-      double kv_bytes = 0;
-      const double ms = time_attention(shape, stream, &kv_bytes);
-      const std::string name = "decode 32/8 heads d128 B=" + std::to_string(batch) +
-                               " L=" + std::to_string(seq_len) + " (" +
-                               std::to_string(static_cast<int64_t>(kv_bytes / 1e6)) + " MB)";
-      bench::print_bandwidth(name.c_str(), ms, kv_bytes);
+  if (decode) {  // `attention_cuda_bench prefill` skips the decode grid
+    std::printf("decode (bandwidth = K+V bytes read / time):\n");
+    for (const int64_t batch : kAttentionCudaBenchBatches) {
+      for (const int64_t seq_len : kAttentionCudaBenchSeqLens) {
+        const AttentionShape shape = attention_cuda_decode_bench_shape(batch, seq_len);
+        double kv_bytes = 0;
+        const double ms = time_attention(shape, stream, &kv_bytes);
+        const std::string name = "decode 32/8 heads d128 B=" + std::to_string(batch) +
+                                 " L=" + std::to_string(seq_len) + " (" +
+                                 std::to_string(static_cast<int64_t>(kv_bytes / 1e6)) + " MB)";
+        bench::print_bandwidth(name.c_str(), ms, kv_bytes);
+      }
     }
   }
-  std::printf("prefill (causal; FLOPs over attended pairs):\n");
-  {
-    const int64_t len = kAttentionCudaBenchPrefillLen;
-    const AttentionShape shape = attention_cuda_prefill_bench_shape(len);
+  std::printf("prefill (causal, batch 1, then a ragged batch; FLOPs over attended pairs):\n");
+  auto prefill = [&](const AttentionShape& shape, const std::string& name) {
     double kv_bytes = 0;
     const double ms = time_attention(shape, stream, &kv_bytes);
-    const double pairs = static_cast<double>(len) * static_cast<double>(len + 1) / 2.0;
-    const double flops = 4.0 * pairs * static_cast<double>(shape.head_dim * shape.num_heads);
-    const std::string name = "prefill 32/8 heads d128 L=" + std::to_string(len);
-    bench::print_flops(name.c_str(), ms, flops);
-  }
+    double pairs = 0;
+    for (const auto& s : shape.seqs) {  // query j of q_len attends seq_len - q_len + j + 1 keys
+      const double q = static_cast<double>(s.q_len), ctx = static_cast<double>(s.seq_len - s.q_len);
+      pairs += q * ctx + q * (q + 1) / 2.0;
+    }
+    bench::print_flops(name.c_str(), ms,
+                       4.0 * pairs * static_cast<double>(shape.head_dim * shape.num_heads));
+  };
+  for (const int64_t len : kAttentionCudaBenchPrefillLens)
+    prefill(attention_cuda_prefill_bench_shape(len), "prefill 32/8 heads d128 L=" + std::to_string(len));
+  prefill(attention_cuda_ragged_prefill_bench_shape(), "prefill ragged 8 seqs (16384 tokens)");
   ROOFLINE_CUDA_CHECK(cudaStreamDestroy(stream));
   return 0;
 }
@@ -168,17 +176,19 @@ int main(int argc, char** argv) {
     std::printf("attention_cuda_bench: no CUDA device on this machine, nothing to time\n");
     return 0;
   }
+  if (argc == 2 && std::string(argv[1]) == "prefill") return roofline::run(/*decode=*/false);
   if (argc == 3) {
     const long long batch = std::atoll(argv[1]), seq_len = std::atoll(argv[2]);
     if (batch < 1 || batch > 4096 || seq_len < 1 || seq_len > (1 << 20)) {
-      std::fprintf(stderr, "usage: attention_cuda_bench [B L]  (1 <= B <= 4096, 1 <= L <= 2^20)\n");
+      std::fprintf(stderr,
+                   "usage: attention_cuda_bench [prefill | B L]  (1 <= B <= 4096, 1 <= L <= 2^20)\n");
       return 2;
     }
     return roofline::run_one(batch, seq_len);
   }
   if (argc != 1) {
-    std::fprintf(stderr, "usage: attention_cuda_bench [B L]\n");
+    std::fprintf(stderr, "usage: attention_cuda_bench [prefill | B L]\n");
     return 2;
   }
-  return roofline::run();
+  return roofline::run(/*decode=*/true);
 }

@@ -58,10 +58,11 @@ inline std::vector<AttentionShape> attention_bench_shapes() {
 }
 
 // The CUDA kernel's cases (head_dim 32, 64, 128, 256): contexts 1, 15, 16, 17, 255, 1000 and 4097
-// (around a 16-token page and the kernel's 32-key sub-tiles); batches of 1, 3 and 7 mixing decode,
+// (around a 16-token page and the kernels' tiles); batches of 1, 3 and 7 mixing decode,
 // prefill and chunked prefill in one launch; decode-only batches (the kernel's decode
 // configuration); GQA ratios 1, 4 and 7 (32/8, 28/4, 14/2, 7/7) and 16 and 40 (query heads split
-// over several blocks); block sizes 16, 5 and 1; sliding windows.
+// over several blocks); block sizes 1, 5, 16, 32 and 64; sliding windows; issue 5's prefill cases:
+// a 4097-token prompt, ragged chunked prefill over cached prefixes, head_dim 256 with a window.
 inline std::vector<AttentionShape> attention_cuda_test_shapes() {
   return {
       {{{1, 1}}, 32, 8, 128, 16, 0},
@@ -85,6 +86,10 @@ inline std::vector<AttentionShape> attention_cuda_test_shapes() {
       {{{100, 1}, {30, 1}, {4097, 1}}, 16, 1, 256, 16, 1},
       {{{20, 20}, {50, 3}}, 40, 1, 32, 16, 0},
       {{{100, 1}, {30, 1}}, 40, 1, 64, 1, 7},
+      {{{4097, 4097}}, 32, 8, 128, 16, 0},
+      {{{1000, 1000}, {4097, 255}, {17, 17}, {255, 1}}, 28, 4, 128, 32, 0},
+      {{{1000, 1000}, {2000, 300}}, 16, 8, 256, 64, 512},
+      {{{255, 255}, {1000, 17}}, 8, 1, 64, 16, 0},
   };
 }
 
@@ -127,9 +132,48 @@ inline AttentionShape attention_cuda_decode_bench_shape(int64_t batch, int64_t s
 inline AttentionShape attention_cuda_prefill_bench_shape(int64_t seq_len) {
   return {{{seq_len, seq_len}}, 32, 8, 128, 16, 0};
 }
+// Issue 5's prefill grid (batch 1, causal) and its ragged batch: eight prompts of mixed lengths in
+// one launch (16,384 tokens), as a prefill-heavy serving step brings them.
+inline constexpr int64_t kAttentionCudaBenchPrefillLens[] = {2048, 8192, 16384};
+inline AttentionShape attention_cuda_ragged_prefill_bench_shape() {
+  return {{{4096, 4096}, {3072, 3072}, {2048, 2048}, {2048, 2048}, {1536, 1536}, {1536, 1536},
+           {1024, 1024}, {1024, 1024}},
+          32,
+          8,
+          128,
+          16,
+          0};
+}
 inline constexpr int64_t kAttentionCudaBenchBatches[] = {1, 8, 64, 256};
 inline constexpr int64_t kAttentionCudaBenchSeqLens[] = {512, 4096, 32768};
-inline constexpr int64_t kAttentionCudaBenchPrefillLen = 2048;
+
+// Tree masks for a batch (PagedAttentionParams::tree_mask), one word per query token: in each
+// sequence, draft token j hangs under a random earlier one (or directly under the cached prefix)
+// and attends itself and its ancestors, as a speculative-decoding token tree does. Every sequence
+// must bring at most kTreeMaxQueries queries.
+template <typename Rng>
+std::vector<uint64_t> random_tree_masks(const AttentionShape& shape, Rng& rng) {
+  std::vector<uint64_t> masks;
+  for (const auto& s : shape.seqs) {
+    const size_t first = masks.size();
+    for (int64_t j = 0; j < s.q_len; ++j) {
+      // parent in [-1, j - 1]; -1: a child of the prefix.
+      const int64_t parent = static_cast<int64_t>(rng() % static_cast<uint64_t>(j + 1)) - 1;
+      const uint64_t inherited = parent < 0 ? 0 : masks[first + static_cast<size_t>(parent)];
+      masks.push_back(inherited | (uint64_t{1} << j));
+    }
+  }
+  return masks;
+}
+
+// The causal mask written as a tree mask: draft token j attends tokens 0..j.
+inline std::vector<uint64_t> causal_tree_masks(const AttentionShape& shape) {
+  std::vector<uint64_t> masks;
+  for (const auto& s : shape.seqs)
+    for (int64_t j = 0; j < s.q_len; ++j)
+      masks.push_back(j == 63 ? ~uint64_t{0} : (uint64_t{1} << (j + 1)) - 1);
+  return masks;
+}
 
 // A batch in paged form. Cache slots no sequence owns hold NaN, so reading one poisons the output;
 // block-table entries past a sequence's pages are -1, which the op would reject if it read them.

@@ -1,7 +1,8 @@
 // paged_attention_cpu against naive causal softmax attention in double, plus the properties the
 // runtime relies on: the page layout does not matter (scattered == contiguous), batching does not
 // matter (batch == each sequence alone), and decode of position p equals the last row of a prefill
-// of p + 1 tokens. The properties are checked bit for bit: the op computes each (token, head) with
+// of p + 1 tokens; tree masks (the causal triangle as a tree equals causal; a random tree's draft
+// token equals a causal decode over its branch). The properties are checked bit for bit: the op computes each (token, head) with
 // the same operations in the same order whatever the layout or batch.
 #include "ops/attention/attention.h"
 
@@ -174,6 +175,90 @@ TEST_P(AttentionTest, DecodeEqualsLastRowOfPrefill) {
     EXPECT_TRUE(all_equal(one, std::vector<float>(full.end() - row, full.end())))
         << "sequence length " << len;
   }
+}
+
+bool fits_tree_mask(const AttentionShape& sh) {
+  for (const auto& s : sh.seqs)
+    if (s.q_len > kTreeMaxQueries) return false;
+  return true;
+}
+
+std::vector<float> run_with_tree(const AttentionShape& shape, const PagedBatch& batch,
+                                 const std::vector<uint64_t>& masks) {
+  std::vector<float> out(batch.q.size());
+  poison(out);
+  PagedAttentionParams p = batch.params(shape, out.data());
+  p.tree_mask = masks.data();
+  paged_attention_cpu(p);
+  return out;
+}
+
+// The causal triangle written as a tree mask gives the causal result bit for bit.
+TEST_P(AttentionTest, CausalTreeMaskEqualsCausal) {
+  const AttentionShape sh = shape();
+  if (!fits_tree_mask(sh)) GTEST_SKIP() << "a sequence brings more than 64 queries";
+  auto r = rng(4);
+  const Logical l = make_logical(sh, r);
+  const PagedBatch batch = build_paged_batch(sh, l.q, l.k, l.v, shuffled_order(sh, r));
+  EXPECT_TRUE(all_equal(run_with_tree(sh, batch, causal_tree_masks(sh)), run(sh, batch)));
+}
+
+// A random token tree: each draft token gets exactly a causal decode over the cached prefix and
+// its own branch (itself and its ancestors), laid out as one contiguous sequence. Attention has
+// no notion of position beyond its mask (K already carries RoPE), so the two must agree bit for
+// bit.
+TEST_P(AttentionTest, TreeMaskEqualsDecodeOfEachBranch) {
+  const AttentionShape sh = shape();
+  if (!fits_tree_mask(sh)) GTEST_SKIP() << "a sequence brings more than 64 queries";
+  if (sh.sliding_window > 0) GTEST_SKIP() << "a branch laid out contiguously moves the window";
+  auto r = rng(5);
+  const Logical l = make_logical(sh, r);
+  const std::vector<uint64_t> masks = random_tree_masks(sh, r);
+  const auto tree = run_with_tree(sh, build_paged_batch(sh, l.q, l.k, l.v, shuffled_order(sh, r)),
+                                  masks);
+  const int64_t row = sh.num_heads * sh.head_dim;
+  const int64_t slot = sh.num_kv_heads * sh.head_dim;
+  int64_t t = 0;
+  for (size_t s = 0; s < sh.seqs.size(); ++s) {
+    const int64_t ctx0 = sh.seqs[s].seq_len - sh.seqs[s].q_len;
+    for (int64_t j = 0; j < sh.seqs[s].q_len; ++j, ++t) {
+      std::vector<float> k, v;
+      auto append = [&](int64_t position) {
+        k.insert(k.end(), l.k[s].begin() + position * slot, l.k[s].begin() + (position + 1) * slot);
+        v.insert(v.end(), l.v[s].begin() + position * slot, l.v[s].begin() + (position + 1) * slot);
+      };
+      for (int64_t position = 0; position < ctx0; ++position) append(position);
+      for (int64_t i = 0; i < sh.seqs[s].q_len; ++i)
+        if ((masks[static_cast<size_t>(t)] >> i) & 1u) append(ctx0 + i);
+      AttentionShape branch = sh;
+      branch.seqs = {{static_cast<int64_t>(k.size()) / slot, 1}};
+      std::vector<float> q(l.q.begin() + t * row, l.q.begin() + (t + 1) * row);
+      const auto one = run(branch, build_paged_batch(branch, q, {k}, {v}, contiguous_order(branch)));
+      EXPECT_TRUE(all_equal(one, std::vector<float>(tree.begin() + t * row,
+                                                    tree.begin() + (t + 1) * row)))
+          << "sequence " << s << ", draft token " << j;
+    }
+  }
+}
+
+TEST(AttentionDeathTest, TreeMaskBeyondSixtyFourQueriesAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const AttentionShape sh{{{80, 65}}, 2, 1, 16, 16, 0};
+  auto r = make_rng(98);
+  const Logical l = make_logical(sh, r);
+  const PagedBatch batch = build_paged_batch(sh, l.q, l.k, l.v, contiguous_order(sh));
+  const std::vector<uint64_t> masks(65, 1);
+  EXPECT_DEATH(run_with_tree(sh, batch, masks), "internal check failed");
+}
+
+TEST(AttentionDeathTest, TreeQueryThatAttendsNothingAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const AttentionShape sh{{{3, 3}}, 2, 1, 16, 16, 0};  // no prefix: the bits are everything
+  auto r = make_rng(97);
+  const Logical l = make_logical(sh, r);
+  const PagedBatch batch = build_paged_batch(sh, l.q, l.k, l.v, contiguous_order(sh));
+  const std::vector<uint64_t> masks = {1, 0, 7};  // query 1 attends no key
+  EXPECT_DEATH(run_with_tree(sh, batch, masks), "attends no key");
 }
 
 TEST(AttentionDeathTest, BlockIdOutsideTheCacheAborts) {

@@ -1,0 +1,819 @@
+// paged_attention_prefill_cuda: FlashAttention over a paged bf16 KV cache on tensor cores, for
+// ragged batches of prefill and chunked-prefill sequences (and tree-masked verification): exactly
+// the computation of paged_attention_cpu, with the n × n score matrix never leaving registers.
+//
+// Algorithm (FlashAttention-2's forward pass; two kernels, chosen per head dim by kPrefillTiles):
+// - One block per (sequence, KV head, tile of rows), a row being one (query token, query head of
+//   the GQA group) pair, token-major (attention_prefill_plan.h). The block's key range is [first
+//   attended position of its first token, position of its last token]; tiles are taken last-first
+//   so the longest causal rows start first.
+// - Q tile -> shared memory with cp.async; K/V tiles gathered through the block table with
+//   cp.async (16-byte chunks; positions past the block's range are zero-filled, never read),
+//   double-buffered: the next tile is in flight while this one is computed.
+// - S = Q·Kᵀ on tensor cores (bf16 in, f32 accumulate); the causal / sliding-window / tree mask
+//   on the tiles that cross a row's boundary only; an online softmax in registers (running max
+//   and sum per row, each row's four owner threads reducing with two shuffles; base-2
+//   exponentials with log2(e) folded into the scale); O += P·V with P re-packed from the S
+//   accumulators as bf16 A fragments (the C layout of two adjacent n8 columns is the A layout of
+//   one k16 step).
+// - mma.sync kernel (head_dim 32, 64, 256; the sm_80-style version): padded shared-memory tiles,
+//   K fragments by ldmatrix, V fragments by ldmatrix.trans, each warp 16·m_tiles rows.
+// - wgmma kernel (head_dim 128): Hopper's warpgroup MMA, operands read by the tensor cores from
+//   128-byte-swizzled shared memory through descriptors, P from registers; two warpgroups per
+//   block share each K/V tile.
+// - Epilogue: O / rowsum, rounded to bf16, staged through shared memory, written as 16-byte row
+//   chunks.
+//
+// Numerics: f32 scores and softmax state, P rounded to bf16 for the P·V MMA (as FlashAttention
+// does: a relative error <= 2^-9 per probability, so |out - exact| grows by at most 2^-9·max|v|),
+// f32 accumulation, one rounding of the output.
+//
+// Bound: 4·head_dim FLOPs per (query, key, head) on tensor cores (half of a causal square masked
+// away at tile granularity); K/V come from L2 for all but the first block that reads a tile.
+//
+// Broken invariants on the device (q_len < 1, seq_len < q_len, seq_len beyond the block table, a
+// block id outside [0, num_blocks), a tree-masked row that attends no key) trap: the kernel aborts
+// the context rather than read outside the cache or write a NaN.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <cstdint>
+#include <mutex>
+
+#include "core/check.h"
+#include "core/cuda_check.h"
+#include "ops/attention/attention.h"
+#include "ops/attention/attention_prefill_plan.h"
+#include "ops/common/cuda_async.cuh"
+
+// The head_dim 128 kernel is built on wgmma, which only sm_90a has (CMakePresets.json builds 90a).
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "attention_prefill_cuda.cu needs the sm_90a target (wgmma): set CMAKE_CUDA_ARCHITECTURES=90a"
+#endif
+
+namespace roofline {
+
+namespace {
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+struct PrefillArgs {
+  const __nv_bfloat16* q;        // [num_tokens, num_heads, head_dim]
+  const __nv_bfloat16* k_cache;  // [num_blocks, block_size, num_kv_heads, head_dim]
+  const __nv_bfloat16* v_cache;
+  const int32_t* block_tables;   // [num_seqs, max_blocks_per_seq]
+  const int32_t* seq_lens;       // [num_seqs]
+  const int32_t* query_start;    // [num_seqs + 1]
+  const uint64_t* tree_mask;     // [num_tokens] or null (causal)
+  __nv_bfloat16* out;            // [num_tokens, num_heads, head_dim]
+  int64_t num_blocks;
+  int num_heads;
+  int num_kv_heads;
+  int group;  // query heads per KV head
+  int block_size;
+  int block_shift;  // log2(block_size) when it is a power of two (the usual 16), else -1
+  int max_blocks_per_seq;
+  int sliding_window;  // 0: unlimited
+  float scale_log2;    // scale · log2(e)
+};
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// Four 8×8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(row)));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(row)));
+}
+
+// c[16×8] += a[16×16] · b[16×8], bf16 in, f32 accumulate.
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two f32 -> one register of two bf16, the first in the low half (the lower column).
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// ---- What both kernels share: the block's rows and key range, the Q and K/V gathers, and the
+// masked online softmax of one row of an S fragment.
+
+// One block's sequence, rows and keys.
+struct BlockRows {
+  int q_begin = 0;     // first query token of the sequence in q / out
+  int rows_total = 0;  // the sequence's rows: q_len · group
+  int r0 = 0;          // the block's first row
+  int ctx0 = 0;        // position of the sequence's first query
+  int kv_begin = 0;    // keys any row of the block attends: [kv_begin, kv_end)
+  int kv_end = 0;
+  int window_clear = 0;  // tiles starting at or past this need no window mask
+  int causal_clear = 0;  // tiles ending at or before this need no causal / tree mask
+  int kv_head = 0;
+  const int32_t* table = nullptr;
+};
+
+// The rows of block (blockIdx.x counted from the last tile, so the longest causal rows start
+// first) for blocks of kRows rows; false when the block has none (it leaves). Traps on a broken
+// batch layout: the CPU twin's checks, on the device.
+template <int kRows>
+__device__ __forceinline__ bool block_rows(const PrefillArgs& a, BlockRows* b) {
+  const int seq = static_cast<int>(blockIdx.z);
+  const int tile = static_cast<int>(gridDim.x - 1 - blockIdx.x);
+  b->q_begin = a.query_start[seq];
+  const int q_len = a.query_start[seq + 1] - b->q_begin;
+  const int seq_len = a.seq_lens[seq];
+  if (q_len < 1 || seq_len < q_len ||
+      static_cast<int64_t>(seq_len) > static_cast<int64_t>(a.max_blocks_per_seq) * a.block_size ||
+      (a.tree_mask != nullptr && q_len > kTreeMaxQueries)) {
+    __trap();
+  }
+  b->rows_total = q_len * a.group;
+  b->r0 = tile * kRows;
+  if (b->r0 >= b->rows_total) return false;
+  b->ctx0 = seq_len - q_len;
+  const int t_first = b->r0 / a.group;
+  const int t_last = (min(b->r0 + kRows, b->rows_total) - 1) / a.group;
+  b->kv_begin = a.sliding_window > 0 ? max(0, b->ctx0 + t_first - a.sliding_window + 1) : 0;
+  b->kv_end = a.tree_mask != nullptr ? seq_len : b->ctx0 + t_last + 1;
+  b->window_clear = a.sliding_window > 0 ? max(0, b->ctx0 + t_last - a.sliding_window + 1) : 0;
+  b->causal_clear = a.tree_mask != nullptr ? b->ctx0 : b->ctx0 + t_first + 1;
+  b->kv_head = static_cast<int>(blockIdx.y);
+  b->table = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks_per_seq;
+  return true;
+}
+
+// Whether a tile of kKeys keys from tile_start crosses some row's first or last attended key.
+template <int kKeys>
+__device__ __forceinline__ bool tile_needs_mask(const BlockRows& b, int tile_start) {
+  return tile_start + kKeys > b.causal_clear || tile_start < b.window_clear ||
+         tile_start + kKeys > b.kv_end;
+}
+
+// Element offset of position kp's K/V row for the block's KV head, through the block table. A
+// power-of-two block size takes a shift and a mask instead of an integer division (the gather
+// computes this for every 16-byte chunk it issues).
+__device__ __forceinline__ int64_t kv_row_offset(const PrefillArgs& a, const BlockRows& b, int kp,
+                                                 int head_dim) {
+  int page, in_page;
+  if (a.block_shift >= 0) {
+    page = kp >> a.block_shift;
+    in_page = kp & (a.block_size - 1);
+  } else {
+    page = kp / a.block_size;
+    in_page = kp - page * a.block_size;
+  }
+  const int32_t block = b.table[page];
+  if (block < 0 || block >= a.num_blocks) __trap();  // a block id outside the cache
+  return (static_cast<int64_t>(block) * a.block_size + in_page) *
+             (static_cast<int64_t>(a.num_kv_heads) * head_dim) +
+         static_cast<int64_t>(b.kv_head) * head_dim;
+}
+
+// The block's Q tile -> shared memory with cp.async, 16-byte chunks; dst(row, chunk) is the
+// chunk's shared-memory address. Rows past the sequence's queries are zero-filled.
+template <int kRows, int kHeadDim, int kThreads, typename Dst>
+__device__ __forceinline__ void load_q_tile(const PrefillArgs& a, const BlockRows& b, int tid,
+                                            Dst dst) {
+  constexpr int kChunks = kHeadDim / 8;
+  for (int idx = tid; idx < kRows * kChunks; idx += kThreads) {
+    const int row = idx / kChunks;
+    const int chunk = idx % kChunks;
+    const int gr = b.r0 + row;
+    const bool valid = gr < b.rows_total;
+    const __nv_bfloat16* src = a.q;
+    if (valid) {
+      const int64_t token = b.q_begin + gr / a.group;
+      const int head = b.kv_head * a.group + gr % a.group;
+      src = a.q + (token * a.num_heads + head) * kHeadDim + chunk * 8;
+    }
+    cuda::cp_async_16(dst(row, chunk), src, valid);
+  }
+}
+
+// One K and one V tile of kKeys positions from tile_start -> shared memory with cp.async;
+// dst_k(key, chunk) / dst_v(key, chunk) are the chunks' shared-memory addresses. Positions past
+// the block's keys are zero-filled, never read.
+template <int kKeys, int kHeadDim, int kThreads, typename DstK, typename DstV>
+__device__ __forceinline__ void load_kv_tile(const PrefillArgs& a, const BlockRows& b, int tid,
+                                             int tile_start, DstK dst_k, DstV dst_v) {
+  constexpr int kChunks = kHeadDim / 8;
+  static_assert((kKeys * kChunks) % kThreads == 0, "every thread copies as many K/V chunks");
+#pragma unroll
+  for (int it = 0; it < kKeys * kChunks / kThreads; ++it) {
+    const int idx = it * kThreads + tid;
+    const int key = idx / kChunks;
+    const int chunk = idx % kChunks;
+    const int kp = tile_start + key;
+    const bool valid = kp < b.kv_end;
+    const int64_t offset = valid ? kv_row_offset(a, b, kp, kHeadDim) + chunk * 8 : 0;
+    cuda::cp_async_16(dst_k(key, chunk), a.k_cache + offset, valid);
+    cuda::cp_async_16(dst_v(key, chunk), a.v_cache + offset, valid);
+  }
+}
+
+// Row h (0: lane/4, 1: lane/4 + 8) of an m16 S fragment of kTiles n8 tiles (C layout: element
+// [n][2h + c] is key tile_start + 8n + 2·(lane%4) + c), global row gr: masks it when the tile
+// needs it, folds it into the row's running max m (of raw scores) and sum l, and leaves the
+// probabilities exp2((s - m)·scale·log2e) in place. Returns the factor the row's output must be
+// rescaled by. Scores stay unscaled until the exponent: one FFMA per score (scale > 0 keeps the
+// order of the maximum).
+template <int kTiles>
+__device__ __forceinline__ float softmax_row(float (&s)[kTiles][4], int h, bool masked, int gr,
+                                             int tile_start, int lane, const PrefillArgs& a,
+                                             const BlockRows& b, float& m, float& l) {
+  int pos = 0, first = 0;
+  uint64_t tree = 0;
+  if (masked) {
+    const int t = gr / a.group;  // past q_len for padding rows: harmless, never written
+    pos = b.ctx0 + t;
+    first = a.sliding_window > 0 ? max(0, pos - a.sliding_window + 1) : 0;
+    if (a.tree_mask != nullptr && gr < b.rows_total) tree = a.tree_mask[b.q_begin + t];
+  }
+  float mx = -INFINITY;
+#pragma unroll
+  for (int n = 0; n < kTiles; ++n) {
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      float x = s[n][2 * h + c];
+      if (masked) {
+        const int kp = tile_start + n * 8 + (lane % 4) * 2 + c;
+        bool attended = kp < b.kv_end && kp >= first;
+        if (a.tree_mask != nullptr) {
+          attended = attended && (kp < b.ctx0 || ((tree >> (kp - b.ctx0)) & 1u) != 0);
+        } else {
+          attended = attended && kp <= pos;
+        }
+        if (!attended) x = -INFINITY;
+      }
+      s[n][2 * h + c] = x;
+      mx = fmaxf(mx, x);
+    }
+  }
+  // The row's four owner threads are lanes 4·(lane/4) ... + 3.
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+  const float m_new = fmaxf(m, mx);
+  // A row that has attended nothing yet keeps m = -inf; an exponent base of 0 then keeps every
+  // exp2(-inf) = 0 instead of exp2(-inf - -inf) = NaN.
+  const float m_ref = m_new == -INFINITY ? 0.0f : m_new * a.scale_log2;
+  const float alpha = exp2f(fmaf(m, a.scale_log2, -m_ref));
+  m = m_new;
+  float sum = 0.0f;
+#pragma unroll
+  for (int n = 0; n < kTiles; ++n) {
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const float p = exp2f(fmaf(s[n][2 * h + c], a.scale_log2, -m_ref));
+      s[n][2 * h + c] = p;
+      sum += p;
+    }
+  }
+  l = l * alpha + sum;
+  return alpha;
+}
+
+// The P·V A fragment of k16 step kk from an m16 S fragment: the C layout of n8 tiles 2kk and
+// 2kk + 1 is the A layout of one k16 step.
+template <int kTiles>
+__device__ __forceinline__ void p_fragment(const float (&s)[kTiles][4], int kk, uint32_t (&pa)[4]) {
+  pa[0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+  pa[1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+  pa[2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+  pa[3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+}
+
+// The row sum of row h across its four owner threads; traps when a row the block owns attended no
+// key (a tree mask without the query's own bit), returns 1 / sum (0 for padding rows).
+__device__ __forceinline__ float row_normaliser(float l, int gr, const BlockRows& b) {
+  l += __shfl_xor_sync(0xffffffffu, l, 1);
+  l += __shfl_xor_sync(0xffffffffu, l, 2);
+  if (gr < b.rows_total && !(l > 0.0f)) __trap();
+  return gr < b.rows_total ? 1.0f / l : 0.0f;
+}
+
+// Writes row `row` of a staged output tile (16-byte chunks at src(row, chunk)) to out, if the block
+// owns it.
+template <int kHeadDim, typename Src>
+__device__ __forceinline__ void store_out_row(const PrefillArgs& a, const BlockRows& b, int row,
+                                              int chunk, Src src) {
+  const int gr = b.r0 + row;
+  if (gr >= b.rows_total) return;
+  const int64_t token = b.q_begin + gr / a.group;
+  const int head = b.kv_head * a.group + gr % a.group;
+  *reinterpret_cast<uint4*>(a.out + (token * a.num_heads + head) * kHeadDim + chunk * 8) =
+      *reinterpret_cast<const uint4*>(src(row, chunk));
+}
+
+// ---- The mma.sync kernel (head_dim 32, 64, 256): padded tiles, each warp 16·kMTiles rows.
+template <int kHeadDim, int kWarps, int kMTiles, int kKeys, bool kQInRegisters>
+__global__ void __launch_bounds__(kWarps * 32)
+    flash_prefill_kernel(const PrefillArgs a) {
+  constexpr int kWarpRows = 16 * kMTiles;
+  constexpr int kRows = kWarpRows * kWarps;
+  constexpr int kThreads = 32 * kWarps;
+  constexpr int kStride = kHeadDim + 8;     // shared-memory row, elements
+  constexpr int kChunks = kHeadDim / 8;     // 16-byte chunks of a bf16 row
+  constexpr int kDimSteps = kHeadDim / 16;  // k-steps of Q·Kᵀ
+  constexpr int kKeyTiles = kKeys / 8;      // n8 tiles of S
+  constexpr int kKeySteps = kKeys / 16;     // k-steps of P·V
+  constexpr int kDimTiles = kHeadDim / 8;   // n8 tiles of O
+  static_assert(kHeadDim % 16 == 0 && kKeys % 16 == 0, "whole m16n8k16 steps");
+
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto* q_s = reinterpret_cast<__nv_bfloat16*>(smem);  // [kRows][kStride]
+  __nv_bfloat16* k_s = q_s + kRows * kStride;           // [2][kKeys][kStride]
+  __nv_bfloat16* v_s = k_s + 2 * kKeys * kStride;       // [2][kKeys][kStride]
+
+  BlockRows b;
+  if (!block_rows<kRows>(a, &b)) return;  // uniform: the whole block leaves
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  // This thread's rows: lane/4 + 8·i of the warp's, i < 2·kMTiles (m16 tile i/2, half i%2).
+  const int thread_row0 = b.r0 + warp * kWarpRows + lane / 4;
+
+  load_q_tile<kRows, kHeadDim, kThreads>(
+      a, b, tid, [&](int row, int chunk) { return q_s + row * kStride + chunk * 8; });
+  cuda::cp_async_commit();
+  auto load_kv = [&](int stage, int tile_start) {
+    __nv_bfloat16* kd = k_s + stage * kKeys * kStride;
+    __nv_bfloat16* vd = v_s + stage * kKeys * kStride;
+    load_kv_tile<kKeys, kHeadDim, kThreads>(
+        a, b, tid, tile_start, [&](int key, int chunk) { return kd + key * kStride + chunk * 8; },
+        [&](int key, int chunk) { return vd + key * kStride + chunk * 8; });
+  };
+
+  float m[2 * kMTiles], l[2 * kMTiles];
+#pragma unroll
+  for (int i = 0; i < 2 * kMTiles; ++i) {
+    m[i] = -INFINITY;
+    l[i] = 0.0f;
+  }
+  float o[kMTiles][kDimTiles][4];  // unnormalised output, C layout
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+    for (int n = 0; n < kDimTiles; ++n) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.0f;
+  uint32_t qf[kQInRegisters ? kMTiles : 1][kQInRegisters ? kDimSteps : 1][4];
+
+  const int num_tiles = (b.kv_end - b.kv_begin + kKeys - 1) / kKeys;
+  load_kv(0, b.kv_begin);
+  cuda::cp_async_commit();
+
+  // Lane's ldmatrix row addresses. Q (A operand): rows lane%16, dims + (lane/16)·8. K (B operand
+  // of Q·Kᵀ): keys (lane/16)·8 + lane%8 of each 16-key pair, dims + ((lane/8)%2)·8. V (B operand of
+  // P·V, transposed): keys ((lane/8)%2)·8 + lane%8 of each k16 step, dims + (lane/16)·8.
+  const __nv_bfloat16* q_row = q_s + (warp * kWarpRows + lane % 16) * kStride + (lane / 16) * 8;
+  const int k_lane = ((lane / 16) * 8 + lane % 8) * kStride + ((lane / 8) % 2) * 8;
+  const int v_lane = (((lane / 8) % 2) * 8 + lane % 8) * kStride + (lane / 16) * 8;
+
+  for (int j = 0; j < num_tiles; ++j) {
+    const int stage = j & 1;
+    const int tile_start = b.kv_begin + j * kKeys;
+    if (j + 1 < num_tiles) {
+      load_kv(stage ^ 1, tile_start + kKeys);
+      cuda::cp_async_commit();
+      cuda::cp_async_wait<1>();  // Q and this tile have landed; the next one is in flight
+    } else {
+      cuda::cp_async_wait<0>();
+    }
+    __syncthreads();
+    const __nv_bfloat16* k_row = k_s + stage * kKeys * kStride + k_lane;
+    const __nv_bfloat16* v_row = v_s + stage * kKeys * kStride + v_lane;
+
+    if constexpr (kQInRegisters) {
+      if (j == 0) {
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+          for (int ks = 0; ks < kDimSteps; ++ks)
+            ldmatrix_x4(qf[mt][ks], q_row + mt * 16 * kStride + ks * 16);
+      }
+    }
+
+    // ---- S = Q·Kᵀ for the warp's rows × kKeys keys: each K fragment feeds kMTiles MMAs.
+    float s[kMTiles][kKeyTiles][4];
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+      for (int n = 0; n < kKeyTiles; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < kDimSteps; ++ks) {
+      uint32_t qa[kMTiles][4];
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+        if constexpr (kQInRegisters) {
+#pragma unroll
+          for (int r = 0; r < 4; ++r) qa[mt][r] = qf[mt][ks][r];
+        } else {
+          ldmatrix_x4(qa[mt], q_row + mt * 16 * kStride + ks * 16);
+        }
+      }
+#pragma unroll
+      for (int np = 0; np < kKeyTiles / 2; ++np) {
+        uint32_t kb[4];
+        ldmatrix_x4(kb, k_row + np * 16 * kStride + ks * 16);
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          mma_bf16(s[mt][2 * np], qa[mt], kb[0], kb[1]);
+          mma_bf16(s[mt][2 * np + 1], qa[mt], kb[2], kb[3]);
+        }
+      }
+    }
+
+    // ---- Mask where the tile crosses a row's boundary, online softmax, rescale O.
+    const bool masked = tile_needs_mask<kKeys>(b, tile_start);
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int i = 2 * mt + h;
+        const float alpha = softmax_row(s[mt], h, masked, thread_row0 + 8 * i, tile_start, lane, a,
+                                        b, m[i], l[i]);
+#pragma unroll
+        for (int n = 0; n < kDimTiles; ++n) {
+          o[mt][n][2 * h] *= alpha;
+          o[mt][n][2 * h + 1] *= alpha;
+        }
+      }
+    }
+
+    // ---- O += P·V: each V fragment feeds kMTiles MMAs.
+#pragma unroll
+    for (int kk = 0; kk < kKeySteps; ++kk) {
+      uint32_t pa[kMTiles][4];
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) p_fragment(s[mt], kk, pa[mt]);
+#pragma unroll
+      for (int dp = 0; dp < kDimTiles / 2; ++dp) {
+        uint32_t vb[4];
+        ldmatrix_x4_trans(vb, v_row + kk * 16 * kStride + dp * 16);
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          mma_bf16(o[mt][2 * dp], pa[mt], vb[0], vb[1]);
+          mma_bf16(o[mt][2 * dp + 1], pa[mt], vb[2], vb[3]);
+        }
+      }
+    }
+    __syncthreads();  // every warp is done with this stage before the next load overwrites it
+  }
+
+  // ---- Normalise, stage the warp's rows in its own rows of the Q tile, write 16-byte chunks.
+  __nv_bfloat16* stage_rows = q_s + warp * kWarpRows * kStride;
+#pragma unroll
+  for (int i = 0; i < 2 * kMTiles; ++i) {
+    const int mt = i / 2, h = i % 2;
+    const float inv = row_normaliser(l[i], thread_row0 + 8 * i, b);
+    __nv_bfloat16* dst = stage_rows + (lane / 4 + 8 * i) * kStride + (lane % 4) * 2;
+#pragma unroll
+    for (int n = 0; n < kDimTiles; ++n) {
+      *reinterpret_cast<__nv_bfloat162*>(dst + n * 8) =
+          __floats2bfloat162_rn(o[mt][n][2 * h] * inv, o[mt][n][2 * h + 1] * inv);
+    }
+  }
+  __syncwarp();
+#pragma unroll
+  for (int it = 0; it < kWarpRows * kChunks / 32; ++it) {
+    const int idx = it * 32 + lane;
+    store_out_row<kHeadDim>(a, b, warp * kWarpRows + idx / kChunks, idx % kChunks,
+                            [&](int row, int chunk) { return q_s + row * kStride + chunk * 8; });
+  }
+}
+
+// ---- The Hopper path (head_dim 128): warpgroup MMA (wgmma) with operands in 128-byte-swizzled
+// shared memory.
+//
+// Layout: a tile of rows × 128 bf16 is stored as two column blocks of 64 elements (128-byte rows),
+// each block rows × 128 bytes, and the 16-byte chunk c of row r sits at chunk c ^ (r % 8) of its
+// row (the 128-byte swizzle wgmma expects; every block starts 1024-byte aligned so the hardware's
+// address-bit swizzle and ours agree). cp.async writes the tiles in this layout directly.
+//
+// Per tile, each warpgroup (64 rows) computes S = Q·Kᵀ with 8 k16 steps of wgmma.m64n128k16 (Q
+// and K both K-major through descriptors), masks and softmaxes S in registers (the accumulator
+// layout per warp is the m16n8k16 C layout, so the online softmax is the mma.sync kernel's), packs
+// P to bf16 as the register A operand and accumulates O += P·V with 8 more wgmma steps, V read
+// MN-major (transposed) from the same row-major tile layout as K.
+constexpr int kWgHeadDim = 128;
+__host__ __device__ constexpr int wg_col_block_bytes(int rows) { return rows * 128; }
+
+// Byte offset of 16-byte chunk `chunk` (0..15) of row `row` in a swizzled tile of `rows` rows.
+__device__ __forceinline__ int swizzled_chunk(int row, int chunk, int rows) {
+  return (chunk / 8) * wg_col_block_bytes(rows) + row * 128 + (((chunk % 8) ^ (row % 8)) * 16);
+}
+
+// A wgmma shared-memory matrix descriptor: start address, leading and stride byte offsets (all
+// >> 4), 128-byte swizzle.
+__device__ __forceinline__ uint64_t wgmma_desc(unsigned addr, unsigned lbo, unsigned sbo) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
+         (static_cast<uint64_t>(sbo >> 4) << 32) | (uint64_t{1} << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_wait_all() {
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
+// Makes this thread's completed generic-proxy writes to shared memory (cp.async) visible to the
+// async proxy (wgmma operand reads); a barrier then publishes them to the other threads.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// The 64 f32 accumulator operands of an m64n128 wgmma, d[0] ... d[63], as asm outputs.
+#define ROOFLINE_WGMMA_ACC64(d) \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+
+// d[64×128] (+)= A[64×16] · B[16×128], bf16 in, f32 accumulate; A and B through shared-memory
+// descriptors, both K-major. scale_d == 0 overwrites d instead of accumulating.
+__device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
+                                                    int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : ROOFLINE_WGMMA_ACC64(d)
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+// d[64×128] += A[64×16] · B[16×128], A from registers (each warp's 16 rows as the m16n8k16 A
+// fragment), B through a shared-memory descriptor, MN-major (imm-trans-b: N contiguous).
+__device__ __forceinline__ void wgmma_m64n128k16_rs_tb(float (&d)[64], const uint32_t (&a)[4],
+                                                       uint64_t desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+      : ROOFLINE_WGMMA_ACC64(d)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+}
+
+
+template <int kWarpGroups, int kWgKeys>
+__global__ void __launch_bounds__(128 * kWarpGroups, kWarpGroups == 1 ? 2 : 1)
+    flash_prefill_wgmma_kernel(const PrefillArgs a) {
+  constexpr int kWgRows = 64 * kWarpGroups;
+  constexpr int kWgThreads = 128 * kWarpGroups;
+  constexpr int kWgQBytes = kWgRows * kWgHeadDim * 2;
+  constexpr int kWgKvTileBytes = kWgKeys * kWgHeadDim * 2;
+  constexpr int kChunks = kWgHeadDim / 8;  // 16-byte chunks of a row
+  constexpr int kKeyTiles = kWgKeys / 8;   // n8 tiles of S per warp
+  constexpr int kDimTiles = kWgHeadDim / 8;
+  static_assert(kWgKeys == 128, "S = Q·Kᵀ is one wgmma.m64n128k16 per k-step");
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  // 1024-byte alignment for the swizzle atoms (the launch allocates 1 KiB of slack).
+  const unsigned raw_addr = smem_addr(smem_raw);
+  unsigned char* smem = smem_raw + ((1024 - (raw_addr % 1024)) % 1024);
+  unsigned char* q_s = smem;                                   // kWgQBytes
+  unsigned char* k_s = smem + kWgQBytes;                       // 2 stages
+  unsigned char* v_s = smem + kWgQBytes + 2 * kWgKvTileBytes;  // 2 stages
+  const unsigned q_addr = smem_addr(q_s);
+  const unsigned k_addr = smem_addr(k_s);
+  const unsigned v_addr = smem_addr(v_s);
+
+  BlockRows b;
+  if (!block_rows<kWgRows>(a, &b)) return;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int wg = tid / 128;           // warpgroup: rows 64·wg ...
+  const int warp = (tid % 128) / 32;  // warp within the warpgroup: its 16 rows
+  const int lane = tid % 32;
+  // This thread's rows: 64·wg + 16·warp + lane/4 (+ 8 for h = 1).
+  const int thread_row0 = b.r0 + wg * 64 + warp * 16 + lane / 4;
+
+  load_q_tile<kWgRows, kWgHeadDim, kWgThreads>(
+      a, b, tid, [&](int row, int chunk) { return q_s + swizzled_chunk(row, chunk, kWgRows); });
+  cuda::cp_async_commit();
+  auto load_kv = [&](int stage, int tile_start) {
+    unsigned char* kd = k_s + stage * kWgKvTileBytes;
+    unsigned char* vd = v_s + stage * kWgKvTileBytes;
+    load_kv_tile<kWgKeys, kWgHeadDim, kWgThreads>(
+        a, b, tid, tile_start,
+        [&](int key, int chunk) { return kd + swizzled_chunk(key, chunk, kWgKeys); },
+        [&](int key, int chunk) { return vd + swizzled_chunk(key, chunk, kWgKeys); });
+  };
+
+  float m[2] = {-INFINITY, -INFINITY};
+  float l[2] = {0.0f, 0.0f};
+  float o[kDimTiles][4];  // per warp the m16n8k16 C layout, as wgmma's accumulator is
+  float s[kKeyTiles][4];
+#pragma unroll
+  for (int n = 0; n < kDimTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+#pragma unroll
+  for (int n = 0; n < kKeyTiles; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+  auto& s_flat = reinterpret_cast<float(&)[kWgKeys / 2]>(s);
+  auto& o_flat = reinterpret_cast<float(&)[64]>(o);
+
+  const int num_tiles = (b.kv_end - b.kv_begin + kWgKeys - 1) / kWgKeys;
+  load_kv(0, b.kv_begin);
+  cuda::cp_async_commit();
+
+  for (int j = 0; j < num_tiles; ++j) {
+    const int stage = j & 1;
+    const int tile_start = b.kv_begin + j * kWgKeys;
+    if (j + 1 < num_tiles) {
+      load_kv(stage ^ 1, tile_start + kWgKeys);
+      cuda::cp_async_commit();
+      cuda::cp_async_wait<1>();
+    } else {
+      cuda::cp_async_wait<0>();
+    }
+    fence_proxy_async_shared();
+    __syncthreads();
+
+    // ---- S = Q·Kᵀ: 8 k16 steps; a step within a 64-column block moves the start by 32 bytes.
+    const unsigned k_stage = k_addr + stage * kWgKvTileBytes;
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kWgHeadDim / 16; ++ks) {
+      const unsigned qa =
+          q_addr + (ks / 4) * wg_col_block_bytes(kWgRows) + wg * 64 * 128 + (ks % 4) * 32;
+      const unsigned kb = k_stage + (ks / 4) * wg_col_block_bytes(kWgKeys) + (ks % 4) * 32;
+      wgmma_m64n128k16_ss(s_flat, wgmma_desc(qa, 16, 1024), wgmma_desc(kb, 16, 1024),
+                          ks > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+    wgmma_wait_all();
+
+    // ---- Mask, online softmax, rescale O.
+    const bool masked = tile_needs_mask<kWgKeys>(b, tile_start);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float alpha =
+          softmax_row(s, h, masked, thread_row0 + 8 * h, tile_start, lane, a, b, m[h], l[h]);
+#pragma unroll
+      for (int n = 0; n < kDimTiles; ++n) {
+        o[n][2 * h] *= alpha;
+        o[n][2 * h + 1] *= alpha;
+      }
+    }
+
+    // ---- O += P·V: P as bf16 A fragments, V MN-major: 64-column blocks wg_col_block_bytes
+    // apart (LBO), 8-key groups 1024 bytes apart (SBO).
+    uint32_t pa[kWgKeys / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < kWgKeys / 16; ++kk) p_fragment(s, kk, pa[kk]);
+    const unsigned v_stage = v_addr + stage * kWgKvTileBytes;
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kWgKeys / 16; ++kk) {
+      wgmma_m64n128k16_rs_tb(o_flat, pa[kk],
+                             wgmma_desc(v_stage + kk * 16 * 128, wg_col_block_bytes(kWgKeys), 1024));
+    }
+    wgmma_commit();
+    wgmma_wait_all();
+    __syncthreads();  // every warpgroup is done with this stage before the next load
+  }
+
+  // ---- Normalise; stage the rows in the Q tile (same swizzle), then 16-byte row chunks out.
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int gr = thread_row0 + 8 * h;
+    const float inv = row_normaliser(l[h], gr, b);
+#pragma unroll
+    for (int n = 0; n < kDimTiles; ++n) {
+      *reinterpret_cast<__nv_bfloat162*>(q_s + swizzled_chunk(gr - b.r0, n, kWgRows) +
+                                         (lane % 4) * 4) =
+          __floats2bfloat162_rn(o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
+    }
+  }
+  __syncthreads();
+  for (int idx = tid; idx < kWgRows * kChunks; idx += kWgThreads) {
+    store_out_row<kWgHeadDim>(a, b, idx / kChunks, idx % kChunks, [&](int row, int chunk) {
+      return q_s + swizzled_chunk(row, chunk, kWgRows);
+    });
+  }
+}
+
+// The opt-in shared-memory limit of the current device, read once per device.
+int max_dynamic_smem_bytes(int device) {
+  constexpr int kMaxDevices = 64;
+  static int limits[kMaxDevices] = {};
+  static std::once_flag once[kMaxDevices];
+  ROOFLINE_CHECK(device >= 0 && device < kMaxDevices);
+  std::call_once(once[device], [device] {
+    ROOFLINE_CUDA_CHECK(
+        cudaDeviceGetAttribute(&limits[device], cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  });
+  return limits[device];
+}
+
+// The kernel kPrefillTiles names for head_dim (only the chosen one is instantiated).
+template <int kHeadDim>
+auto prefill_kernel_for() {
+  constexpr PrefillTile kTile = prefill_tile(kHeadDim);
+  if constexpr (kTile.wgmma) {
+    return flash_prefill_wgmma_kernel<static_cast<int>(kTile.warps / 4),
+                                      static_cast<int>(kTile.keys)>;
+  } else {
+    return flash_prefill_kernel<kHeadDim, static_cast<int>(kTile.warps),
+                                static_cast<int>(kTile.m_tiles), static_cast<int>(kTile.keys),
+                                kTile.q_in_registers>;
+  }
+}
+
+template <int kHeadDim>
+void launch(const PagedAttentionParams& p, int64_t max_q_len, cudaStream_t stream) {
+  constexpr PrefillTile kTile = prefill_tile(kHeadDim);
+  static_assert(kTile.head_dim == kHeadDim, "a kPrefillTiles row for every head dim launched");
+  static_assert(!kTile.wgmma || (kHeadDim == kWgHeadDim && kTile.warps % 4 == 0 &&
+                                  kTile.m_tiles == 1),
+                "wgmma tiles: head_dim 128, whole warpgroups of 64 rows");
+  auto* kernel = prefill_kernel_for<kHeadDim>();
+  constexpr int64_t kSmem = prefill_smem_bytes(kTile);
+  int device = 0;
+  ROOFLINE_CUDA_CHECK(cudaGetDevice(&device));
+  ROOFLINE_CHECK(kSmem <= max_dynamic_smem_bytes(device));
+  // Above 48 KiB a kernel must opt in to its dynamic shared memory, once per device.
+  constexpr int kMaxDevices = 64;
+  static std::once_flag configured[kMaxDevices];
+  std::call_once(configured[device], [kernel] {
+    ROOFLINE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(kSmem)));
+  });
+
+  PrefillArgs a;
+  a.q = static_cast<const __nv_bfloat16*>(p.q);
+  a.k_cache = static_cast<const __nv_bfloat16*>(p.k_cache);
+  a.v_cache = static_cast<const __nv_bfloat16*>(p.v_cache);
+  a.block_tables = p.block_tables;
+  a.seq_lens = p.seq_lens;
+  a.query_start = p.query_start;
+  a.tree_mask = p.tree_mask;
+  a.out = static_cast<__nv_bfloat16*>(p.out);
+  a.num_blocks = p.num_blocks;
+  a.num_heads = static_cast<int>(p.num_heads);
+  a.num_kv_heads = static_cast<int>(p.num_kv_heads);
+  a.group = static_cast<int>(p.num_heads / p.num_kv_heads);
+  a.block_size = static_cast<int>(p.block_size);
+  a.block_shift = (p.block_size & (p.block_size - 1)) == 0 ? __builtin_ctzll(p.block_size) : -1;
+  a.max_blocks_per_seq = static_cast<int>(p.max_blocks_per_seq);
+  a.sliding_window = static_cast<int>(p.sliding_window);
+  a.scale_log2 = p.scale * kLog2e;
+  ROOFLINE_CHECK_MSG(p.scale > 0.0f, "paged_attention_cuda: scale must be positive");
+
+  const int64_t row_tiles = prefill_row_tiles(kTile, max_q_len, a.group);
+  ROOFLINE_CHECK(max_q_len * a.group <= INT_MAX && row_tiles <= INT_MAX);
+  ROOFLINE_CHECK(p.num_kv_heads <= 65535 && p.num_seqs <= 65535);
+  const dim3 grid(static_cast<unsigned>(row_tiles), static_cast<unsigned>(p.num_kv_heads),
+                  static_cast<unsigned>(p.num_seqs));
+  kernel<<<grid, static_cast<unsigned>(32 * kTile.warps), static_cast<size_t>(kSmem), stream>>>(a);
+  ROOFLINE_CUDA_LAUNCH_CHECK(stream);
+}
+
+}  // namespace
+
+void paged_attention_prefill_cuda(const PagedAttentionParams& p, int64_t max_q_len,
+                                  CudaStream stream) {
+  switch (p.head_dim) {
+    case 32:
+      launch<32>(p, max_q_len, stream);
+      return;
+    case 64:
+      launch<64>(p, max_q_len, stream);
+      return;
+    case 128:
+      launch<128>(p, max_q_len, stream);
+      return;
+    case 256:
+      launch<256>(p, max_q_len, stream);
+      return;
+    default:
+      ROOFLINE_CHECK_MSG(false, "paged_attention_cuda: head_dim must be 32, 64, 128 or 256");
+  }
+}
+
+}  // namespace roofline

@@ -1,0 +1,90 @@
+// The tile shapes of the FlashAttention prefill kernel (attention_prefill_cuda.cu), one row per head
+// dim, with the reasons, and the shared-memory and grid arithmetic the launcher uses. Pure host
+// functions, tested on the CPU (attention_prefill_plan_test.cc).
+//
+// A block serves one (sequence, KV head, tile of rows), where a row is one (query token, query head
+// of the GQA group) pair, token-major: the group's heads of one token are adjacent rows, so every
+// K/V tile a block stages serves all the query heads that share it. K/V tiles of `keys` positions are double-buffered in shared
+// memory (cp.async gathers through the block table while the previous tile is computed).
+// Each warp owns 16 · m_tiles rows.
+#pragma once
+
+#include <cstdint>
+
+#include "core/cuda_stream.h"
+#include "ops/attention/attention.h"
+
+namespace roofline {
+
+struct PrefillTile {
+  int64_t head_dim = 0;
+  int64_t warps = 0;    // warps per block
+  int64_t m_tiles = 0;  // m16 row tiles per warp: rows per block = 16 · m_tiles · warps
+  int64_t keys = 0;     // K/V positions per shared-memory tile
+  // Keep the warp's Q fragments in registers for the whole key loop (m_tiles · head_dim / 4
+  // registers per thread) instead of re-reading them from shared memory for every K tile.
+  bool q_in_registers = false;
+  // Hopper warpgroup MMA on 128-byte-swizzled tiles (head_dim 128 only, whole warpgroups, 128
+  // keys) instead of mma.sync on padded tiles.
+  bool wgmma = false;
+};
+
+// Why these shapes (H200: 227 KiB of shared memory and 64 K registers per SM; measured steps in
+// bench/results/2026-11-30-prefill-attention.md):
+// - Two m16 tiles per warp (32 rows): every K and V fragment a warp reads from shared memory
+//   feeds two MMAs. With one tile per warp, shared-memory reads (one ldmatrix.x4, 512 bytes, per
+//   two MMAs) kept pace with the tensor cores and the kernel ran at half of FlashAttention-2.
+// - 4 warps, 128 rows: each thread holds 2 tiles' f32 output (head_dim / 2 registers) and S
+//   (keys / 2 registers): at head_dim 128 that is 128 + 64 registers, so Q is re-read from shared
+//   memory (one ldmatrix per k-step, amortised over keys / 8 MMAs) rather than held.
+// - 64 keys: 8 n-tiles of S per Q fragment, 4 k-steps of P·V; Q and the double-buffered K and V
+//   tiles ((128 + 4·64) rows × (head_dim + 8) bf16) take 102 KiB at head_dim 128: two blocks per
+//   SM.
+// - head_dim 256 (Gemma): the output of one m16 tile alone is 128 registers per thread, so one
+//   tile per warp (64 rows) and 32-key tiles (101 KiB of shared memory per block).
+// - head_dim 32 and 64: registers to spare, so Q stays in registers.
+// - head_dim 128 on Hopper: two warpgroups of 64 rows share 128-key K/V tiles and issue wgmma
+//   (S = Q·Kᵀ and O += P·V as m64n128k16: 64 + 64 accumulator registers per thread); 161 KiB of
+//   shared memory, one block per SM. Measured (L=8192): 232 TFLOP/s, against 216 for mma.sync.
+//   One warpgroup per block on 64-key tiles (two blocks per SM, so one's softmax could overlap
+//   the other's MMAs) measured 170: the kernel issues more instructions (the K/V gather's address
+//   arithmetic, the softmax) than its MMAs take time, and smaller tiles spend more of them.
+inline constexpr PrefillTile kPrefillTiles[] = {
+    {32, 4, 2, 64, true, false},
+    {64, 4, 2, 64, true, false},
+    {128, 8, 1, 128, false, true},
+    {256, 4, 1, 32, false, false},
+};
+
+// The row of kPrefillTiles for head_dim; head_dim 0 when there is none.
+constexpr PrefillTile prefill_tile(int64_t head_dim) {
+  for (const PrefillTile& t : kPrefillTiles)
+    if (t.head_dim == head_dim) return t;
+  return PrefillTile{};
+}
+
+constexpr int64_t prefill_rows(const PrefillTile& t) { return 16 * t.m_tiles * t.warps; }
+
+// mma.sync tiles pad shared-memory rows by 8 bf16 (16 bytes) so that the 8 row addresses of one
+// ldmatrix phase fall in 8 distinct 16-byte bank groups; wgmma tiles are swizzled instead.
+constexpr int64_t prefill_row_stride(const PrefillTile& t) {
+  return t.wgmma ? t.head_dim : t.head_dim + 8;
+}
+
+// Q tile + two stages of K and V tiles, bf16 (+ 1 KiB to align wgmma's swizzle atoms).
+constexpr int64_t prefill_smem_bytes(const PrefillTile& t) {
+  return (prefill_rows(t) + 4 * t.keys) * prefill_row_stride(t) * 2 + (t.wgmma ? 1024 : 0);
+}
+
+// Blocks along the rows of one (sequence, KV head) for the longest sequence.
+constexpr int64_t prefill_row_tiles(const PrefillTile& t, int64_t max_q_len, int64_t group) {
+  return (max_q_len * group + prefill_rows(t) - 1) / prefill_rows(t);
+}
+
+// The tensor-core prefill kernel, called by paged_attention_cuda for batches with a sequence of
+// more than kDecodeMaxQueries queries, and for every tree-masked batch; max_q_len bounds every
+// sequence's q_len.
+void paged_attention_prefill_cuda(const PagedAttentionParams& p, int64_t max_q_len,
+                                  CudaStream stream);
+
+}  // namespace roofline

@@ -1,0 +1,75 @@
+// The prefill kernel's tile table: a row for exactly the head dims paged_attention_cuda accepts,
+// shapes the kernel's loops need (whole m16n8k16 steps, whole 16-byte chunks per thread), two
+// blocks per H200 SM in shared memory, and the grid's row-tile arithmetic.
+#include "ops/attention/attention_prefill_plan.h"
+
+#include <gtest/gtest.h>
+
+namespace roofline {
+namespace {
+
+// H200 (sm_90): 227 KiB of shared memory per block on opt-in, 228 KiB per SM, of which the
+// runtime reserves 1 KiB per resident block.
+constexpr int64_t kMaxSmemPerBlock = 227 * 1024;
+constexpr int64_t kSmemPerSm = 228 * 1024;
+constexpr int64_t kReservedPerBlock = 1024;
+
+TEST(PrefillPlanTest, EverySupportedHeadDimHasExactlyOneTile) {
+  for (int64_t d = 1; d <= 512; ++d) {
+    const PrefillTile t = prefill_tile(d);
+    EXPECT_EQ(t.head_dim == d, paged_attention_cuda_supports_head_dim(d)) << "head_dim " << d;
+  }
+}
+
+TEST(PrefillPlanTest, TilesAreWholeTensorCoreStepsAndCopies) {
+  for (const PrefillTile& t : kPrefillTiles) {
+    SCOPED_TRACE(t.head_dim);
+    EXPECT_EQ(t.head_dim % 16, 0);  // k-steps of Q·Kᵀ, n-tile pairs of P·V
+    EXPECT_EQ(t.keys % 16, 0);      // k-steps of P·V, n-tile pairs of Q·Kᵀ
+    EXPECT_GE(t.warps, 1);
+    EXPECT_GE(t.m_tiles, 1);
+    // Each thread issues the same number of 16-byte K/V chunks per tile.
+    EXPECT_EQ(t.keys * (t.head_dim / 8) % (32 * t.warps), 0);
+    if (t.wgmma) {
+      // The wgmma kernel: 128-byte swizzle rows, whole warpgroups of 64 rows, 128 keys.
+      EXPECT_EQ(t.head_dim, 128);
+      EXPECT_EQ(t.warps % 4, 0);
+      EXPECT_EQ(t.m_tiles, 1);
+      EXPECT_EQ(t.keys, 128);
+      EXPECT_EQ(prefill_row_stride(t) * 2 % 128, 0);
+    } else {
+      // Rows padded by 16 bytes: 16-byte aligned, not a multiple of 128 bytes (bank spread).
+      EXPECT_EQ(prefill_row_stride(t) * 2 % 16, 0);
+      EXPECT_NE(prefill_row_stride(t) * 2 % 128, 0);
+    }
+  }
+}
+
+TEST(PrefillPlanTest, BlocksFitInAnH200SmsSharedMemory) {
+  for (const PrefillTile& t : kPrefillTiles) {
+    SCOPED_TRACE(t.head_dim);
+    EXPECT_LE(prefill_smem_bytes(t), kMaxSmemPerBlock);
+    // mma.sync tiles are sized for two blocks per SM; the wgmma tile for one.
+    EXPECT_LE((t.wgmma ? 1 : 2) * (prefill_smem_bytes(t) + kReservedPerBlock), kSmemPerSm);
+  }
+  // wgmma: Q 128 rows + 2 stages × (K, V) × 128 keys, 256-byte rows, 1 KiB alignment slack.
+  EXPECT_EQ(prefill_smem_bytes(prefill_tile(128)), (128 + 4 * 128) * 128 * 2 + 1024);
+  // mma.sync: Q 128 rows + 2 stages × (K, V) × 64 keys, rows of 72 bf16.
+  EXPECT_EQ(prefill_smem_bytes(prefill_tile(64)), (128 + 4 * 64) * 72 * 2);
+}
+
+TEST(PrefillPlanTest, RowTilesCoverTheLongestSequencesRows) {
+  const PrefillTile t = prefill_tile(64);  // 128 rows per block
+  EXPECT_EQ(prefill_rows(t), 128);
+  EXPECT_EQ(prefill_row_tiles(t, 1, 1), 1);
+  EXPECT_EQ(prefill_row_tiles(t, 32, 4), 1);   // 128 rows exactly
+  EXPECT_EQ(prefill_row_tiles(t, 33, 4), 2);   // four rows over
+  EXPECT_EQ(prefill_row_tiles(t, 2048, 4), 64);
+  EXPECT_EQ(prefill_row_tiles(t, 19, 7), 2);   // 133 rows
+  EXPECT_EQ(prefill_rows(prefill_tile(256)), 64);
+  EXPECT_EQ(prefill_rows(prefill_tile(128)), 128);  // two warpgroups
+  EXPECT_EQ(prefill_row_tiles(prefill_tile(128), 2048, 4), 64);
+}
+
+}  // namespace
+}  // namespace roofline
