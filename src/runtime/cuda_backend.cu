@@ -4,6 +4,7 @@
 // allocated on the step path. Calls go through run_plan_call (plan_executor.h) to <op>_cuda.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <nvtx3/nvToolsExt.h>
 
 #include <algorithm>
 #include <chrono>
@@ -292,11 +293,15 @@ class CudaBackend final : public Backend {
         ctx_.max_seq_len = std::max<int64_t>(ctx_.max_seq_len, step.seq_lens[s]);
       }
     }
+    // NVTX: a range per step (and per plan call when eager) for nsys and other NVTX tools; free
+    // when no tool is attached.
+    nvtxRangePushA(fixed_shape ? "roofline decode step" : "roofline step");
     if (fixed_shape && setup_.cuda_graphs && !call_times) {
       replay(plan, bucket);
     } else {
       run_eager(plan, call_times);
     }
+    nvtxRangePop();
     // Logits: bf16 rows come back through a fixed pinned buffer in chunks, each widened to f32 by
     // the host thread pool (at decode sizes one chunk holds them all); padding rows stay behind.
     // A single-threaded widening of 64 x 128k logits cost ~9 ms per step on the H200 host
@@ -395,7 +400,9 @@ class CudaBackend final : public Backend {
     }
     for (size_t i = 0; i < plan.calls.size(); ++i) {
       if (call_times) ROOFLINE_CUDA_CHECK(cudaEventRecord(events_[2 * i + 1], stream_));
+      nvtxRangePushA(plan.calls[i].name.c_str());
       run_plan_call(plan.calls[i], ctx_, k);
+      nvtxRangePop();
       if (call_times) ROOFLINE_CUDA_CHECK(cudaEventRecord(events_[2 * i + 2], stream_));
     }
   }

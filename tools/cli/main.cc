@@ -30,7 +30,9 @@
 #include "core/byte_size.h"
 #include "core/log.h"
 #include "profiler/analysis.h"
+#include "profiler/cupti_tracer.h"
 #include "profiler/export.h"
+#include "profiler/join.h"
 #include "core/npy.h"
 #include "graph/plan.h"
 #include "roofline/engine.h"
@@ -781,9 +783,11 @@ int run_bench_latency(const CommonFlags& flags, const std::string& batch_list, i
   return 0;
 }
 
-// Profile decode steps: every plan call timed (host clock on the CPU, a CUDA event pair per call
-// on the GPU, so the gaps between calls are real), joined to the plan's analytic cost, analysed
-// into busy share, idle gaps, top kernels and the per-op distance to the speed of light.
+// Profile decode steps: on the GPU every kernel, copy and set recorded by CUPTI (CUDA-graph replays
+// included) and joined to its plan call (profiler/join.h), with the tracer's own overhead measured
+// by re-running the steps without it; on the CPU every plan call timed with the host clock. The
+// events are analysed against the plan's analytic cost into busy share, idle gaps, top kernels
+// and the per-op distance to the speed of light.
 // Files `roofline profile` writes besides its report.
 struct ProfileOutputs {
   std::string trace_path;  // Chrome / Perfetto trace JSON
@@ -795,10 +799,20 @@ int run_profile(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, c
                 double bandwidth_gbps, double peak_tflops) {
   const std::string& trace_path = outputs.trace_path;
   constexpr int64_t kWarmup = 3;
-  auto setup = prepare_decode(f, batch, context, steps);
+  if (steps < 1 || steps > 100000) return fail(roofline::invalid_argument("--steps must be in [1, 100000]"));
+  const bool gpu = f.model.device.rfind("cuda", 0) == 0;
+  // On the GPU, CUPTI records every kernel, copy and set (graph replays included). It must be on
+  // before the runner captures its decode graphs, so it starts first.
+  std::unique_ptr<roofline::CuptiTracer> tracer;
+  if (gpu) {
+    auto t = roofline::CuptiTracer::start();
+    if (!t.ok()) return fail(t.status());
+    tracer = std::move(*t);
+  }
+  // Steps: warm-up, one learning step (GPU), the profiled steps, the same again without CUPTI.
+  auto setup = prepare_decode(f, batch, context, 2 * steps + 1);
   if (!setup.ok()) return fail(setup.status());
   roofline::ModelRunner& r = *setup->runner;
-  const bool gpu = r.backend().name() != "cpu";
   roofline::Ceilings ceilings;  // H200 measured (shared/docs/HARDWARE.md) unless overridden
   if (bandwidth_gbps > 0) ceilings.bytes_per_s = bandwidth_gbps * 1e9;
   if (peak_tflops > 0) ceilings.flops_per_s = peak_tflops * 1e12;
@@ -811,29 +825,84 @@ int run_profile(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, c
   }
   using clock = std::chrono::steady_clock;
   std::vector<roofline::TraceEvent> events;
-  double offset_ms = 0, wall_ms = 0;
-  r.set_record_call_times(true);
-  for (int64_t step = 0; step < steps; ++step) {
-    const auto t0 = clock::now();
+  double wall_ms = 0, wall_off_ms = 0;
+  roofline::JoinResult joined;
+  int64_t dropped = 0;
+  if (gpu) {
+    tracer->take();  // loading, capture and warm-up are not profiled
+    // The learning step: eager, with an event marker around every plan call and the host API
+    // records on (join.h).
+    if (Status s = tracer->set_api_recording(true); !s.ok()) return fail(s);
+    r.set_record_call_times(true);
+    roofline::StepWindow learn_window{-1, roofline::CuptiTracer::now_ns(), 0};
     Status s = r.step(entries, false, &logits);
+    r.set_record_call_times(false);
     if (!s.ok()) return fail(s);
-    const double step_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
-    const roofline::Plan& plan = *r.last_plan();
-    const auto& times = r.last_call_times();
-    for (size_t i = 0; i < plan.calls.size(); ++i) {
-      roofline::TraceEvent e;
-      e.name = plan.calls[i].name;
-      e.op = roofline::op_kind_name(plan.calls[i].op);
-      e.start_ns = static_cast<int64_t>((offset_ms + times[i].start_ms) * 1e6);
-      e.end_ns = static_cast<int64_t>((offset_ms + times[i].end_ms) * 1e6);
-      e.step = static_cast<int>(step);
-      e.call_index = static_cast<int>(i);
-      events.push_back(std::move(e));
+    learn_window.end_ns = roofline::CuptiTracer::now_ns();
+    if (Status st = tracer->set_api_recording(false); !st.ok()) return fail(st);
+    const int num_calls = static_cast<int>(r.last_plan()->calls.size());
+    // The profiled steps, as a decode step runs: graph replays unless --no-cuda-graphs.
+    std::vector<roofline::StepWindow> windows;
+    for (int64_t step = 0; step < steps; ++step) {
+      const int64_t t0 = roofline::CuptiTracer::now_ns();
+      if (Status st = r.step(entries, false, &logits); !st.ok()) return fail(st);
+      const int64_t t1 = roofline::CuptiTracer::now_ns();
+      windows.push_back({static_cast<int>(step), t0, t1});
+      wall_ms += static_cast<double>(t1 - t0) / 1e6;
     }
-    offset_ms += step_ms;
-    wall_ms += step_ms;
+    roofline::CuptiTracer::Records rec = tracer->take();
+    dropped = rec.dropped;
+    const roofline::CallSequence seq = roofline::learn_call_sequence(rec.activity, rec.api, learn_window, num_calls);
+    if (seq.call_index.empty())
+      return fail(roofline::internal_error("profile: the learning step's markers did not bracket its " +
+                                           std::to_string(num_calls) + " plan calls; cannot join the trace"));
+    joined = roofline::join_steps(rec.activity, windows, seq);
+    events = std::move(joined.events);
+    // Times from the first profiled event (the trace and pictures read better from zero).
+    int64_t t_zero = INT64_MAX;
+    for (const auto& e : events) t_zero = std::min(t_zero, e.start_ns);
+    for (auto& e : events) {
+      e.start_ns -= t_zero;
+      e.end_ns -= t_zero;
+    }
+    // The same steps without CUPTI: the tracer's own cost.
+    tracer->set_recording(false);
+    for (int64_t step = 0; step < steps; ++step) {
+      const auto t0 = clock::now();
+      if (Status st = r.step(entries, false, &logits); !st.ok()) return fail(st);
+      wall_off_ms += std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+    }
+  } else {
+    // The CPU backend: each call timed with the host clock.
+    double offset_ms = 0;
+    r.set_record_call_times(true);
+    for (int64_t step = 0; step < steps; ++step) {
+      const auto t0 = clock::now();
+      Status s = r.step(entries, false, &logits);
+      if (!s.ok()) return fail(s);
+      const double step_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+      const roofline::Plan& plan = *r.last_plan();
+      const auto& times = r.last_call_times();
+      for (size_t i = 0; i < plan.calls.size(); ++i) {
+        roofline::TraceEvent e;
+        e.name = plan.calls[i].name;
+        e.op = roofline::op_kind_name(plan.calls[i].op);
+        e.start_ns = static_cast<int64_t>((offset_ms + times[i].start_ms) * 1e6);
+        e.end_ns = static_cast<int64_t>((offset_ms + times[i].end_ms) * 1e6);
+        e.step = static_cast<int>(step);
+        e.call_index = static_cast<int>(i);
+        events.push_back(std::move(e));
+      }
+      offset_ms += step_ms;
+      wall_ms += step_ms;
+    }
+    r.set_record_call_times(false);
   }
-  r.set_record_call_times(false);
+  // Joined device activity carries its call index; the op name comes from the plan.
+  for (auto& e : events) {
+    if (e.call_index >= 0 && e.call_index < static_cast<int>(r.last_plan()->calls.size()))
+      e.op = roofline::op_kind_name(r.last_plan()->calls[static_cast<size_t>(e.call_index)].op);
+  }
   std::vector<roofline::CallModel> models;
   const auto costs = decode_step_costs(r, setup->seqs);
   for (size_t i = 0; i < costs.size(); ++i)
@@ -847,10 +916,20 @@ int run_profile(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, c
   std::printf("profile: %s on %s, batch %lld, context %lld, %lld decode steps (after %lld warm-up)\n",
               f.model.dummy_weights.empty() ? f.model.model_dir.c_str() : ("dummy " + f.model.dummy_weights).c_str(),
               r.backend().name().c_str(), (long long)batch, (long long)context, (long long)steps, (long long)kWarmup);
-  std::printf("ceilings: %.2f TB/s, %.1f TFLOP/s%s; calls timed %s\n", ceilings.bytes_per_s / 1e12,
-              ceilings.flops_per_s / 1e12,
-              (bandwidth_gbps > 0 || peak_tflops > 0) ? " (given)" : " (H200 measured; --bandwidth-gbps / --peak-tflops override)",
-              gpu ? "with a CUDA event pair each" : "with the host clock");
+  std::printf("ceilings: %.2f TB/s, %.1f TFLOP/s%s\n", ceilings.bytes_per_s / 1e12, ceilings.flops_per_s / 1e12,
+              (bandwidth_gbps > 0 || peak_tflops > 0) ? " (given)" : " (H200 measured; --bandwidth-gbps / --peak-tflops override)");
+  if (gpu) {
+    std::printf("capture: CUPTI activity (kernels incl. graph replays, copies, sets), steps run %s; %d of %lld steps "
+                "joined to plan calls%s%s\n",
+                r.graph_report().graphs > 0 ? "as CUDA graph replays" : "eagerly (--no-cuda-graphs)", joined.steps_joined,
+                (long long)steps, joined.steps_unmatched > 0 ? " (the rest: kernel sequence differed, unattributed)" : "",
+                dropped > 0 ? "; CUPTI DROPPED RECORDS: the trace is incomplete" : "");
+    std::printf("capture overhead: %.3f ms per step with CUPTI, %.3f ms without: %+.1f %%\n",
+                wall_ms / static_cast<double>(steps), wall_off_ms / static_cast<double>(steps),
+                100.0 * (wall_ms / std::max(1e-9, wall_off_ms) - 1.0));
+  } else {
+    std::printf("capture: each plan call timed with the host clock (CPU backend)\n");
+  }
   std::printf("host wall time %.3f ms per step; the device windows below cover %.3f ms of it\n\n",
               wall_ms / static_cast<double>(steps), report.total_ns / 1e6 / std::max(1, report.num_steps));
   auto write = [](const std::string& path, const std::string& text, const char* what) -> Status {

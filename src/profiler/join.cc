@@ -1,0 +1,100 @@
+#include "profiler/join.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace roofline {
+
+namespace {
+
+// Host launch time of each correlation id: the earliest API call carrying it (a runtime call and
+// the driver call beneath it share the id).
+std::unordered_map<uint32_t, int64_t> launch_times(const std::vector<HostApiCall>& api) {
+  std::unordered_map<uint32_t, int64_t> t;
+  for (const HostApiCall& c : api) {
+    auto [it, inserted] = t.emplace(c.correlation, c.start_ns);
+    if (!inserted) it->second = std::min(it->second, c.start_ns);
+  }
+  return t;
+}
+
+bool device_order(const DeviceActivity* a, const DeviceActivity* b) {
+  return a->start_ns != b->start_ns ? a->start_ns < b->start_ns : a->end_ns < b->end_ns;
+}
+
+}  // namespace
+
+CallSequence learn_call_sequence(const std::vector<DeviceActivity>& activity,
+                                 const std::vector<HostApiCall>& api, const StepWindow& window,
+                                 int num_calls) {
+  std::vector<int64_t> markers;
+  for (const HostApiCall& c : api)
+    if (c.is_marker && c.start_ns >= window.start_ns && c.start_ns <= window.end_ns)
+      markers.push_back(c.start_ns);
+  std::sort(markers.begin(), markers.end());
+  if (num_calls <= 0 || markers.size() != static_cast<size_t>(2 * num_calls + 1)) return {};
+  markers.erase(markers.begin());  // the step's own start marker
+
+  const auto launched = launch_times(api);
+  std::vector<const DeviceActivity*> in_step;
+  std::vector<int64_t> launch;
+  for (const DeviceActivity& a : activity) {
+    const auto it = launched.find(a.correlation);
+    if (it == launched.end() || it->second < window.start_ns || it->second > window.end_ns)
+      continue;
+    in_step.push_back(&a);
+  }
+  std::stable_sort(in_step.begin(), in_step.end(), device_order);
+  CallSequence seq;
+  for (const DeviceActivity* a : in_step) {
+    const int64_t t = launched.at(a->correlation);
+    // The last call marker at or before the launch: index 2i opens call i, 2i + 1 closes it.
+    const auto after = std::upper_bound(markers.begin(), markers.end(), t);
+    const int64_t k = (after - markers.begin()) - 1;
+    seq.call_index.push_back(k >= 0 && k % 2 == 0 ? static_cast<int>(k / 2) : -1);
+    seq.names.push_back(a->name);
+  }
+  return seq;
+}
+
+JoinResult join_steps(const std::vector<DeviceActivity>& activity,
+                      const std::vector<StepWindow>& steps, const CallSequence& sequence) {
+  JoinResult r;
+  std::vector<std::vector<const DeviceActivity*>> per_step(steps.size());
+  for (const DeviceActivity& a : activity) {
+    bool placed = false;
+    for (size_t s = 0; s < steps.size() && !placed; ++s) {
+      if (a.start_ns >= steps[s].start_ns && a.start_ns <= steps[s].end_ns) {
+        per_step[s].push_back(&a);
+        placed = true;
+      }
+    }
+    if (!placed) ++r.activities_outside_steps;
+  }
+  for (size_t s = 0; s < steps.size(); ++s) {
+    auto& acts = per_step[s];
+    if (acts.empty()) continue;
+    std::stable_sort(acts.begin(), acts.end(), device_order);
+    bool match = acts.size() == sequence.call_index.size();
+    for (size_t i = 0; match && i < acts.size(); ++i) match = acts[i]->name == sequence.names[i];
+    if (match) {
+      ++r.steps_joined;
+    } else {
+      ++r.steps_unmatched;
+    }
+    for (size_t i = 0; i < acts.size(); ++i) {
+      TraceEvent e;
+      e.name = acts[i]->name;
+      e.kind = acts[i]->kind;
+      e.start_ns = acts[i]->start_ns;
+      e.end_ns = acts[i]->end_ns;
+      e.stream = acts[i]->stream;
+      e.step = steps[s].step;
+      e.call_index = match ? sequence.call_index[i] : -1;
+      r.events.push_back(std::move(e));
+    }
+  }
+  return r;
+}
+
+}  // namespace roofline

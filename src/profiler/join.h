@@ -1,0 +1,76 @@
+// Joining raw device activity (CUPTI kernel, copy and set records) to plan calls and steps.
+//
+// CUPTI reports each device interval with the correlation id of the host API call that launched
+// it; a kernel replayed inside a CUDA graph carries the id of the graph launch, so one id then
+// covers a whole step. The join therefore works by order rather than by id:
+// 1. One eager step with a marker (cudaEventRecord) before and after every plan call shows which
+//    activities each call launches, in device order: learn_call_sequence turns it into the call
+//    index of each activity of a step (-1 for activity outside every call: input upload, logits
+//    download). Only this step needs the host API records (their cost per launch is what makes
+//    tracing expensive, so the tracer records them for this step alone).
+// 2. Every measured step (eager or replayed) runs the same activities in the same order on one
+//    stream, and each step ends with a synchronous copy of its logits, so its device activity lies
+//    inside the host time span of its step() call. join_steps splits the activity into steps by
+//    device start time and assigns each step's activities, in device order, the learned call
+//    indices. A step whose activity count or kernel names differ from the sequence is left
+//    unattributed and counted.
+// Host and device times share one clock (the CUPTI tracer registers the host steady clock as its
+// timestamp source), in nanoseconds.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "profiler/analysis.h"
+
+namespace roofline {
+
+// One device interval as CUPTI reports it.
+struct DeviceActivity {
+  std::string name;  // kernel name, or "memcpy HtoD" / "memcpy DtoH" / "memset"
+  TraceEvent::Kind kind = TraceEvent::Kind::kCompute;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  int stream = 0;
+  uint32_t correlation = 0;  // of the host API call that launched it
+};
+
+// One host API call (runtime or driver) that CUPTI recorded.
+struct HostApiCall {
+  uint32_t correlation = 0;
+  int64_t start_ns = 0;
+  bool is_marker = false;  // cudaEventRecord: the plan-call brackets of the learning step
+};
+
+// The host time span of one step's call: its device activity runs inside it.
+struct StepWindow {
+  int step = 0;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+};
+
+struct CallSequence {
+  std::vector<int> call_index;     // per activity of a step, in device order; -1: outside calls
+  std::vector<std::string> names;  // the activity names, to check a measured step against
+};
+
+// The learning step: activities launched inside `window`, ordered on the device, each assigned
+// the plan call whose markers enclose its launch. The window's markers, in host order, are one
+// at the step's start, then one before and one after each of the num_calls calls (what the CUDA
+// backend records when call timing is on): 2 · num_calls + 1. Any other count: an empty sequence.
+CallSequence learn_call_sequence(const std::vector<DeviceActivity>& activity,
+                                 const std::vector<HostApiCall>& api, const StepWindow& window,
+                                 int num_calls);
+
+struct JoinResult {
+  std::vector<TraceEvent> events;  // every activity of the joined steps, with step and call
+  int steps_joined = 0;
+  int steps_unmatched = 0;  // activity count or names differ from the sequence: call_index -1
+  int64_t activities_outside_steps = 0;  // started outside every window (left out)
+};
+
+JoinResult join_steps(const std::vector<DeviceActivity>& activity,
+                      const std::vector<StepWindow>& steps, const CallSequence& sequence);
+
+}  // namespace roofline

@@ -1,0 +1,89 @@
+// join.h on synthetic CUPTI records with known answers: the learning step's marker brackets give
+// each activity its plan call; measured steps (eager launches or one graph launch per step) get
+// the learned calls by device order within their host windows; a step whose activity differs is
+// left unattributed.
+#include "profiler/join.h"
+
+#include <gtest/gtest.h>
+
+namespace roofline {
+namespace {
+
+using Kind = TraceEvent::Kind;
+
+DeviceActivity act(const char* name, int64_t start, uint32_t corr, Kind kind = Kind::kCompute) {
+  return {name, kind, start, start + 5, 7, corr};
+}
+
+// Learning step in [100, 200]: a step marker, then call 0 = kernel A, call 1 = kernels B and C;
+// an upload before the calls and a download after them. Activity listed out of device order.
+struct LearningStep {
+  std::vector<DeviceActivity> activity = {
+      act("B", 1050, 4), act("upload", 1000, 1, Kind::kMemcpy), act("A", 1020, 2),
+      act("download", 1080, 6, Kind::kMemcpy), act("C", 1060, 5)};
+  std::vector<HostApiCall> api = {
+      {10, 101, true},  // step marker
+      {1, 102, false},  // upload
+      {11, 103, true},  {2, 104, false}, {12, 105, true},                   // call 0: A
+      {13, 106, true},  {4, 107, false}, {5, 108, false}, {14, 109, true},  // call 1: B, C
+      {6, 110, false},  // download
+      {2, 104, false},  // a driver call beneath the runtime launch of A: same id
+  };
+};
+
+TEST(JoinTest, LearnsEachActivitysCallFromTheMarkers) {
+  LearningStep l;
+  const CallSequence seq = learn_call_sequence(l.activity, l.api, {0, 100, 200}, 2);
+  EXPECT_EQ(seq.call_index, (std::vector<int>{-1, 0, 1, 1, -1}));
+  EXPECT_EQ(seq.names, (std::vector<std::string>{"upload", "A", "B", "C", "download"}));
+}
+
+TEST(JoinTest, WrongMarkerCountGivesNoSequence) {
+  LearningStep l;
+  EXPECT_TRUE(learn_call_sequence(l.activity, l.api, {0, 100, 200}, 3).call_index.empty());
+  // A window that leaves the step marker out sees 4 markers for 2 calls.
+  EXPECT_TRUE(learn_call_sequence(l.activity, l.api, {0, 102, 200}, 2).call_index.empty());
+}
+
+TEST(JoinTest, GraphAndEagerStepsGetTheLearnedCallsByDeviceOrder) {
+  LearningStep l;
+  const CallSequence seq = learn_call_sequence(l.activity, l.api, {0, 100, 200}, 2);
+  // Device times inside the steps' host windows (the step's synchronous download ends each).
+  std::vector<DeviceActivity> a = {
+      // step 5 [3000, 4000]: one graph launch (id 30) ran A, B, C; upload and download apart.
+      act("C", 3060, 30), act("A", 3020, 30), act("upload", 3000, 31, Kind::kMemcpy),
+      act("B", 3040, 30), act("download", 3080, 32, Kind::kMemcpy),
+      // step 6 [5000, 6000]: eager, one launch each.
+      act("upload", 5000, 41, Kind::kMemcpy), act("A", 5010, 42), act("B", 5020, 43),
+      act("C", 5030, 44), act("download", 5040, 45, Kind::kMemcpy),
+      // step 7 [7000, 8000]: kernel C is missing: unattributed.
+      act("upload", 7000, 51, Kind::kMemcpy), act("A", 7010, 52), act("B", 7020, 53),
+      act("download", 7040, 55, Kind::kMemcpy),
+      // outside every step.
+      act("stray", 9000, 60)};
+  const JoinResult r = join_steps(a, {{5, 3000, 4000}, {6, 5000, 6000}, {7, 7000, 8000}}, seq);
+  EXPECT_EQ(r.steps_joined, 2);
+  EXPECT_EQ(r.steps_unmatched, 1);
+  EXPECT_EQ(r.activities_outside_steps, 1);
+  ASSERT_EQ(r.events.size(), 14u);
+  const std::vector<std::pair<std::string, int>> want5 = {
+      {"upload", -1}, {"A", 0}, {"B", 1}, {"C", 1}, {"download", -1}};
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(r.events[i].step, 5);
+    EXPECT_EQ(r.events[i].name, want5[i].first);
+    EXPECT_EQ(r.events[i].call_index, want5[i].second) << i;
+  }
+  for (size_t i = 5; i < 10; ++i) {
+    EXPECT_EQ(r.events[i].step, 6);
+    EXPECT_EQ(r.events[i].call_index, want5[i - 5].second) << i;
+  }
+  EXPECT_EQ(r.events[5].kind, Kind::kMemcpy);
+  EXPECT_EQ(r.events[6].start_ns, 5010);
+  for (size_t i = 10; i < 14; ++i) {
+    EXPECT_EQ(r.events[i].step, 7);
+    EXPECT_EQ(r.events[i].call_index, -1) << i;
+  }
+}
+
+}  // namespace
+}  // namespace roofline
