@@ -12,8 +12,9 @@ random prompt; a streamer takes a timestamp (after a device synchronise) as each
 the median gap between consecutive tokens is the decode step time (the first token is the prefill).
   eager:    Hugging Face transformers, default (dynamic) KV cache, eager attention kernels as shipped.
   compiled: the same model with a static KV cache and torch.compile(mode="reduce-overhead") on the
-            forward (CUDA graphs), transformers' documented fast path; compilation is warmed up
-            first and not timed.
+            forward (CUDA graphs), transformers' documented fast path (generate's own compile where
+            transformers has it, else a manual torch.compile); compilation is warmed up first and
+            not timed.
 Prints one line per run: model, mode, batch, ms/step, tok/s; --markdown appends a table.
 Needs torch and transformers (present on the H200 host); nothing here runs without a GPU.
 """
@@ -106,20 +107,44 @@ def main():
         sys.exit("no CUDA device: the peers run on the GPU host")
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, {torch.cuda.get_device_name()}",
           flush=True)
-    rows = []
+    # One compiled graph per (batch, phase): more than dynamo's default of 8 recompiles per frame,
+    # past which it would silently fall back to eager.
+    for knob in ("recompile_limit", "cache_size_limit"):
+        if hasattr(torch._dynamo.config, knob):
+            setattr(torch._dynamo.config, knob, 64)
+    # The Markdown table grows row by row, so a run cut short still leaves what it measured.
+    if a.markdown:
+        with open(a.markdown, "a") as f:
+            f.write(f"\n## Peers: decode step, context {a.context}, median of {a.steps} steps "
+                    f"(bench/peers/decode_peers.py; torch {torch.__version__}, transformers {transformers.__version__})\n\n")
+            f.write("| model | mode | batch | ms/step | tok/s |\n|---|---|---|---|---|\n")
     for name in models:
         for mode in modes:
             model = build(name, torch, transformers)
             if mode == "compiled":
                 model.generation_config.cache_implementation = "static"
-                model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
+                try:
+                    # transformers >= 4.50: generate() compiles the forward itself for a static
+                    # cache, marking the cache tensors static so CUDA graphs keep them (a forward
+                    # compiled by hand has its graphs skipped for "mutated inputs" and then fails
+                    # on the overwritten cache, measured with transformers 5.17).
+                    from transformers import CompileConfig
+                    model.generation_config.compile_config = CompileConfig(fullgraph=True,
+                                                                           mode="reduce-overhead")
+                except ImportError:  # older transformers: their documented manual compile
+                    model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
             vocab = SHAPES[name]["vocab_size"]
             for batch in batches:
                 try:
-                    for _ in range(2 if mode == "eager" else 3):  # warm-up (compilation, allocator)
-                        decode_ms(model, torch, batch, a.context, 4, vocab)
+                    # Warm-up (compilation, CUDA-graph capture, allocator) with the timed run's own
+                    # lengths: a static cache sized for fewer new tokens would be reallocated, and
+                    # the forward recompiled, inside the timed run.
+                    for _ in range(2):
+                        decode_ms(model, torch, batch, a.context, a.steps, vocab)
                     ms = decode_ms(model, torch, batch, a.context, a.steps, vocab)
-                    rows.append((name, mode, batch, ms))
+                    if a.markdown:
+                        with open(a.markdown, "a") as f:
+                            f.write(f"| {name} | {mode} | {batch} | {ms:.3f} | {batch / ms * 1e3:.1f} |\n")
                     print(f"{name:<14} {mode:<9} batch {batch:>4}: {ms:8.3f} ms/step, {batch / ms * 1e3:10.1f} tok/s",
                           flush=True)
                 except torch.OutOfMemoryError:
@@ -127,13 +152,6 @@ def main():
                     torch.cuda.empty_cache()
             del model
             torch.cuda.empty_cache()
-    if a.markdown:
-        with open(a.markdown, "a") as f:
-            f.write(f"\n## Peers: decode step, context {a.context}, median of {a.steps} steps "
-                    f"(bench/peers/decode_peers.py; torch {torch.__version__}, transformers {transformers.__version__})\n\n")
-            f.write("| model | mode | batch | ms/step | tok/s |\n|---|---|---|---|---|\n")
-            for name, mode, batch, ms in rows:
-                f.write(f"| {name} | {mode} | {batch} | {ms:.3f} | {batch / ms * 1e3:.1f} |\n")
 
 
 if __name__ == "__main__":

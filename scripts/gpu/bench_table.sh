@@ -20,7 +20,9 @@ done
 timeout 300 "$bin" bench throughput --dummy-weights llama3-8b --device cuda --requests 1000 --max-num-seqs 64 \
   --max-step-tokens 2048 --markdown "$table" --json "$out/throughput.json" 2>/dev/null \
   || echo "(throughput: exit $?)" >> "$table"
-PYTHONUNBUFFERED=1 timeout 600 python3 bench/peers/decode_peers.py --models llama3-8b,qwen2.5-0.5b \
+# PEERS_TIMEOUT (seconds, default 600): torch.compile takes minutes; rows measured before a
+# timeout stay in the table.
+PYTHONUNBUFFERED=1 timeout "${PEERS_TIMEOUT:-600}" python3 bench/peers/decode_peers.py --models llama3-8b,qwen2.5-0.5b \
   --batch 1,8,32,64 --context 512 --steps 32 --markdown "$table" > "$out/peers.log" 2>&1 \
   || echo "(peers: exit $?, see peers.log)" >> "$table"
 cat "$table"

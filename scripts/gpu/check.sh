@@ -44,6 +44,9 @@ done
 : > "$out/peer_sdpa.txt"
 [[ $skip == *,peers,* ]] || timeout 180 python3 bench/peers/attention_decode_sdpa.py > "$out/peer_sdpa.txt" 2>&1 \
   || echo "(exit $?)" >> "$out/peer_sdpa.txt"
+# and torch SDPA's cuDNN and FlashAttention-2 prefill on attention_cuda_bench's prefill shapes.
+[[ $skip == *,peers,* ]] || timeout 120 python3 bench/peers/attention_prefill_sdpa.py >> "$out/peer_sdpa.txt" 2>&1 \
+  || echo "(exit $?)" >> "$out/peer_sdpa.txt"
 
 # End to end against Hugging Face on the GPU.
 PYTHONUNBUFFERED=1 timeout 300 python3 tests/gpu/hf_e2e.py --roofline build/cuda/tools/cli/roofline \
@@ -63,8 +66,28 @@ for args in "--dummy-weights llama3-8b --batch 1 --context 512" \
       >> "$out/decode_bench.txt" 2>&1 || echo "(exit $?)" >> "$out/decode_bench.txt"
   done
 done
-timeout 120 build/cuda/tools/cli/roofline profile --dummy-weights llama3-8b --device cuda --batch 1 \
-  --context 512 --steps 8 --trace "$out/trace_llama3_8b_bs1.json" > "$out/profile.txt" 2>&1
+# Issue 13's before: the same llama3-8b bs=1 step with every GEMM on cuBLASLt.
+echo "== ROOFLINE_MATMUL_IMPL=cublas roofline bench --dummy-weights llama3-8b --batch 1 --context 512 --device cuda --steps 32" >> "$out/decode_bench.txt"
+ROOFLINE_MATMUL_IMPL=cublas timeout 120 build/cuda/tools/cli/roofline bench --dummy-weights llama3-8b --batch 1 \
+  --context 512 --device cuda --steps 32 >> "$out/decode_bench.txt" 2>&1 || echo "(exit $?)" >> "$out/decode_bench.txt"
+# The profiler (issue 9): CUPTI capture of bs=1 decode steps, CUDA graphs and eager, both shapes;
+# pictures for two of them; then Nsight Compute's duration of three kernels to check ours against.
+: > "$out/profile.txt"
+for model in llama3-8b qwen2.5-0.5b; do
+  for mode in graphs eager; do
+    extra=""
+    [ "$mode" = eager ] && extra="--no-cuda-graphs"
+    [ "$model-$mode" = llama3-8b-graphs ] && extra="$extra --svg $out/profile_llama3_8b_graphs --trace $out/trace_llama3_8b_bs1.json"
+    [ "$model-$mode" = qwen2.5-0.5b-eager ] && extra="$extra --svg $out/profile_qwen_eager"
+    echo "== roofline profile --dummy-weights $model --device cuda --batch 1 --context 512 --steps 8 ($mode)" >> "$out/profile.txt"
+    timeout 120 build/cuda/tools/cli/roofline profile --dummy-weights "$model" --device cuda --batch 1 \
+      --context 512 --steps 8 $extra >> "$out/profile.txt" 2>&1 || echo "(exit $?)" >> "$out/profile.txt"
+  done
+done
+timeout 120 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum \
+  -k "regex:rms_norm|silu_mul|paged_decode" --launch-skip 300 --launch-count 9 \
+  build/cuda/tools/cli/roofline bench --dummy-weights qwen2.5-0.5b --device cuda --batch 1 --context 512 \
+  --steps 4 --no-cuda-graphs > "$out/ncu_kernels.txt" 2>&1 || echo "(exit $?)" >> "$out/ncu_kernels.txt"
 
 # Engine throughput (issue 7): 1,000 mixed requests, then the prefix-cache workloads, llama3-8b shape.
 : > "$out/engine_bench.txt"
@@ -86,7 +109,8 @@ done_at=$(date +%s)
 
 cat "$out/op_bench.txt"
 cat "$out/peer_sdpa.txt"
-tail -n 16 "$out/profile.txt"
+grep -E "^==|^capture|^steps|^idle [0-9]|launch gaps|not joined|^measured|^\(exit" "$out/profile.txt"
+grep -E "^  [a-z_].*\(|gpu__time_duration" "$out/ncu_kernels.txt" | head -20
 grep -E "^\||^==|decode step|roofline |cuda graphs" "$out/hf_e2e.log" "$out/decode_bench.txt"
 cat "$out/engine_bench.txt"
 
