@@ -70,14 +70,15 @@ done
 echo "== ROOFLINE_MATMUL_IMPL=cublas roofline bench --dummy-weights llama3-8b --batch 1 --context 512 --device cuda --steps 32" >> "$out/decode_bench.txt"
 ROOFLINE_MATMUL_IMPL=cublas timeout 120 build/cuda/tools/cli/roofline bench --dummy-weights llama3-8b --batch 1 \
   --context 512 --device cuda --steps 32 >> "$out/decode_bench.txt" 2>&1 || echo "(exit $?)" >> "$out/decode_bench.txt"
-# The profiler (issue 9): CUPTI capture of bs=1 decode steps, CUDA graphs and eager, both shapes;
-# pictures for two of them; then Nsight Compute's duration of three kernels to check ours against.
+# The profiler (issue 9): CUPTI capture of bs=1 decode steps, CUDA graphs and eager, both shapes
+# (the first calibrates this GPU's ceilings; the rest read the cache); pictures for two of them;
+# then Nsight Compute's duration of three kernels to check ours against.
 : > "$out/profile.txt"
 for model in llama3-8b qwen2.5-0.5b; do
   for mode in graphs eager; do
     extra=""
     [ "$mode" = eager ] && extra="--no-cuda-graphs"
-    [ "$model-$mode" = llama3-8b-graphs ] && extra="$extra --svg $out/profile_llama3_8b_graphs --trace $out/trace_llama3_8b_bs1.json"
+    [ "$model-$mode" = llama3-8b-graphs ] && extra="$extra --calibrate --svg $out/profile_llama3_8b_graphs --trace $out/trace_llama3_8b_bs1.json"
     [ "$model-$mode" = qwen2.5-0.5b-eager ] && extra="$extra --svg $out/profile_qwen_eager"
     echo "== roofline profile --dummy-weights $model --device cuda --batch 1 --context 512 --steps 8 ($mode)" >> "$out/profile.txt"
     timeout 120 build/cuda/tools/cli/roofline profile --dummy-weights "$model" --device cuda --batch 1 \

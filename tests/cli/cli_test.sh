@@ -120,6 +120,15 @@ expect profile_cpu 0 "of the speed of light" -- profile --dummy-weights llama-ti
 if ! python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert len(d['traceEvents']) > 0" "$tmp/trace.json"; then echo "FAIL profile trace json"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
 expect profile_bad_steps 1 "--steps must be in" -- profile --dummy-weights llama-tiny --steps 0
 expect profile_bad_trace 1 "cannot write the trace" -- profile --dummy-weights llama-tiny --steps 1 --context 4 --trace /nonexistent/dir/t.json
+# --calibrate measures this machine and caches it, the next profile uses the cache, a corrupt cache
+# is an error that names the file.
+export XDG_CACHE_HOME="$tmp/cache"
+expect profile_default_ceilings 0 "H200 measured defaults" -- profile --dummy-weights llama-tiny --steps 1 --context 4
+expect profile_calibrate 0 "calibrated now on cpu" -- profile --dummy-weights llama-tiny --steps 1 --context 4 --calibrate
+expect profile_cached_ceilings 0 "calibrated .* on cpu .*ceilings.json" -- profile --dummy-weights llama-tiny --steps 1 --context 4
+echo "not json" > "$tmp/cache/roofline/ceilings.json"
+expect profile_corrupt_ceilings 1 "ceilings.json' is not a JSON object; delete it" -- profile --dummy-weights llama-tiny --steps 1 --context 4
+unset XDG_CACHE_HOME
 expect bench_cpu 0 "decode step" -- bench --dummy-weights llama-tiny --batch 2 --context 16 --steps 4 --breakdown
 
 echo "$passes passed, $failures failed"

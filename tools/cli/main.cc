@@ -38,6 +38,7 @@
 #include "roofline/engine.h"
 #include "roofline/model.h"
 #include "engine/loaded_model.h"
+#include "runtime/calibration.h"
 #include "runtime/model_runner.h"
 #include "server/server.h"
 #include "cli.h"
@@ -795,12 +796,49 @@ struct ProfileOutputs {
   std::string json_path;   // the report as JSON; "-": stdout, instead of the text report
 };
 
+// The ceilings a profile measures against: --calibrate measures this machine now (and caches the
+// result), else the cached calibration of this device, else the H200's measured defaults; explicit
+// --bandwidth-gbps / --peak-tflops override either.
+StatusOr<std::pair<roofline::Ceilings, std::string>> profile_ceilings(const std::string& device, bool calibrate,
+                                                                     double bandwidth_gbps, double peak_tflops) {
+  roofline::Ceilings ceilings;  // H200 measured (shared/docs/HARDWARE.md)
+  std::string source = "H200 measured defaults; --calibrate measures this machine";
+  const std::string cache = roofline::default_ceilings_cache_path();
+  if (calibrate) {
+    std::fprintf(stderr, "calibrating %s (copy bandwidth, GEMM peak)...\n", device.c_str());
+    ROOFLINE_ASSIGN_OR_RETURN(roofline::CalibratedCeilings c, roofline::calibrate_ceilings(device));
+    ceilings = c.ceilings;
+    source = "calibrated now on " + c.device;
+    if (!cache.empty()) {
+      ROOFLINE_RETURN_IF_ERROR(roofline::save_cached_ceilings(cache, c));
+      source += ", cached in " + cache;
+    }
+  } else if (!cache.empty()) {
+    ROOFLINE_ASSIGN_OR_RETURN(std::string key, roofline::ceilings_device_key(device));
+    ROOFLINE_ASSIGN_OR_RETURN(std::optional<roofline::CalibratedCeilings> cached,
+                              roofline::load_cached_ceilings(cache, key));
+    if (cached) {
+      ceilings = cached->ceilings;
+      source = "calibrated " + cached->measured + " on " + key + " (" + cache + "; --calibrate to redo)";
+    }
+  }
+  if (bandwidth_gbps > 0) ceilings.bytes_per_s = bandwidth_gbps * 1e9;
+  if (peak_tflops > 0) ceilings.flops_per_s = peak_tflops * 1e12;
+  if (bandwidth_gbps > 0 || peak_tflops > 0) source += "; overridden by --bandwidth-gbps / --peak-tflops";
+  return std::make_pair(ceilings, source);
+}
+
 int run_profile(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, const ProfileOutputs& outputs,
-                double bandwidth_gbps, double peak_tflops) {
+                double bandwidth_gbps, double peak_tflops, bool calibrate) {
   const std::string& trace_path = outputs.trace_path;
   constexpr int64_t kWarmup = 3;
   if (steps < 1 || steps > 100000) return fail(roofline::invalid_argument("--steps must be in [1, 100000]"));
   const bool gpu = f.model.device.rfind("cuda", 0) == 0;
+  // Before the model loads: a calibration needs a few GiB of the device for a moment.
+  auto ceilings_or = profile_ceilings(f.model.device, calibrate, bandwidth_gbps, peak_tflops);
+  if (!ceilings_or.ok()) return fail(ceilings_or.status());
+  const roofline::Ceilings ceilings = ceilings_or->first;
+  const std::string& ceilings_source = ceilings_or->second;
   // On the GPU, CUPTI records every kernel, copy and set (graph replays included). It must be on
   // before the runner captures its decode graphs, so it starts first.
   std::unique_ptr<roofline::CuptiTracer> tracer;
@@ -813,9 +851,6 @@ int run_profile(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, c
   auto setup = prepare_decode(f, batch, context, 2 * steps + 1);
   if (!setup.ok()) return fail(setup.status());
   roofline::ModelRunner& r = *setup->runner;
-  roofline::Ceilings ceilings;  // H200 measured (shared/docs/HARDWARE.md) unless overridden
-  if (bandwidth_gbps > 0) ceilings.bytes_per_s = bandwidth_gbps * 1e9;
-  if (peak_tflops > 0) ceilings.flops_per_s = peak_tflops * 1e12;
   std::vector<roofline::StepEntry> entries;
   for (int32_t seq : setup->seqs) entries.push_back({seq, {3}});
   std::vector<float> logits;
@@ -916,8 +951,14 @@ int run_profile(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, c
   std::printf("profile: %s on %s, batch %lld, context %lld, %lld decode steps (after %lld warm-up)\n",
               f.model.dummy_weights.empty() ? f.model.model_dir.c_str() : ("dummy " + f.model.dummy_weights).c_str(),
               r.backend().name().c_str(), (long long)batch, (long long)context, (long long)steps, (long long)kWarmup);
-  std::printf("ceilings: %.2f TB/s, %.1f TFLOP/s%s\n", ceilings.bytes_per_s / 1e12, ceilings.flops_per_s / 1e12,
-              (bandwidth_gbps > 0 || peak_tflops > 0) ? " (given)" : " (H200 measured; --bandwidth-gbps / --peak-tflops override)");
+  // 4.28 TB/s and 783 TFLOP/s on the H200, 24.1 GB/s and 18.9 GFLOP/s on a small CPU.
+  auto rate = [](double v, const char* unit) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3g %s%s", v >= 1e12 ? v / 1e12 : v / 1e9, v >= 1e12 ? "T" : "G", unit);
+    return std::string(buf);
+  };
+  std::printf("ceilings: %s, %s (%s)\n", rate(ceilings.bytes_per_s, "B/s").c_str(),
+              rate(ceilings.flops_per_s, "FLOP/s").c_str(), ceilings_source.c_str());
   if (gpu) {
     std::printf("capture: CUPTI activity (kernels incl. graph replays, copies, sets), steps run %s; %d of %lld steps "
                 "joined to plan calls%s%s\n",
@@ -1101,6 +1142,9 @@ int main(int argc, char** argv) {
   prof->add_option("--json", prof_json, "Write the report as JSON here (- : to stdout, instead of the text)");
   prof->add_option("--bandwidth-gbps", prof_bw, "Memory bandwidth ceiling (default: the H200's 4280)");
   prof->add_option("--peak-tflops", prof_tflops, "Compute ceiling (default: the H200's 783 bf16)");
+  bool prof_calibrate = false;
+  prof->add_flag("--calibrate", prof_calibrate,
+                 "Measure this machine's copy bandwidth and GEMM peak first and cache them (later profiles use the cache)");
 
   CommonFlags serve_flags;
   roofline::ServerOptions serve_opts;
@@ -1165,7 +1209,7 @@ int main(int argc, char** argv) {
   if (chat->parsed()) return run_chat(chat_flags, chat_system, chat_gen);
   if (prof->parsed())
     return run_profile(profile_flags, prof_batch, prof_context, prof_steps, {prof_trace, prof_svg, prof_json}, prof_bw,
-                       prof_tflops);
+                       prof_tflops, prof_calibrate);
   if (lt->parsed()) return run_bench_latency(lat_flags, lat_batches, lat_context, lat_steps, lat_json, lat_markdown);
   if (tp->parsed()) return roofline::cli::run_bench_throughput(tput_flags, tput);
   if (cs->parsed()) return roofline::cli::run_bench_coldstart(cold_flags, cold);

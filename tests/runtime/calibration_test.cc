@@ -1,0 +1,103 @@
+// calibration.h: the CPU calibration measures something plausible (the copy moved the bytes, the
+// GEMM computed the product: both are checked inside), device names are validated, and the cache
+// keeps one entry per device, survives other devices' writes and rejects what is not its JSON.
+#include "runtime/calibration.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+namespace roofline {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path temp_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("roofline_calibration_test_" + name);
+  fs::remove_all(d);
+  return d;
+}
+
+TEST(CalibrationTest, CpuCalibrationMeasuresPositiveFiniteCeilings) {
+  auto c = calibrate_ceilings("cpu");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_GT(c->ceilings.bytes_per_s, 1e8);   // any machine copies more than 100 MB/s
+  EXPECT_GT(c->ceilings.flops_per_s, 1e8);   // and multiplies faster than 0.1 GFLOP/s
+  EXPECT_TRUE(std::isfinite(c->ceilings.bytes_per_s) && std::isfinite(c->ceilings.flops_per_s));
+  EXPECT_EQ(c->device, ceilings_device_key("cpu").value());
+  EXPECT_EQ(c->measured.size(), 16u);  // "YYYY-MM-DD HH:MM"
+}
+
+TEST(CalibrationTest, UnknownDevicesAreErrorsThatSayWhatIsKnown) {
+  for (const char* d : {"gpu", "cuda:", "cuda:x", "cuda:-1", "CPU"}) {
+    const auto k = ceilings_device_key(d);
+    ASSERT_FALSE(k.ok()) << d;
+    EXPECT_NE(k.status().message().find("cpu, cuda or cuda:N"), std::string::npos) << d;
+    EXPECT_FALSE(calibrate_ceilings(d).ok()) << d;
+  }
+}
+
+TEST(CalibrationTest, CacheKeepsOneEntryPerDevice) {
+  const fs::path dir = temp_dir("roundtrip");
+  const std::string path = (dir / "sub" / "ceilings.json").string();
+  auto none = load_cached_ceilings(path, "cpu (2 threads)");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());  // no file yet
+
+  CalibratedCeilings a{{12e9, 80e9}, "cpu (2 threads)", "2026-11-30 10:00"};
+  CalibratedCeilings b{{4.2e12, 7.5e14}, "NVIDIA H200", "2026-11-30 10:01"};
+  ASSERT_TRUE(save_cached_ceilings(path, a).ok());  // creates the directories
+  ASSERT_TRUE(save_cached_ceilings(path, b).ok());
+  a.ceilings.bytes_per_s = 13e9;  // a recalibration replaces its own entry only
+  ASSERT_TRUE(save_cached_ceilings(path, a).ok());
+
+  auto got_a = load_cached_ceilings(path, a.device);
+  auto got_b = load_cached_ceilings(path, b.device);
+  ASSERT_TRUE(got_a.ok() && got_a->has_value() && got_b.ok() && got_b->has_value());
+  EXPECT_EQ((*got_a)->ceilings.bytes_per_s, 13e9);
+  EXPECT_EQ((*got_a)->ceilings.flops_per_s, 80e9);
+  EXPECT_EQ((*got_b)->ceilings.flops_per_s, 7.5e14);
+  EXPECT_EQ((*got_b)->measured, "2026-11-30 10:01");
+  auto missing = load_cached_ceilings(path, "cpu (64 threads)");
+  ASSERT_TRUE(missing.ok());
+  EXPECT_FALSE(missing->has_value());
+  fs::remove_all(dir);
+}
+
+TEST(CalibrationTest, CorruptCacheIsAnErrorThatNamesTheFile) {
+  const fs::path dir = temp_dir("corrupt");
+  fs::create_directories(dir);
+  const std::string path = (dir / "ceilings.json").string();
+  for (const char* text :
+       {"not json", "[1, 2]", R"j({"cpu (2 threads)": {"bytes_per_s": -1, "flops_per_s": 5}})j",
+        R"j({"cpu (2 threads)": {"bytes_per_s": "fast"}})j", R"j({"cpu (2 threads)": 3})j"}) {
+    std::ofstream(path) << text;
+    const auto r = load_cached_ceilings(path, "cpu (2 threads)");
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_NE(r.status().message().find(path), std::string::npos) << text;
+    EXPECT_NE(r.status().message().find("delete it"), std::string::npos) << text;
+  }
+  // Saving over a corrupt cache refuses rather than dropping the file's other entries silently.
+  std::ofstream(path) << "not json";
+  EXPECT_FALSE(save_cached_ceilings(path, {{1e9, 1e9}, "cpu (2 threads)", "x"}).ok());
+  fs::remove_all(dir);
+}
+
+TEST(CalibrationTest, DefaultPathFollowsXdgCacheHomeThenHome) {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  const std::string saved = xdg ? xdg : "", saved_home = home ? home : "";
+  setenv("XDG_CACHE_HOME", "/tmp/xdg", 1);
+  EXPECT_EQ(default_ceilings_cache_path(), "/tmp/xdg/roofline/ceilings.json");
+  unsetenv("XDG_CACHE_HOME");
+  setenv("HOME", "/tmp/home", 1);
+  EXPECT_EQ(default_ceilings_cache_path(), "/tmp/home/.cache/roofline/ceilings.json");
+  if (!saved.empty()) setenv("XDG_CACHE_HOME", saved.c_str(), 1);
+  if (!saved_home.empty()) setenv("HOME", saved_home.c_str(), 1);
+}
+
+}  // namespace
+}  // namespace roofline
