@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/thread_pool.h"
 #include "engine/loaded_model.h"
 #include "runtime/model_runner.h"
 #include "runtime/sampler.h"
@@ -333,11 +334,11 @@ struct Engine::Impl {
     return ok_status();
   }
 
-  // Takes the token sampled for `r` (whose tokens are all in the cache now) and decides whether
-  // it stops. Returns true when `r` finished: `slot` is null then (the caller drops it).
-  bool accept_token(std::unique_ptr<Request>& slot, const float* row) {
+  // Takes `token`, sampled by r's sampler from `row` (r's tokens are all in the cache now), and
+  // decides whether r stops. Returns true when r finished: `slot` is null then (the caller drops
+  // it).
+  bool accept_token(std::unique_ptr<Request>& slot, const float* row, int32_t token) {
     Request& r = *slot;
-    const int32_t token = r.sampler->sample(row, model.info.vocab_size);
     if (token < 0) {
       const std::string why =
           r.sampler->last_error() & kSamplingNonFiniteLogits
@@ -455,14 +456,29 @@ struct Engine::Impl {
       return;
     }
     const int64_t vocab = model.info.vocab_size;
+    std::vector<size_t> ready;  // scheduled rows whose request now samples a token
     for (size_t i = 0; i < scheduled.size(); ++i) {
       Request& r = *scheduled[i].request;
       if (r.pending() > 1) stats.prompt_tokens_computed += scheduled[i].num_tokens;
       r.computed += scheduled[i].num_tokens;
-      if (r.pending() != 0) continue;  // a prefill chunk that did not reach the end
+      if (r.pending() == 0) ready.push_back(i);  // else a prefill chunk that did not reach the end
+    }
+    // Every row is sampled first, in parallel: each request's sampler is its own (its draws depend
+    // on its seed and step only), and one row of a 128k vocabulary is ~0.1-0.3 ms of host time
+    // (64 rows one after another measured 19-35 ms per step on a 2-core machine).
+    std::vector<int32_t> tokens(ready.size());
+    ThreadPool::global().parallel_for(static_cast<int64_t>(ready.size()), 1, [&](int64_t b, int64_t e) {
+      for (int64_t k = b; k < e; ++k) {
+        const size_t i = ready[static_cast<size_t>(k)];
+        tokens[static_cast<size_t>(k)] =
+            scheduled[i].request->sampler->sample(logits.data() + static_cast<int64_t>(i) * vocab, vocab);
+      }
+    });
+    for (size_t k = 0; k < ready.size(); ++k) {
+      const size_t i = ready[k];
       for (auto& slot : running) {
-        if (slot.get() != &r) continue;
-        accept_token(slot, logits.data() + static_cast<int64_t>(i) * vocab);
+        if (slot.get() != scheduled[i].request) continue;
+        accept_token(slot, logits.data() + static_cast<int64_t>(i) * vocab, tokens[k]);
         break;
       }
     }

@@ -199,6 +199,43 @@ bool edits_valid(const SampleRowsParams& p, const SamplingRowParams& r) {
   return std::adjacent_find(tokens.begin(), tokens.end()) == tokens.end();
 }
 
+// Greedy decoding of one finite row: the argmax of the edited row (the lower id on ties), without
+// materialising it — the best unedited logit against each edited value. The engine samples every
+// row of every step through here, so it reads the row once and allocates nothing per call.
+int32_t greedy_token(const SampleRowsParams& p, const float* raw, const SamplingRowParams& r,
+                     uint32_t* error) {
+  if (r.edit_count == 0) return argmax_cpu(raw, p.vocab_size);
+  thread_local std::vector<uint8_t> edited;  // [vocab] flags, all clear between calls
+  if (edited.size() < static_cast<size_t>(p.vocab_size)) edited.resize(static_cast<size_t>(p.vocab_size), 0);
+  const TokenEdit* edits = p.edits + r.edit_begin;
+  for (int32_t j = 0; j < r.edit_count; ++j) edited[static_cast<size_t>(edits[j].token)] = 1;
+  int64_t best = -1;
+  float best_value = 0.0f;
+  for (int64_t i = 0; i < p.vocab_size; ++i) {
+    if (edited[static_cast<size_t>(i)] != 0) continue;
+    if (best < 0 || raw[i] > best_value) {  // strict: the lower index keeps a tie
+      best = i;
+      best_value = raw[i];
+    }
+  }
+  for (int32_t j = 0; j < r.edit_count; ++j) edited[static_cast<size_t>(edits[j].token)] = 0;
+  for (int32_t j = 0; j < r.edit_count; ++j) {
+    const TokenEdit& e = edits[j];
+    const float v = apply_edit(raw[e.token], e, r.repetition_penalty, r.frequency_penalty,
+                               r.presence_penalty);
+    // Only an overflow to inf followed by inf - inf gets here: parameters far outside sense.
+    if (std::isnan(v)) {
+      *error |= kSamplingBadEdits;
+      return -1;
+    }
+    if (best < 0 || v > best_value || (v == best_value && e.token < best)) {
+      best = e.token;
+      best_value = v;
+    }
+  }
+  return static_cast<int32_t>(best);
+}
+
 // The chain on one row of f32 logits; returns the token and sets *error.
 int32_t sample_row(const SampleRowsParams& p, const float* raw, const SamplingRowParams& r,
                    uint32_t* error, int32_t* nonfinite) {
@@ -213,6 +250,8 @@ int32_t sample_row(const SampleRowsParams& p, const float* raw, const SamplingRo
   if (bad > 0) *error |= kSamplingNonFiniteLogits;
   if (*error != 0) return -1;
 
+  if (r.temperature == 0.0f) return greedy_token(p, raw, r, error);
+
   std::vector<float> x(raw, raw + vocab);
   for (int32_t j = 0; j < r.edit_count; ++j) {
     const TokenEdit& e = p.edits[r.edit_begin + j];
@@ -224,7 +263,6 @@ int32_t sample_row(const SampleRowsParams& p, const float* raw, const SamplingRo
       return -1;
     }
   }
-  if (r.temperature == 0.0f) return argmax_cpu(x.data(), vocab);
 
   std::vector<uint64_t> keys(static_cast<size_t>(vocab));
   for (int64_t i = 0; i < vocab; ++i)
@@ -288,18 +326,24 @@ void sample_rows_cpu(const SampleRowsParams& p) {
   ROOFLINE_CHECK(p.logits != nullptr && p.rows != nullptr && p.tokens != nullptr &&
                  p.errors != nullptr);
   ROOFLINE_CHECK((p.top_ids == nullptr) == (p.top_logprobs == nullptr));
-  std::vector<float> row(static_cast<size_t>(p.vocab_size));
+  // f32 rows are read in place; bf16 rows are widened into one reused buffer.
+  thread_local std::vector<float> widened;
   const int64_t row_bytes = p.vocab_size * dtype_size_bytes(p.dtype);
   for (int64_t r = 0; r < p.num_rows; ++r) {
-    convert_to_f32(static_cast<const uint8_t*>(p.logits) + r * row_bytes, p.dtype, p.vocab_size,
-                   row.data());
+    const uint8_t* src = static_cast<const uint8_t*>(p.logits) + r * row_bytes;
+    const float* row = reinterpret_cast<const float*>(src);
+    if (p.dtype != DType::kF32) {
+      widened.resize(static_cast<size_t>(p.vocab_size));
+      convert_to_f32(src, p.dtype, p.vocab_size, widened.data());
+      row = widened.data();
+    }
     uint32_t error = 0;
     int32_t nonfinite = 0;
-    const int32_t token = sample_row(p, row.data(), p.rows[r], &error, &nonfinite);
+    const int32_t token = sample_row(p, row, p.rows[r], &error, &nonfinite);
     p.tokens[r] = token;
     p.errors[r] = error;
     if (p.nonfinite_counts) p.nonfinite_counts[r] = nonfinite;
-    if (error == 0) write_logprobs(p, r, row.data(), token, p.rows[r].num_top_logprobs);
+    if (error == 0) write_logprobs(p, r, row, token, p.rows[r].num_top_logprobs);
   }
 }
 
