@@ -73,6 +73,12 @@ expect bench_throughput 0 "time to first token +p50" -- bench throughput --dummy
 expect bench_throughput_json 0 "\"output_tokens_per_s\"" -- bench throughput --dummy-weights llama-tiny --requests 5 --prompt-len 4:8 --output-len 2:4 --json -
 expect bench_throughput_range 1 "must be LO:HI" -- bench throughput --dummy-weights llama-tiny --prompt-len 9:3
 expect bench_throughput_too_long 1 "exceed the model length" -- bench throughput --dummy-weights llama-tiny --prompt-len 200:250 --output-len 100:100
+# --input: the requests of a JSONL file (generate --input's format), with their own sampling fields.
+printf '{"prompt_ids": [1, 2, 3], "max_tokens": 4, "ignore_eos": true}\n\n{"prompt_ids": [5, 6], "max_tokens": 3, "temperature": 0.7, "seed": 1, "ignore_eos": true}\n' > "$tmp/requests.jsonl"
+expect bench_throughput_input 0 "\"output_tokens\": 7" -- bench throughput --dummy-weights llama-tiny --input "$tmp/requests.jsonl" --json -
+printf '{"prompt_ids": [1, 2]}\n{"prompt_ids": [1, 999999]}\n' > "$tmp/bad_requests.jsonl"
+expect bench_throughput_input_bad_token 1 "bad_requests.jsonl line 2: token id 999999 is out of range" -- bench throughput --dummy-weights llama-tiny --input "$tmp/bad_requests.jsonl"
+expect bench_throughput_input_missing 1 "cannot read" -- bench throughput --dummy-weights llama-tiny --input "$tmp/none.jsonl"
 expect bench_coldstart 0 "time to first token" -- bench coldstart --dummy-weights llama-tiny --markdown "$tmp/cold.md"
 if ! grep -q "bench coldstart" "$tmp/cold.md" 2>/dev/null; then echo "FAIL coldstart markdown"; failures=$((failures + 1)); fi
 # The KV cache's size: in tokens, bytes or a share of free memory; at most one; clear errors.

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "batch_input.h"
 #include "cli.h"
 
 namespace roofline::cli {
@@ -95,6 +96,14 @@ int run_bench_throughput(CommonFlags& f, const ThroughputFlags& t) {
   if (!prompt_range.ok()) return fail(prompt_range.status());
   auto output_range = parse_range("--output-len", t.output_len);
   if (!output_range.ok()) return fail(output_range.status());
+  // Requests from a file: every line read and checked before the model loads (and again against
+  // it once loaded); their own sampling fields apply (greedy by default).
+  std::vector<BatchItem> items;
+  if (!t.input.empty()) {
+    auto read = read_batch(t.input, SamplingParams{});
+    if (!read.ok()) return fail(read.status());
+    items = std::move(read).value();
+  }
   if (Status s = resolve_model(f); !s.ok()) return fail(s);
   EngineOptions eo;
   eo.model = f.model;
@@ -105,7 +114,9 @@ int run_bench_throughput(CommonFlags& f, const ThroughputFlags& t) {
   Engine& e = **engine;
   const int64_t vocab = e.info().vocab_size;
   const int64_t max_len = e.info().max_model_len;
-  if (prompt_range->second + output_range->second > max_len)
+  if (!t.input.empty()) {
+    if (Status s = resolve_batch(e, t.input, &items); !s.ok()) return fail(s);
+  } else if (prompt_range->second + output_range->second > max_len)
     return fail(invalid_argument("--prompt-len's and --output-len's maxima (" + std::to_string(prompt_range->second) +
                                  " + " + std::to_string(output_range->second) + ") exceed the model length of " +
                                  std::to_string(max_len) + ": lower them or raise --max-model-len"));
@@ -123,17 +134,30 @@ int run_bench_throughput(CommonFlags& f, const ThroughputFlags& t) {
   std::map<RequestId, Track> track;
   std::vector<double> itl_ms;
   int64_t prompt_tokens = 0, failed = 0;
+  const int64_t requests = t.input.empty() ? t.requests : static_cast<int64_t>(items.size());
+  const std::string workload =
+      t.input.empty() ? "prompts U[" + t.prompt_len + "], outputs U[" + t.output_len + "] tokens, seed " +
+                            std::to_string(t.seed)
+                      : "requests from " + t.input;
   const auto t0 = Clock::now();
-  for (int64_t i = 0; i < t.requests; ++i) {
-    std::vector<int32_t> prompt(static_cast<size_t>(plen(rng)));
-    for (auto& id : prompt) id = tok(rng);
+  for (int64_t i = 0; i < requests; ++i) {
+    std::vector<int32_t> prompt;
     SamplingParams p;
-    p.max_tokens = olen(rng);
-    p.ignore_eos = true;
-    auto id = e.add_request(prompt, p);
-    if (!id.ok()) return fail(id.status());
-    track[*id] = Track{};
+    if (t.input.empty()) {
+      prompt.resize(static_cast<size_t>(plen(rng)));
+      for (auto& tid : prompt) tid = tok(rng);
+      p.max_tokens = olen(rng);
+      p.ignore_eos = true;
+    } else {
+      prompt = items[static_cast<size_t>(i)].ids;
+      p = items[static_cast<size_t>(i)].params;
+    }
     prompt_tokens += static_cast<int64_t>(prompt.size());
+    auto id = e.add_request(prompt, p);
+    if (!id.ok())
+      return fail(t.input.empty() ? id.status()
+                                  : line_error(t.input, items[static_cast<size_t>(i)].line, id.status().message()));
+    track[*id] = Track{};
   }
   int64_t done = 0, generated = 0;
   while (e.has_unfinished()) {
@@ -159,7 +183,7 @@ int run_bench_throughput(CommonFlags& f, const ThroughputFlags& t) {
         if (o.finish_reason == FinishReason::kError) ++failed;
       }
     }
-    print_progress(done, t.requests, generated, ms_between(t0, now) / 1e3);
+    print_progress(done, requests, generated, ms_between(t0, now) / 1e3);
   }
   std::fprintf(stderr, "\n");
   const double wall_s = ms_between(t0, Clock::now()) / 1e3;
@@ -174,14 +198,12 @@ int run_bench_throughput(CommonFlags& f, const ThroughputFlags& t) {
   json result{{"mode", "throughput"},
               {"model", model_label(f)},
               {"device", f.model.device},
-              {"requests", t.requests},
+              {"requests", requests},
               {"failed", failed},
-              {"prompt_len", t.prompt_len},
-              {"output_len", t.output_len},
-              {"seed", t.seed},
+              {"workload", workload},
               {"max_num_seqs", t.max_num_seqs},
               {"wall_s", wall_s},
-              {"requests_per_s", t.requests / wall_s},
+              {"requests_per_s", requests / wall_s},
               {"output_tokens_per_s", generated / wall_s},
               {"total_tokens_per_s", (generated + prompt_tokens) / wall_s},
               {"prompt_tokens", prompt_tokens},
@@ -191,12 +213,10 @@ int run_bench_throughput(CommonFlags& f, const ThroughputFlags& t) {
               {"latency_ms", {{"p50", percentile(e2e_ms, 50)}, {"p99", percentile(e2e_ms, 99)}}},
               {"prefix_cache_hit_rate", lookups > 0 ? static_cast<double>(st.prefix_hit_blocks) / lookups : 0.0},
               {"preemptions", st.preemptions}};
-  std::printf("throughput: %s on %s, %lld requests (prompts U[%s], outputs U[%s] tokens, seed %llu), "
-              "%lld at once\n",
-              model_label(f).c_str(), f.model.device.c_str(), static_cast<long long>(t.requests),
-              t.prompt_len.c_str(), t.output_len.c_str(), static_cast<unsigned long long>(t.seed),
+  std::printf("throughput: %s on %s, %lld requests (%s), %lld at once\n", model_label(f).c_str(),
+              f.model.device.c_str(), static_cast<long long>(requests), workload.c_str(),
               static_cast<long long>(t.max_num_seqs));
-  std::printf("  %.2f requests/s, %.1f output tokens/s, %.1f total tokens/s in %.2f s\n", t.requests / wall_s,
+  std::printf("  %.2f requests/s, %.1f output tokens/s, %.1f total tokens/s in %.2f s\n", requests / wall_s,
               generated / wall_s, (generated + prompt_tokens) / wall_s, wall_s);
   std::printf("  time to first token  p50 %.1f ms, p90 %.1f ms, p99 %.1f ms\n", percentile(ttft_ms, 50),
               percentile(ttft_ms, 90), percentile(ttft_ms, 99));
@@ -207,12 +227,11 @@ int run_bench_throughput(CommonFlags& f, const ThroughputFlags& t) {
               static_cast<long long>(failed));
   std::ostringstream md;
   md << "\n## bench throughput, " << today() << "\n\n"
-     << "`roofline bench throughput` — " << model_label(f) << " on " << f.model.device << ", " << t.requests
-     << " requests, prompts U[" << t.prompt_len << "], outputs U[" << t.output_len << "] tokens, seed " << t.seed
-     << ", " << t.max_num_seqs << " at once\n\n"
+     << "`roofline bench throughput` — " << model_label(f) << " on " << f.model.device << ", " << requests
+     << " requests, " << workload << ", " << t.max_num_seqs << " at once\n\n"
      << "| requests/s | output tok/s | total tok/s | TTFT p50 / p99 ms | ITL p50 / p99 ms | preemptions |\n"
      << "|---|---|---|---|---|---|\n"
-     << "| " << t.requests / wall_s << " | " << generated / wall_s << " | " << (generated + prompt_tokens) / wall_s
+     << "| " << requests / wall_s << " | " << generated / wall_s << " | " << (generated + prompt_tokens) / wall_s
      << " | " << percentile(ttft_ms, 50) << " / " << percentile(ttft_ms, 99) << " | " << percentile(itl_ms, 50)
      << " / " << percentile(itl_ms, 99) << " | " << st.preemptions << " |\n";
   if (Status s = emit(result, t.json_path, t.markdown_path, md.str()); !s.ok()) return fail(s);

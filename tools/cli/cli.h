@@ -67,6 +67,7 @@ void print_progress(int64_t done, int64_t total, int64_t tokens, double seconds)
 
 // bench.cc: `roofline bench throughput` and `roofline bench coldstart`.
 struct ThroughputFlags {
+  std::string input;  // JSONL requests (batch_input.h) instead of the synthetic ones
   int64_t requests = 200;
   std::string prompt_len = "32:1024";  // uniform [lo, hi]
   std::string output_len = "16:256";
