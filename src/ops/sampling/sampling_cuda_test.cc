@@ -18,6 +18,7 @@
 #include <tuple>
 
 #include "ops/sampling/sampling.h"
+#include "ops/sampling/sampling_test_util.h"
 #include "ops/testing/gpu_dtype_util.h"
 #include "ops/testing/gpu_test_util.h"
 #include "ops/testing/op_test_util.h"
@@ -162,14 +163,7 @@ namespace {
 
 using sampling::TokenEdit;
 
-struct GpuRows {
-  std::vector<int32_t> tokens;
-  std::vector<uint32_t> errors;
-  std::vector<int32_t> nonfinite;
-  std::vector<float> logprobs;
-  std::vector<int32_t> top_ids;
-  std::vector<float> top_logprobs;
-};
+using GpuRows = testing::SampleRowsResult;
 
 constexpr int32_t kTop = 5;
 
@@ -217,9 +211,7 @@ struct DeviceBatch {
 GpuRows run_cpu(const std::vector<float>& logits, int64_t vocab,
                 const std::vector<SamplingRowParams>& rows, const std::vector<TokenEdit>& edits) {
   const size_t n = rows.size();
-  GpuRows r{std::vector<int32_t>(n, -7),        std::vector<uint32_t>(n, 0xdead),
-            std::vector<int32_t>(n, -7),        std::vector<float>(n, kNaN),
-            std::vector<int32_t>(n * kTop, -7), std::vector<float>(n * kTop, kNaN)};
+  GpuRows r = GpuRows::poisoned(n, kTop);
   const size_t workers =
       std::max<size_t>(1, std::min<size_t>(n, std::thread::hardware_concurrency()));
   std::vector<std::thread> threads;
@@ -234,13 +226,7 @@ GpuRows run_cpu(const std::vector<float>& logits, int64_t vocab,
       p.num_edits = static_cast<int64_t>(edits.size());
       p.num_rows = static_cast<int64_t>(end - begin);
       p.vocab_size = vocab;
-      p.tokens = r.tokens.data() + begin;
-      p.errors = r.errors.data() + begin;
-      p.nonfinite_counts = r.nonfinite.data() + begin;
-      p.logprobs = r.logprobs.data() + begin;
-      p.top_ids = r.top_ids.data() + begin * kTop;
-      p.top_logprobs = r.top_logprobs.data() + begin * kTop;
-      p.max_top_logprobs = kTop;
+      r.bind(p, begin, kTop);
       sample_rows_cpu(p);
     });
   }

@@ -5,6 +5,7 @@
 // probability, to within the grid step). Then sample_rows_cpu, the batched chain's twin (further
 // down): its arithmetic, each stage on hand-computed rows, ties, errors, reproducibility.
 #include "ops/sampling/sampling.h"
+#include "ops/sampling/sampling_test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -255,26 +256,14 @@ namespace {
 
 using sampling::TokenEdit;
 
-struct RowsResult {
-  std::vector<int32_t> tokens;
-  std::vector<uint32_t> errors;
-  std::vector<int32_t> nonfinite;
-  std::vector<float> logprobs;
-  std::vector<int32_t> top_ids;
-  std::vector<float> top_logprobs;
-};
+using RowsResult = testing::SampleRowsResult;
 
 // Runs sample_rows_cpu on rows of f32 logits [rows.size(), vocab]; outputs poisoned first.
 RowsResult run_rows(const std::vector<float>& logits, int64_t vocab,
                     const std::vector<SamplingRowParams>& rows,
                     const std::vector<TokenEdit>& edits = {}, int32_t max_top = 0) {
   const size_t n = rows.size();
-  RowsResult r{std::vector<int32_t>(n, -7),
-               std::vector<uint32_t>(n, 0xdeadu),
-               std::vector<int32_t>(n, -7),
-               std::vector<float>(n, kNaN),
-               std::vector<int32_t>(n * static_cast<size_t>(max_top), -7),
-               std::vector<float>(n * static_cast<size_t>(max_top), kNaN)};
+  RowsResult r = RowsResult::poisoned(n, max_top);
   SampleRowsParams p;
   p.logits = logits.data();
   p.rows = rows.data();
@@ -282,15 +271,7 @@ RowsResult run_rows(const std::vector<float>& logits, int64_t vocab,
   p.num_edits = static_cast<int64_t>(edits.size());
   p.num_rows = static_cast<int64_t>(n);
   p.vocab_size = vocab;
-  p.tokens = r.tokens.data();
-  p.errors = r.errors.data();
-  p.nonfinite_counts = r.nonfinite.data();
-  p.logprobs = r.logprobs.data();
-  if (max_top > 0) {
-    p.top_ids = r.top_ids.data();
-    p.top_logprobs = r.top_logprobs.data();
-  }
-  p.max_top_logprobs = max_top;
+  r.bind(p, 0, max_top);
   sample_rows_cpu(p);
   return r;
 }
