@@ -3,23 +3,24 @@
 // paged_attention_cpu: query j of sequence s sits at position seq_lens[s] - q_len + j and attends
 // to cached positions [max(0, pos - window + 1), pos].
 //
-// Algorithm (the plan — rows per block, row chunks, splits — is attention_decode_plan.h's):
-// - Grid (splits, KV heads x row chunks, sequences); 4 warps per block. A block's rows are
-//   (query, query head) pairs of one GQA group, held in registers (q pre-scaled by
-//   scale·log2(e)), so each K/V byte read serves every query head of the group.
+// Algorithm (the plan — row chunks, splits — is attention_decode_plan.h's):
+// - Grid (splits, KV heads x row chunks, sequences); 4 warps per block. A block's 8 rows are
+//   (query, query head) pairs of one GQA group, so each K/V byte read serves every query head of
+//   the group.
 // - The block's key range (the union of its rows' windows) is cut into `splits` equal chunks, a
-//   multiple of one stage long; the block takes chunk blockIdx.x. Its warps take the chunk's
-//   stages round-robin.
-// - Each warp streams its stages through a private shared-memory ring (kStages deep) with
-//   cp.async: 16-byte chunks, lane L copying the chunk it will read itself, so the ring needs no
-//   barrier, and kStages - 1 stages (8 KB per warp) stay in flight without holding registers.
-//   Physical blocks come from the block table one stage ahead of their copies, so table reads do
-//   not stall the stream.
-// - Lane layout: kLanesPerKey = head_dim / 8 lanes cover one key row (8 dims each); a warp covers
-//   32 / kLanesPerKey keys per 16-byte load. Scores: each lane dots its 8 dims with each row's q,
-//   xor-shuffle sums across the key's lanes. Each lane group (one key of every load) keeps its
-//   own online-softmax state per row (running max, sum, 8 accumulators), so no communication
-//   happens per key; groups, then warps (shared memory), merge at the end.
+//   multiple of one 16-key stage long; the block takes chunk blockIdx.x. Its warps take the
+//   chunk's stages round-robin.
+// - Each warp streams its stages through a private, swizzled shared-memory ring (kStages deep)
+//   with cp.async, so the ring needs no block barrier, and kStages - 1 stages stay in flight
+//   without holding registers. One table read per lane per stage (a key's physical block, shared
+//   by shuffle), one stage ahead of its copies, so table reads do not stall the stream.
+// - On tensor cores, transposed so the 8 rows are the n of mma.sync m16n8k16: S^T = K·Q^T per 16
+//   keys (Q^T's fragments stay in registers, K's come by ldmatrix), the online softmax on the
+//   accumulators (each row's 8 owner lanes agree on its max by 3 shuffles per stage), then
+//   O^T += V^T·P^T (V^T by ldmatrix.trans, P^T by one movmatrix transpose of each 8 x 8 half of
+//   S^T rounded to bf16). About 40 warp instructions per 16 keys at head_dim 128, where the
+//   CUDA-core kernel it replaced spent ~100 per key and was bound by instruction issue at ~70 % of
+//   the copy ceiling (bench/results/2026-11-30-decode-attention-tensor-cores.md).
 // - One split: the block normalises and writes bf16 out. Several: each block writes its rows'
 //   normalised f32 partial and log2-sum-exp to the workspace, then counts itself in with an
 //   atomic; the last block of its (sequence, KV head, row chunk) merges the partials (reading
@@ -27,8 +28,9 @@
 //   state: a CUDA graph can capture it.
 //
 // Numerics: bf16 q / K / V / out, f32 dots, f32 softmax state in base 2 (weights by the hardware
-// ex2.approx, relative error ~2^-22), f32 accumulation, one rounding of the normalised output to
-// bf16.
+// ex2.approx, relative error ~2^-22), each probability rounded to bf16 for the P·V MMA (relative
+// error <= 2^-9, as FlashAttention's kernels and the prefill kernel do), f32 accumulation, one
+// rounding of the normalised output to bf16.
 //
 // Bound: memory. Reads 2·context·num_kv_heads·head_dim·2 bytes of K/V per sequence (once per row
 // chunk; row chunks of one group run together and share it through L2).
@@ -48,6 +50,7 @@
 #include "ops/attention/attention.h"
 #include "ops/attention/attention_decode_plan.h"
 #include "ops/common/cuda_async.cuh"
+#include "ops/common/cuda_mma.cuh"
 
 namespace roofline {
 
@@ -55,32 +58,10 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-// Ring depth per warp, and 16-byte K (and V) chunks each lane copies per stage: a stage is
-// 32 x 4 x 16 B = 2 KB of K plus 2 KB of V whatever the head_dim (8 keys at head_dim 128).
-// Measured (H200, B=256 x L=4096, head_dim 128, 4 rows): 4 stages (64 KB per block, 3 blocks per
-// SM) 69.6 % of the copy ceiling, ncu: issue slots 66 % busy with 1.2 eligible warps of 3 per
-// scheduler; 3 stages (48 KB, 4 blocks per SM, the register limit) 73.2 %.
-constexpr int kStages = 3;
-constexpr int kLoads = 4;
 constexpr float kNegInf = -__builtin_huge_valf();
 // The running max starts here, not at -inf: exp2(x - kEmptyMax) is then 0 for every masked score
 // (-inf) and 1 for alpha while nothing is attended (sum and accumulators stay 0), with no branch.
 constexpr float kEmptyMax = -1e30f;
-
-template <int kHeadDim, int kRows>
-struct DecodeConfig {
-  static_assert(kHeadDim == 32 || kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
-                "head_dim 32, 64, 128 or 256");
-  static_assert(kRows == 1 || kRows == 2 || kRows == 4 || kRows == 8, "rows 1, 2, 4 or 8");
-  static constexpr int kLanesPerKey = kHeadDim / 8;
-  static constexpr int kKeysPerLoad = 32 / kLanesPerKey;
-  static constexpr int kKeysPerStage = kKeysPerLoad * kLoads;
-  static constexpr int kStageChunks = 32 * kLoads;  // 16-byte chunks of K per warp stage
-  static constexpr int kRingBytes = kWarps * kStages * 2 * kStageChunks * 16;  // 48 KB
-  // The end-of-block merge reuses the ring: per warp, its rows' accumulators, max and sum.
-  static constexpr int kMergeBytes = kWarps * kRows * (kHeadDim + 2) * 4;
-  static constexpr int kSmemBytes = kRingBytes > kMergeBytes ? kRingBytes : kMergeBytes;
-};
 
 struct DecodeArgs {
   const __nv_bfloat16* q;
@@ -106,15 +87,6 @@ struct DecodeArgs {
   float scale_log2;
 };
 
-__device__ __forceinline__ void bf16x8_to_f32(const uint4& raw, float (&f)[8]) {
-  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    f[2 * i] = __uint_as_float(w[i] << 16);
-    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
-}
-
 // 2^x by the hardware's ex2.approx (relative error ~2^-22, -inf -> 0): the softmax weights.
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;
@@ -122,219 +94,20 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
+// The end of a block: its warps have left their rows' un-normalised
+// accumulators, running maxima and sums in shared memory (s_acc [kWarps][kRows][kHeadDim], then
+// s_m and s_l [kWarps][kRows]). Merges the warps; with one split writes bf16 out, else writes the
+// block's partial and log2-sum-exp, counts itself in, and the group's last block merges the splits.
 template <int kHeadDim, int kRows>
-__global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs a) {
-  using Cfg = DecodeConfig<kHeadDim, kRows>;
-  constexpr int kLanesPerKey = Cfg::kLanesPerKey;
-  constexpr int kKeysPerLoad = Cfg::kKeysPerLoad;
-  constexpr int kKeysPerStage = Cfg::kKeysPerStage;
-  extern __shared__ __align__(16) unsigned char smem[];
-  __shared__ unsigned s_last;
-
+__device__ __forceinline__ void finish_block(const DecodeArgs& a, unsigned char* smem,
+                                             unsigned* s_last_ptr, int seq, int kv_head, int row0,
+                                             int rows_here, int q_begin) {
+  unsigned& s_last = *s_last_ptr;
   const int tid = static_cast<int>(threadIdx.x);
-  const int lane = tid & 31;
-  const int warp = tid >> 5;
-  const int key_group = lane / kLanesPerKey;  // which key of each load this lane serves
-  const int dim0 = (lane % kLanesPerKey) * 8;  // this lane's 8 dims of a row
   const int split = static_cast<int>(blockIdx.x);
-  const int kv_head = static_cast<int>(blockIdx.y) / a.row_chunks;
-  const int chunk = static_cast<int>(blockIdx.y) % a.row_chunks;
-  const int seq = static_cast<int>(blockIdx.z);
-
-  const int q_begin = a.query_start[seq];
-  const int q_len = a.query_start[seq + 1] - q_begin;
-  const int seq_len = a.seq_lens[seq];
-  if (q_len < 1 || q_len > kDecodeMaxQueries || seq_len < q_len ||
-      seq_len > a.max_blocks_per_seq * a.block_size)
-    __trap();
-  const int rows_total = q_len * a.group;
-  const int row0 = chunk * kRows;
-  if (row0 >= rows_total) return;  // every split of this group returns: its counter stays 0
-  const int rows_here = min(kRows, rows_total - row0);
-
-  // This block's rows: positions, q (scaled, f32) for this lane's 8 dims.
-  int pos[kRows];
-  float q[kRows][8];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    const int row = row0 + r;
-    pos[r] = -1;  // an unused row attends to nothing
-#pragma unroll
-    for (int e = 0; e < 8; ++e) q[r][e] = 0.0f;
-    if (r < rows_here) {
-      const int j = row / a.group;
-      const int head = kv_head * a.group + row % a.group;
-      pos[r] = seq_len - q_len + j;
-      const uint4 raw = *reinterpret_cast<const uint4*>(
-          a.q + (static_cast<int64_t>(q_begin + j) * a.num_heads + head) * kHeadDim + dim0);
-      bf16x8_to_f32(raw, q[r]);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) q[r][e] *= a.scale_log2;
-    }
-  }
-
-  // The block's keys: the union of its rows' windows, [lo, hi); this split's share of it.
-  const int first_pos = seq_len - q_len + row0 / a.group;
-  const int hi = seq_len - q_len + (row0 + rows_here - 1) / a.group + 1;
-  const int lo = a.sliding_window > 0 ? max(0, first_pos - a.sliding_window + 1) : 0;
-  const int per_split =
-      ((hi - lo + a.splits - 1) / a.splits + kKeysPerStage - 1) / kKeysPerStage * kKeysPerStage;
-  const int s_lo = min(hi, lo + split * per_split);
-  const int s_hi = min(hi, s_lo + per_split);
-  const int num_stages_total = (s_hi - s_lo + kKeysPerStage - 1) / kKeysPerStage;
-  const int my_stages = num_stages_total > warp ? (num_stages_total - warp + kWarps - 1) / kWarps : 0;
-
-  // Each row's keys within this split: [row_lo, row_hi) (empty for unused rows).
-  int row_lo[kRows], row_hi[kRows];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    row_lo[r] = a.sliding_window > 0 ? max(s_lo, pos[r] - a.sliding_window + 1) : s_lo;
-    row_hi[r] = min(s_hi, pos[r] + 1);
-  }
-  // Page and offset of a key: shift and mask for the usual power-of-two block sizes.
-  auto page_of = [&](int key) { return a.block_shift >= 0 ? key >> a.block_shift : key / a.block_size; };
-  auto offset_of = [&](int key) {
-    return a.block_shift >= 0 ? key & (a.block_size - 1) : key % a.block_size;
-  };
-  const int32_t* table = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks_per_seq;
-  const int64_t kv_stride = static_cast<int64_t>(a.num_kv_heads) * kHeadDim;
-  uint4* ring = reinterpret_cast<uint4*>(smem) + warp * (kStages * 2 * Cfg::kStageChunks);
-
-  // Key of load j of this warp's stage i, for this lane.
-  auto key_of = [&](int i, int j) {
-    return s_lo + (warp + i * kWarps) * kKeysPerStage + j * kKeysPerLoad + key_group;
-  };
-  // Physical block of each of this lane's keys in stage i (0 where the key is out of range).
-  auto lookup = [&](int i, int (&blk)[kLoads]) {
-#pragma unroll
-    for (int j = 0; j < kLoads; ++j) {
-      const int key = key_of(i, j);
-      blk[j] = 0;
-      if (i < my_stages && key < s_hi) {
-        blk[j] = table[page_of(key)];
-        if (blk[j] < 0 || blk[j] >= a.num_blocks) __trap();
-      }
-    }
-  };
-  // Stage i's copies into ring slot i % kStages; one commit group per stage, empty past the end.
-  auto issue = [&](int i, const int (&blk)[kLoads]) {
-    uint4* slot = ring + (i % kStages) * 2 * Cfg::kStageChunks;
-#pragma unroll
-    for (int j = 0; j < kLoads; ++j) {
-      const int key = key_of(i, j);
-      const bool valid = i < my_stages && key < s_hi;
-      const int64_t row_slot =
-          static_cast<int64_t>(blk[j]) * a.block_size + (valid ? offset_of(key) : 0);
-      const int64_t off = row_slot * kv_stride + static_cast<int64_t>(kv_head) * kHeadDim + dim0;
-      cuda::cp_async_16(slot + j * 32 + lane, a.k_cache + (valid ? off : 0), valid);
-      cuda::cp_async_16(slot + Cfg::kStageChunks + j * 32 + lane, a.v_cache + (valid ? off : 0),
-                        valid);
-    }
-    cuda::cp_async_commit();
-  };
-
-  float m[kRows], l[kRows], acc[kRows][8];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    m[r] = kEmptyMax;
-    l[r] = 0.0f;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) acc[r][e] = 0.0f;
-  }
-
-  int blk[kLoads];
-#pragma unroll
-  for (int i = 0; i < kStages - 1; ++i) {
-    lookup(i, blk);
-    issue(i, blk);
-  }
-  lookup(kStages - 1, blk);
-  for (int i = 0; i < my_stages; ++i) {
-    issue(i + kStages - 1, blk);  // blocks looked up one stage ago
-    lookup(i + kStages, blk);
-    cuda::cp_async_wait<kStages - 1>();  // stage i has landed (this lane's own chunks)
-    const uint4* slot = ring + (i % kStages) * 2 * Cfg::kStageChunks;
-
-    float s[kRows][kLoads];
-#pragma unroll
-    for (int j = 0; j < kLoads; ++j) {
-      float kf[8];
-      bf16x8_to_f32(slot[j * 32 + lane], kf);
-      const int key = key_of(i, j);
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        float dot = 0.0f;
-#pragma unroll
-        for (int e = 0; e < 8; ++e) dot = fmaf(q[r][e], kf[e], dot);
-#pragma unroll
-        for (int off = kLanesPerKey / 2; off > 0; off >>= 1)
-          dot += __shfl_xor_sync(0xffffffffu, dot, off);
-        s[r][j] = key >= row_lo[r] && key < row_hi[r] ? dot : kNegInf;
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      float mx = m[r];
-#pragma unroll
-      for (int j = 0; j < kLoads; ++j) mx = fmaxf(mx, s[r][j]);
-      const float alpha = fast_exp2(m[r] - mx);
-      float sum = 0.0f;
-#pragma unroll
-      for (int j = 0; j < kLoads; ++j) {
-        s[r][j] = fast_exp2(s[r][j] - mx);
-        sum += s[r][j];
-      }
-      l[r] = l[r] * alpha + sum;
-      m[r] = mx;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) acc[r][e] *= alpha;
-    }
-#pragma unroll
-    for (int j = 0; j < kLoads; ++j) {
-      float vf[8];
-      bf16x8_to_f32(slot[Cfg::kStageChunks + j * 32 + lane], vf);
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[r][e] = fmaf(s[r][j], vf[e], acc[r][e]);
-      }
-    }
-  }
-  cuda::cp_async_wait_all();
-
-  // Merge the lane groups of this warp (lanes kLanesPerKey, 2·kLanesPerKey, … apart).
-#pragma unroll
-  for (int off = kLanesPerKey; off < 32; off <<= 1) {
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      const float m_o = __shfl_xor_sync(0xffffffffu, m[r], off);
-      const float l_o = __shfl_xor_sync(0xffffffffu, l[r], off);
-      const float mx = fmaxf(m[r], m_o);
-      const float wa = fast_exp2(m[r] - mx), wb = fast_exp2(m_o - mx);
-      l[r] = l[r] * wa + l_o * wb;
-      m[r] = mx;
-#pragma unroll
-      for (int e = 0; e < 8; ++e)
-        acc[r][e] = acc[r][e] * wa + __shfl_xor_sync(0xffffffffu, acc[r][e], off) * wb;
-    }
-  }
-
-  // Merge the warps through shared memory (the ring is free: every copy has landed).
-  __syncthreads();
-  float* s_acc = reinterpret_cast<float*>(smem);        // [kWarps][kRows][kHeadDim]
-  float* s_m = s_acc + kWarps * kRows * kHeadDim;        // [kWarps][kRows]
-  float* s_l = s_m + kWarps * kRows;                     // [kWarps][kRows]
-  if (key_group == 0) {
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) s_acc[(warp * kRows + r) * kHeadDim + dim0 + e] = acc[r][e];
-      if (lane == 0) {
-        s_m[warp * kRows + r] = m[r];
-        s_l[warp * kRows + r] = l[r];
-      }
-    }
-  }
+  const float* s_acc = reinterpret_cast<const float*>(smem);
+  const float* s_m = s_acc + kWarps * kRows * kHeadDim;
+  const float* s_l = s_m + kWarps * kRows;
   __syncthreads();
 
   const int64_t group_index = static_cast<int64_t>(seq) * gridDim.y + blockIdx.y;
@@ -376,43 +149,34 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs
   __threadfence();
   if (tid == 0) a.counters[group_index] = 0u;  // ready for the next call
   const int64_t first_block = group_index * a.splits;
-  // Each row's split weights 2^(lse - max) / total, one warp per row, into shared memory (free:
-  // every thread is past its reads of the block's own merge above).
-  float* s_w = reinterpret_cast<float*>(smem);  // [kRows][splits]
-  for (int r = warp; r < rows_here; r += kWarps) {
-    float mx = kEmptyMax;
-    for (int sp = lane; sp < a.splits; sp += 32)
-      mx = fmaxf(mx, __ldcg(a.part_lse + (first_block + sp) * kRows + r));
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-    float total = 0.0f;
-    for (int sp = lane; sp < a.splits; sp += 32) {
-      const float w = fast_exp2(__ldcg(a.part_lse + (first_block + sp) * kRows + r) - mx);
-      s_w[r * a.splits + sp] = w;
-      total += w;
-    }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) total += __shfl_xor_sync(0xffffffffu, total, off);
-    const float inv = 1.0f / total;  // > 0: the row's own key is in some split
-    for (int sp = lane; sp < a.splits; sp += 32) s_w[r * a.splits + sp] *= inv;
-  }
-  __syncthreads();
-  // Four dims per thread, the splits' loads unrolled so several are in flight at once.
+  // Four dims of one row per thread, merged online over the splits (running max, rescaled sum and
+  // output), so every load is independent of the others: 8 splits' loads in flight at once, one
+  // L2 round trip per 8 splits instead of a weights pass and a barrier before the outputs.
   constexpr int kQuads = kHeadDim / 4;
   for (int idx = tid; idx < rows_here * kQuads; idx += kThreads) {
     const int r = idx / kQuads;
     const int d = (idx % kQuads) * 4;
+    float mx = kEmptyMax, total = 0.0f;
     float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll 8
     for (int sp = 0; sp < a.splits; ++sp) {
-      const float w = s_w[r * a.splits + sp];
+      const float lse = __ldcg(a.part_lse + (first_block + sp) * kRows + r);
       const float4 v = __ldcg(reinterpret_cast<const float4*>(
           a.part_out + ((first_block + sp) * kRows + r) * kHeadDim + d));
-      o.x = fmaf(w, v.x, o.x);
-      o.y = fmaf(w, v.y, o.y);
-      o.z = fmaf(w, v.z, o.z);
-      o.w = fmaf(w, v.w, o.w);
+      const float m_new = fmaxf(mx, lse);
+      const float keep = fast_exp2(mx - m_new), w = fast_exp2(lse - m_new);  // w = 0: empty split
+      total = total * keep + w;
+      o.x = o.x * keep + w * v.x;
+      o.y = o.y * keep + w * v.y;
+      o.z = o.z * keep + w * v.z;
+      o.w = o.w * keep + w * v.w;
+      mx = m_new;
     }
+    const float inv = 1.0f / total;  // > 0: the row's own key is in some split
+    o.x *= inv;
+    o.y *= inv;
+    o.z *= inv;
+    o.w *= inv;
     const int row = row0 + r;
     const int head = kv_head * a.group + row % a.group;
     const int64_t t = q_begin + row / a.group;
@@ -424,37 +188,274 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs
   }
 }
 
-// Resident blocks of one kernel on the current device, measured once per device.
-template <int kHeadDim, int kRows>
+// Shapes per head dim. A warp stage is 16 keys (one MMA's m) of K and of V; the ring depth keeps
+// 2 stages per warp in flight while a third is computed (96 KB per block at head_dim 128, two
+// blocks per SM: 128 KB in flight per SM, ~3.5x what 4.8 TB/s x ~1 us of DRAM latency needs per
+// SM); head_dim 256 has 16 KB stages and keeps one in flight per warp (128 KB per block).
+template <int kHeadDim>
+struct MmaDecodeConfig {
+  static_assert(kHeadDim == 32 || kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
+                "head_dim 32, 64, 128 or 256");
+  static constexpr int kRows = 8;                               // n of m16n8k16
+  static constexpr int kKeysPerStage = 16;                      // m of m16n8k16
+  static constexpr int kChunks = kHeadDim / 8;                  // 16-byte chunks per key row
+  static constexpr int kStageChunks = kKeysPerStage * kChunks;  // per tensor
+  static constexpr int kCopies = kStageChunks / 32;             // cp.async per lane per tensor
+  static constexpr int kSteps = kHeadDim / 16;                  // k steps of S, m tiles of O
+  static constexpr int kStages = kHeadDim <= 128 ? 3 : 2;
+  static constexpr int kRingBytes = kWarps * kStages * 2 * kStageChunks * 16;
+  static constexpr int kMergeBytes = kWarps * kRows * (kHeadDim + 2) * 4;
+  static constexpr int kSmemBytes = kRingBytes > kMergeBytes ? kRingBytes : kMergeBytes;
+  // Key rows are kChunks 16-byte chunks; chunk c of key k sits at c ^ f(k) so the 8 rows an
+  // ldmatrix reads (8 keys, one chunk) fall in 8 different 16-byte bank groups: f(k) = k mod 8
+  // for rows of 128 bytes and more, (k / 2) mod 4 for head_dim 32's 64-byte rows.
+  static constexpr int kSwizzleShift = kChunks >= 8 ? 0 : 1;
+  static constexpr int kSwizzleMask = (kChunks >= 8 ? 8 : kChunks) - 1;
+  __device__ static int at(int key, int chunk) {
+    return key * kChunks + (chunk ^ ((key >> kSwizzleShift) & kSwizzleMask));
+  }
+};
+
+template <int kHeadDim>
+__global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs a) {
+  using Cfg = MmaDecodeConfig<kHeadDim>;
+  constexpr int kRows = Cfg::kRows;
+  constexpr int kKeysPerStage = Cfg::kKeysPerStage;
+  constexpr int kSteps = Cfg::kSteps;
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ unsigned s_last;
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int g = lane >> 2;        // fragment row group: a key of S^T, a dim of O^T, a row of Q
+  const int t2 = (lane & 3) * 2;  // fragment column pair: this lane's two rows of S^T and O^T
+  const int split = static_cast<int>(blockIdx.x);
+  const int kv_head = static_cast<int>(blockIdx.y) / a.row_chunks;
+  const int chunk = static_cast<int>(blockIdx.y) % a.row_chunks;
+  const int seq = static_cast<int>(blockIdx.z);
+
+  const int q_begin = a.query_start[seq];
+  const int q_len = a.query_start[seq + 1] - q_begin;
+  const int seq_len = a.seq_lens[seq];
+  if (q_len < 1 || q_len > kDecodeMaxQueries || seq_len < q_len ||
+      seq_len > a.max_blocks_per_seq * a.block_size)
+    __trap();
+  const int rows_total = q_len * a.group;
+  const int row0 = chunk * kRows;
+  if (row0 >= rows_total) return;  // every split of this group returns: its counter stays 0
+  const int rows_here = min(kRows, rows_total - row0);
+
+  // Q^T as B fragments, for all of head_dim: row g of the block, dims 16·ks + t2 (+1) and +8.
+  uint32_t qf[kSteps][2];
+  {
+    const int row = row0 + g;
+    const bool used = g < rows_here;
+    const int j = row / a.group;
+    const int head = kv_head * a.group + row % a.group;
+    const uint32_t* q_row = reinterpret_cast<const uint32_t*>(
+        a.q + (static_cast<int64_t>(q_begin + j) * a.num_heads + head) * kHeadDim);
+#pragma unroll
+    for (int ks = 0; ks < kSteps; ++ks) {
+      qf[ks][0] = used ? q_row[(ks * 16 + t2) / 2] : 0u;
+      qf[ks][1] = used ? q_row[(ks * 16 + 8 + t2) / 2] : 0u;
+    }
+  }
+
+  // The block's keys: the union of its rows' windows, [lo, hi); this split's share of it.
+  const int first_pos = seq_len - q_len + row0 / a.group;
+  const int hi = seq_len - q_len + (row0 + rows_here - 1) / a.group + 1;
+  const int lo = a.sliding_window > 0 ? max(0, first_pos - a.sliding_window + 1) : 0;
+  const int per_split =
+      ((hi - lo + a.splits - 1) / a.splits + kKeysPerStage - 1) / kKeysPerStage * kKeysPerStage;
+  const int s_lo = min(hi, lo + split * per_split);
+  const int s_hi = min(hi, s_lo + per_split);
+  const int num_stages_total = (s_hi - s_lo + kKeysPerStage - 1) / kKeysPerStage;
+  const int my_stages =
+      num_stages_total > warp ? (num_stages_total - warp + kWarps - 1) / kWarps : 0;
+
+  // Keys of this lane's two rows (t2, t2 + 1) within this split: [row_lo, row_hi), empty for
+  // unused rows.
+  int row_lo[2], row_hi[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int pos = t2 + r < rows_here ? seq_len - q_len + (row0 + t2 + r) / a.group : -1;
+    row_lo[r] = a.sliding_window > 0 ? max(s_lo, pos - a.sliding_window + 1) : s_lo;
+    row_hi[r] = min(s_hi, pos + 1);
+  }
+  const int32_t* table = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks_per_seq;
+  const int64_t kv_stride = static_cast<int64_t>(a.num_kv_heads) * kHeadDim;
+  uint4* ring = reinterpret_cast<uint4*>(smem) + warp * (Cfg::kStages * 2 * Cfg::kStageChunks);
+  auto stage_key = [&](int i) { return s_lo + (warp + i * kWarps) * kKeysPerStage; };
+
+  // The physical block of key stage_key(i) + lane % 16 (0 where out of range): one table read
+  // per lane per stage, shared with the lanes that copy that key by a shuffle.
+  auto lookup = [&](int i) {
+    const int key = stage_key(i) + (lane & 15);
+    int blk = 0;
+    if (i < my_stages && key < s_hi) {
+      blk = table[a.block_shift >= 0 ? key >> a.block_shift : key / a.block_size];
+      if (blk < 0 || blk >= a.num_blocks) __trap();
+    }
+    return blk;
+  };
+  // Stage i's K and V rows into ring slot i % kStages (swizzled); one commit group per stage,
+  // empty past the end. Copy c of lane: chunk lane + 32c of the stage, i.e. key (lane + 32c) /
+  // kChunks: consecutive lanes read consecutive 16 bytes of one key row.
+  auto issue = [&](int i, int blk) {
+    uint4* slot = ring + (i % Cfg::kStages) * 2 * Cfg::kStageChunks;
+    const int base = stage_key(i);
+#pragma unroll
+    for (int c = 0; c < Cfg::kCopies; ++c) {
+      const int q = lane + 32 * c;
+      const int k = q / Cfg::kChunks;
+      const int ch = q % Cfg::kChunks;
+      const int key = base + k;
+      const int64_t b = __shfl_sync(0xffffffffu, blk, k);
+      const bool valid = i < my_stages && key < s_hi;
+      const int offset = !valid               ? 0
+                         : a.block_shift >= 0 ? key & (a.block_size - 1)
+                                              : key % a.block_size;
+      const int64_t off = (b * a.block_size + offset) * kv_stride +
+                          static_cast<int64_t>(kv_head) * kHeadDim + ch * 8;
+      cuda::cp_async_16(slot + Cfg::at(k, ch), a.k_cache + (valid ? off : 0), valid);
+      cuda::cp_async_16(slot + Cfg::kStageChunks + Cfg::at(k, ch), a.v_cache + (valid ? off : 0),
+                        valid);
+    }
+    cuda::cp_async_commit();
+  };
+
+  float m[2] = {kEmptyMax, kEmptyMax}, l[2] = {0.0f, 0.0f};
+  float acc[kSteps][4];  // O^T tile ms: dims 16·ms + g (+8), rows t2, t2 + 1
+#pragma unroll
+  for (int ms = 0; ms < kSteps; ++ms)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[ms][e] = 0.0f;
+
+  // ldmatrix row addresses within a stage: K (A of S^T, non-transposed): matrix lane/8 is keys
+  // 8·(lane/8 % 2) + lane % 8, chunk 2·ks + lane/16; V (A of O^T, transposed): keys
+  // 8·(lane/16) + lane % 8, chunk 2·ms + lane/8 % 2.
+  const int k_key = ((lane >> 3) & 1) * 8 + (lane & 7), k_half = lane >> 4;
+  const int v_key = (lane >> 4) * 8 + (lane & 7), v_half = (lane >> 3) & 1;
+
+  // The first stages' table reads all in flight together, then their copies.
+  int first_blocks[Cfg::kStages];
+#pragma unroll
+  for (int i = 0; i < Cfg::kStages; ++i) first_blocks[i] = lookup(i);
+#pragma unroll
+  for (int i = 0; i < Cfg::kStages - 1; ++i) issue(i, first_blocks[i]);
+  int blk = first_blocks[Cfg::kStages - 1];
+  for (int i = 0; i < my_stages; ++i) {
+    issue(i + Cfg::kStages - 1, blk);  // its block looked up one stage ago
+    blk = lookup(i + Cfg::kStages);
+    cuda::cp_async_wait<Cfg::kStages - 1>();  // this lane's copies of stage i have landed
+    __syncwarp();                             // and every lane's are visible to the warp
+    const uint4* slot = ring + (i % Cfg::kStages) * 2 * Cfg::kStageChunks;
+
+    // S^T = K · Q^T for 16 keys: s[0], s[1]: key g, rows t2, t2+1; s[2], s[3]: key g + 8.
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int ks = 0; ks < kSteps; ++ks) {
+      uint32_t ka[4];
+      cuda::ldmatrix_x4(ka, slot + Cfg::at(k_key, 2 * ks + k_half));
+      cuda::mma_bf16(s, ka, qf[ks][0], qf[ks][1]);
+    }
+    const int key0 = stage_key(i) + g;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int key = key0 + (e >> 1) * 8, r = e & 1;
+      s[e] = key >= row_lo[r] && key < row_hi[r] ? s[e] * a.scale_log2 : kNegInf;
+    }
+    // Online softmax per row over the warp's 8 lanes that hold it (lanes t2/2 + 4j).
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = fmaxf(s[r], s[2 + r]);
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
+      mx = fmaxf(m[r], mx);
+      const float alpha = fast_exp2(m[r] - mx);
+      s[r] = fast_exp2(s[r] - mx);
+      s[2 + r] = fast_exp2(s[2 + r] - mx);
+      l[r] = l[r] * alpha + s[r] + s[2 + r];  // this lane's keys only; summed over lanes at the end
+      m[r] = mx;
+#pragma unroll
+      for (int ms = 0; ms < kSteps; ++ms) {
+        acc[ms][r] *= alpha;
+        acc[ms][2 + r] *= alpha;
+      }
+    }
+    // P^T as B fragments (keys 2·(lane%4) (+1) and +8, row g): the transposes of the S^T
+    // accumulators' two 8 x 8 halves.
+    const uint32_t pb0 = cuda::movmatrix_trans(cuda::pack_bf16(s[0], s[1]));
+    const uint32_t pb1 = cuda::movmatrix_trans(cuda::pack_bf16(s[2], s[3]));
+    // O^T += V^T · P^T, 16 head dims per MMA.
+#pragma unroll
+    for (int ms = 0; ms < kSteps; ++ms) {
+      uint32_t va[4];
+      cuda::ldmatrix_x4_trans(va, slot + Cfg::kStageChunks + Cfg::at(v_key, 2 * ms + v_half));
+      cuda::mma_bf16(acc[ms], va, pb0, pb1);
+    }
+    __syncwarp();  // every lane is done reading this slot before the warp refills it
+  }
+  cuda::cp_async_wait_all();
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 4);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 8);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 16);
+  }
+
+  // Leave each warp's rows in shared memory (the ring is free once every warp's copies landed).
+  __syncthreads();
+  float* s_acc = reinterpret_cast<float*>(smem);   // [kWarps][kRows][kHeadDim]
+  float* s_m = s_acc + kWarps * kRows * kHeadDim;  // [kWarps][kRows]
+  float* s_l = s_m + kWarps * kRows;               // [kWarps][kRows]
+#pragma unroll
+  for (int ms = 0; ms < kSteps; ++ms)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      s_acc[(warp * kRows + t2 + (e & 1)) * kHeadDim + ms * 16 + g + (e >> 1) * 8] = acc[ms][e];
+  if (g == 0) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      s_m[warp * kRows + t2 + r] = m[r];
+      s_l[warp * kRows + t2 + r] = l[r];
+    }
+  }
+  finish_block<kHeadDim, kRows>(a, smem, &s_last, seq, kv_head, row0, rows_here, q_begin);
+}
+
+// Resident blocks of one kernel on the current device, measured once per device and kernel.
+template <auto kKernel, int kSmemBytes>
 int64_t resident_blocks(int device) {
   constexpr int kMaxDevices = 64;
   static int64_t blocks[kMaxDevices] = {};
   static std::once_flag once[kMaxDevices];
   ROOFLINE_CHECK(device >= 0 && device < kMaxDevices);
   std::call_once(once[device], [device] {
-    using Cfg = DecodeConfig<kHeadDim, kRows>;
-    auto* kernel = paged_decode_kernel<kHeadDim, kRows>;
-    ROOFLINE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             Cfg::kSmemBytes));
+    ROOFLINE_CUDA_CHECK(
+        cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
     int per_sm = 0, sms = 0;
-    ROOFLINE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads,
-                                                                      Cfg::kSmemBytes));
+    ROOFLINE_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, kThreads, kSmemBytes));
     ROOFLINE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    ROOFLINE_CHECK_MSG(per_sm > 0, "paged_decode_kernel cannot be resident on this GPU");
+    ROOFLINE_CHECK_MSG(per_sm > 0, "paged decode attention kernel cannot be resident on this GPU");
     blocks[device] = static_cast<int64_t>(per_sm) * sms;
   });
   return blocks[device];
 }
 
-template <int kHeadDim, int kRows>
+// Plans and launches one kernel (kRows rows per block) over the batch.
+template <auto kKernel, int kSmemBytes, int kRows>
 void launch(const PagedAttentionParams& p, int64_t max_q_len, int64_t max_seq_len,
             cudaStream_t stream) {
-  using Cfg = DecodeConfig<kHeadDim, kRows>;
   int device = 0;
   ROOFLINE_CUDA_CHECK(cudaGetDevice(&device));
   const int64_t group = p.num_heads / p.num_kv_heads;
-  const DecodePlan plan = plan_decode_attention(p.num_seqs, p.num_kv_heads, group, max_q_len,
-                                                max_seq_len, resident_blocks<kHeadDim, kRows>(device));
+  const DecodePlan plan =
+      plan_decode_attention(p.num_seqs, p.num_kv_heads, group, max_q_len, max_seq_len,
+                            resident_blocks<kKernel, kSmemBytes>(device));
   ROOFLINE_CHECK(plan.rows == kRows);
   DecodeArgs a;
   a.q = static_cast<const __nv_bfloat16*>(p.q);
@@ -485,29 +486,16 @@ void launch(const PagedAttentionParams& p, int64_t max_q_len, int64_t max_seq_le
   ROOFLINE_CHECK(head_blocks <= 65535 && p.num_seqs <= 65535);
   const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(head_blocks),
                   static_cast<unsigned>(p.num_seqs));
-  paged_decode_kernel<kHeadDim, kRows><<<grid, kThreads, Cfg::kSmemBytes, stream>>>(a);
+  kKernel<<<grid, kThreads, kSmemBytes, stream>>>(a);
   ROOFLINE_CUDA_LAUNCH_CHECK(stream);
 }
 
 template <int kHeadDim>
-void dispatch_rows(const PagedAttentionParams& p, int64_t max_q_len, int64_t max_seq_len,
-                   cudaStream_t stream) {
-  const int64_t rows =
-      plan_decode_attention(1, 1, p.num_heads / p.num_kv_heads, max_q_len, 1, 1).rows;
-  switch (rows) {
-    case 1:
-      launch<kHeadDim, 1>(p, max_q_len, max_seq_len, stream);
-      return;
-    case 2:
-      launch<kHeadDim, 2>(p, max_q_len, max_seq_len, stream);
-      return;
-    case 4:
-      launch<kHeadDim, 4>(p, max_q_len, max_seq_len, stream);
-      return;
-    default:
-      launch<kHeadDim, 8>(p, max_q_len, max_seq_len, stream);
-      return;
-  }
+void dispatch(const PagedAttentionParams& p, int64_t max_q_len, int64_t max_seq_len,
+              cudaStream_t stream) {
+  using Cfg = MmaDecodeConfig<kHeadDim>;
+  launch<paged_decode_kernel<kHeadDim>, Cfg::kSmemBytes, Cfg::kRows>(p, max_q_len, max_seq_len,
+                                                                     stream);
 }
 
 }  // namespace
@@ -521,16 +509,16 @@ void paged_attention_decode_cuda(const PagedAttentionParams& p, int64_t max_q_le
                      "(paged_attention_cuda_workspace_bytes(), zero-filled)");
   switch (p.head_dim) {
     case 32:
-      dispatch_rows<32>(p, max_q_len, max_seq_len, stream);
+      dispatch<32>(p, max_q_len, max_seq_len, stream);
       return;
     case 64:
-      dispatch_rows<64>(p, max_q_len, max_seq_len, stream);
+      dispatch<64>(p, max_q_len, max_seq_len, stream);
       return;
     case 128:
-      dispatch_rows<128>(p, max_q_len, max_seq_len, stream);
+      dispatch<128>(p, max_q_len, max_seq_len, stream);
       return;
     case 256:
-      dispatch_rows<256>(p, max_q_len, max_seq_len, stream);
+      dispatch<256>(p, max_q_len, max_seq_len, stream);
       return;
     default:
       ROOFLINE_CHECK_MSG(false, "paged_attention_cuda: head_dim must be 32, 64, 128 or 256");

@@ -3,8 +3,9 @@
 // split partials need. Pure host functions, tested on the CPU (attention_decode_plan_test.cc).
 //
 // A decode block serves one (sequence, KV head, chunk of rows), where a row is one (query, query
-// head of the GQA group) pair: every K/V byte a block reads serves all its rows. Rows per block
-// are a power of two up to 8 (the rows live in registers). When sequences x KV heads x row chunks
+// head of the GQA group) pair: every K/V byte a block reads serves all its rows. A block holds 8
+// rows (the n of the kernel's m16n8k16 MMAs); more rows take more row chunks. When sequences x
+// KV heads x row chunks
 // would not fill the GPU, each sequence's KV range is split across blocks (split-K); each block
 // writes a normalised partial output with its log-sum-exp, and the last block of a group to
 // finish merges them (no second kernel). The split count is a function of the launch's shape
@@ -22,7 +23,7 @@ namespace roofline {
 
 // Queries per sequence the decode kernel takes (decode: 1; speculative verification: up to 8).
 inline constexpr int64_t kDecodeMaxQueries = 8;
-// Rows (query x head pairs) per block, the largest register tile.
+// Rows (query x head pairs) per block: the n of m16n8k16.
 inline constexpr int64_t kDecodeMaxRows = 8;
 // Splits of one sequence's KV range, at most, and the fewest keys a split is worth.
 inline constexpr int64_t kDecodeMaxSplits = 128;
@@ -34,9 +35,9 @@ inline constexpr int64_t kDecodeMaxSplitBlocks = 2048;
 inline constexpr int64_t kDecodeMaxHeadDim = 256;
 
 struct DecodePlan {
-  int64_t rows = 1;        // rows per block: 1, 2, 4 or 8
-  int64_t row_chunks = 1;  // blocks along the rows of one (sequence, KV head)
-  int64_t splits = 1;      // blocks along one sequence's KV range
+  int64_t rows = kDecodeMaxRows;  // rows per block
+  int64_t row_chunks = 1;         // blocks along the rows of one (sequence, KV head)
+  int64_t splits = 1;             // blocks along one sequence's KV range
 };
 
 // group: query heads per KV head; max_q_len: the most queries any sequence brings (1..8);
@@ -47,11 +48,12 @@ inline DecodePlan plan_decode_attention(int64_t num_seqs, int64_t num_kv_heads, 
                                         int64_t resident_blocks) {
   DecodePlan p;
   const int64_t rows_needed = std::max<int64_t>(1, group * std::max<int64_t>(1, max_q_len));
-  while (p.rows < rows_needed && p.rows < kDecodeMaxRows) p.rows *= 2;
   p.row_chunks = (rows_needed + p.rows - 1) / p.rows;
   const int64_t base = std::max<int64_t>(1, num_seqs * num_kv_heads * p.row_chunks);
   if (base >= resident_blocks) return p;  // one wave or more without splitting
-  int64_t splits = (resident_blocks + base - 1) / base;
+  // Whole waves only: one more split than fits would start a second wave that costs as long as
+  // the first (H200, B=8 x L=32768: 5 splits, 320 blocks on 264 slots, 71 % of the copy ceiling).
+  int64_t splits = resident_blocks / base;
   splits = std::min(splits, (std::max<int64_t>(1, max_seq_len) + kDecodeMinKeysPerSplit - 1) /
                                 kDecodeMinKeysPerSplit);
   splits = std::min(splits, kDecodeMaxSplits);

@@ -7,33 +7,31 @@
 namespace roofline {
 namespace {
 
-// 132 SMs x 3 resident blocks, the H200 at head_dim 128 with 4 rows.
+// 132 SMs x 3 resident blocks (the H200 holds 2 of head_dim 128 blocks per SM).
 constexpr int64_t kResident = 396;
 
-TEST(DecodePlanTest, RowsCoverTheGroupTimesQueriesInPowersOfTwoUpToEight) {
-  EXPECT_EQ(plan_decode_attention(64, 8, 1, 1, 512, kResident).rows, 1);
-  EXPECT_EQ(plan_decode_attention(64, 8, 4, 1, 512, kResident).rows, 4);
-  const DecodePlan qwen = plan_decode_attention(64, 2, 7, 1, 512, kResident);  // 14 / 2 heads
-  EXPECT_EQ(qwen.rows, 8);
-  EXPECT_EQ(qwen.row_chunks, 1);
-  const DecodePlan verify = plan_decode_attention(64, 8, 4, 5, 512, kResident);  // 5 queries
+// A block holds 8 rows (the n of the kernel's MMAs); more rows take more chunks.
+TEST(DecodePlanTest, RowsAreEightAndChunksCoverTheGroupTimesQueries) {
+  EXPECT_EQ(plan_decode_attention(64, 8, 1, 1, 512, kResident).rows, 8);
+  EXPECT_EQ(plan_decode_attention(64, 8, 1, 1, 512, kResident).row_chunks, 1);
+  EXPECT_EQ(plan_decode_attention(64, 8, 4, 1, 512, kResident).row_chunks, 1);
+  EXPECT_EQ(plan_decode_attention(64, 2, 7, 1, 512, kResident).row_chunks, 1);   // 14 / 2 heads
+  const DecodePlan verify = plan_decode_attention(64, 8, 4, 5, 512, kResident);  // 20 rows
   EXPECT_EQ(verify.rows, 8);
-  EXPECT_EQ(verify.row_chunks, 3);  // 20 rows
-  const DecodePlan wide = plan_decode_attention(1, 1, 40, 1, 100, kResident);
-  EXPECT_EQ(wide.rows, 8);
-  EXPECT_EQ(wide.row_chunks, 5);
+  EXPECT_EQ(verify.row_chunks, 3);
+  EXPECT_EQ(plan_decode_attention(1, 1, 40, 1, 100, kResident).row_chunks, 5);
 }
 
 TEST(DecodePlanTest, SplitsOnlyWhenTheGridWouldNotFillTheGpu) {
   // B=64 x 8 KV heads = 512 blocks >= 396: no split, no workspace traffic.
   EXPECT_EQ(plan_decode_attention(64, 8, 4, 1, 4096, kResident).splits, 1);
   EXPECT_EQ(plan_decode_attention(256, 8, 4, 1, 32768, kResident).splits, 1);
-  // B=1 x 8 heads: splits fill the GPU, bounded by the context (>= 128 keys per split).
-  EXPECT_EQ(plan_decode_attention(1, 8, 4, 1, 32768, kResident).splits, 50);  // ceil(396 / 8)
+  // B=1 x 8 heads: splits fill whole waves, bounded by the context (>= 128 keys per split).
+  EXPECT_EQ(plan_decode_attention(1, 8, 4, 1, 32768, kResident).splits, 49);  // 396 / 8
   EXPECT_EQ(plan_decode_attention(1, 8, 4, 1, 4096, kResident).splits, 32);   // 4096 / 128
   EXPECT_EQ(plan_decode_attention(1, 8, 4, 1, 512, kResident).splits, 4);     // 512 / 128
-  EXPECT_EQ(plan_decode_attention(1, 8, 4, 1, 1, kResident).splits, 1);      // one key
-  EXPECT_EQ(plan_decode_attention(8, 8, 4, 1, 4096, kResident).splits, 7);   // ceil(396 / 64)
+  EXPECT_EQ(plan_decode_attention(1, 8, 4, 1, 1, kResident).splits, 1);       // one key
+  EXPECT_EQ(plan_decode_attention(8, 8, 4, 1, 4096, kResident).splits, 7);    // ceil(396 / 64)
 }
 
 TEST(DecodePlanTest, SplitBlocksNeverExceedTheWorkspace) {
@@ -43,15 +41,19 @@ TEST(DecodePlanTest, SplitBlocksNeverExceedTheWorkspace) {
         for (const int64_t q : {1, 3, 8}) {
           for (const int64_t len : {1, 17, 4096, 1 << 20}) {
             for (const int64_t resident : {int64_t{1}, kResident, int64_t{1} << 20}) {
-              const DecodePlan p = plan_decode_attention(seqs, kv_heads, group, q, len, resident);
-              ASSERT_GE(p.splits, 1);
-              ASSERT_LE(p.splits, kDecodeMaxSplits);
-              ASSERT_TRUE(p.rows == 1 || p.rows == 2 || p.rows == 4 || p.rows == 8);
-              ASSERT_GE(p.rows * p.row_chunks, group * q);
-              ASSERT_LT(p.rows * (p.row_chunks - 1), group * q);
-              if (p.splits > 1) {
-                ASSERT_LE(seqs * kv_heads * p.row_chunks * p.splits, kDecodeMaxSplitBlocks);
-                ASSERT_LE((p.splits - 1) * kDecodeMinKeysPerSplit, len);
+              for (const DecodeKernel kernel :
+                   {DecodeKernel::kTensorCore, DecodeKernel::kCudaCore}) {
+                const DecodePlan p =
+                    plan_decode_attention(seqs, kv_heads, group, q, len, resident, kernel);
+                ASSERT_GE(p.splits, 1);
+                ASSERT_LE(p.splits, kDecodeMaxSplits);
+                ASSERT_EQ(p.rows, kDecodeMaxRows);
+                ASSERT_GE(p.rows * p.row_chunks, group * q);
+                ASSERT_LT(p.rows * (p.row_chunks - 1), group * q);
+                if (p.splits > 1) {
+                  ASSERT_LE(seqs * kv_heads * p.row_chunks * p.splits, kDecodeMaxSplitBlocks);
+                  ASSERT_LE((p.splits - 1) * kDecodeMinKeysPerSplit, len);
+                }
               }
             }
           }

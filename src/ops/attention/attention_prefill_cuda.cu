@@ -46,6 +46,7 @@
 #include "ops/attention/attention.h"
 #include "ops/attention/attention_prefill_plan.h"
 #include "ops/common/cuda_async.cuh"
+#include "ops/common/cuda_mma.cuh"
 
 // The head_dim 128 kernel is built on wgmma, which only sm_90a has (CMakePresets.json builds 90a).
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -55,6 +56,12 @@
 namespace roofline {
 
 namespace {
+
+using cuda::ldmatrix_x4;
+using cuda::ldmatrix_x4_trans;
+using cuda::mma_bf16;
+using cuda::pack_bf16;
+using cuda::smem_addr;
 
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -77,39 +84,6 @@ struct PrefillArgs {
   int sliding_window;  // 0: unlimited
   float scale_log2;    // scale · log2(e)
 };
-
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
-// Four 8×8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(row)));
-}
-
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(row)));
-}
-
-// c[16×8] += a[16×16] · b[16×8], bf16 in, f32 accumulate.
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Two f32 -> one register of two bf16, the first in the low half (the lower column).
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
 
 // ---- What both kernels share: the block's rows and key range, the Q and K/V gathers, and the
 // masked online softmax of one row of an S fragment.
