@@ -110,7 +110,7 @@ done_at=$(date +%s)
 
 cat "$out/op_bench.txt"
 cat "$out/peer_sdpa.txt"
-grep -E "^==|^capture|^steps|^idle [0-9]|launch gaps|not joined|^measured|^\(exit" "$out/profile.txt"
+grep -E "^==|^ceilings|^capture|^steps|^idle [0-9]|launch gaps|not joined|^measured|^\(exit" "$out/profile.txt"
 grep -E "^  [a-z_].*\(|gpu__time_duration" "$out/ncu_kernels.txt" | head -20
 grep -E "^\||^==|decode step|roofline |cuda graphs" "$out/hf_e2e.log" "$out/decode_bench.txt"
 cat "$out/engine_bench.txt"
