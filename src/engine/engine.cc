@@ -23,7 +23,6 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "core/thread_pool.h"
 #include "engine/loaded_model.h"
 #include "runtime/model_runner.h"
 #include "runtime/sampler.h"
@@ -99,35 +98,6 @@ Status validate_sampling_params(const SamplingParams& p, int64_t vocab_size) {
 
 namespace {
 
-// log_softmax(row)[token] and the `top` most likely tokens, most likely first (ties: lower id).
-TokenLogprob token_logprob(const float* row, int64_t vocab, int32_t token, int32_t top) {
-  float mx = row[0];
-  for (int64_t i = 1; i < vocab; ++i) mx = std::max(mx, row[i]);
-  double sum = 0;
-  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(row[i] - mx));
-  const double log_z = static_cast<double>(mx) + std::log(sum);
-  TokenLogprob t;
-  t.token = token;
-  t.logprob = static_cast<float>(static_cast<double>(row[token]) - log_z);
-  if (top > 0) {
-    auto better = [row](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); };
-    std::vector<int32_t> best;  // a min-heap of the best `top` ids seen so far
-    for (int32_t i = 0; i < static_cast<int32_t>(vocab); ++i) {
-      if (static_cast<int32_t>(best.size()) < top) {
-        best.push_back(i);
-        std::push_heap(best.begin(), best.end(), better);
-      } else if (better(i, best.front())) {
-        std::pop_heap(best.begin(), best.end(), better);
-        best.back() = i;
-        std::push_heap(best.begin(), best.end(), better);
-      }
-    }
-    std::sort(best.begin(), best.end(), better);
-    for (int32_t id : best) t.top.emplace_back(id, static_cast<float>(static_cast<double>(row[id]) - log_z));
-  }
-  return t;
-}
-
 struct Request {
   RequestId id = 0;
   std::vector<int32_t> prompt;
@@ -193,7 +163,8 @@ struct Engine::Impl {
   // Owned by the stepping thread.
   std::vector<std::unique_ptr<Request>> running;  // admission order: the newest is last
   std::deque<std::unique_ptr<Request>> waiting;
-  std::vector<float> logits;
+  StepSampling sampling;  // the step's sampling rows and edits, rebuilt every step
+  SampledRows sampled;
   EngineStats stats;
 
   // This step's outputs, one per request touched.
@@ -334,10 +305,10 @@ struct Engine::Impl {
     return ok_status();
   }
 
-  // Takes `token`, sampled by r's sampler from `row` (r's tokens are all in the cache now), and
-  // decides whether r stops. Returns true when r finished: `slot` is null then (the caller drops
-  // it).
-  bool accept_token(std::unique_ptr<Request>& slot, const float* row, int32_t token) {
+  // Takes `token`, sampled for r from row `row` of `sampled` (r's tokens are all in the cache
+  // now), and decides whether r stops. Returns true when r finished: `slot` is null then (the
+  // caller drops it).
+  bool accept_token(std::unique_ptr<Request>& slot, size_t row, int32_t token) {
     Request& r = *slot;
     if (token < 0) {
       const std::string why =
@@ -353,8 +324,17 @@ struct Engine::Impl {
     r.output.push_back(token);
     ++stats.generated_tokens;
     out_for(r).new_token_ids.push_back(token);
-    if (r.params.logprobs >= 0)
-      out_for(r).logprobs.push_back(token_logprob(row, model.info.vocab_size, token, r.params.logprobs));
+    if (r.params.logprobs >= 0) {
+      TokenLogprob t;
+      t.token = token;
+      t.logprob = sampled.logprobs[row];
+      for (int32_t j = 0; j < r.params.logprobs; ++j) {
+        const size_t slot_index = row * kMaxTopLogprobs + static_cast<size_t>(j);
+        if (sampled.top_ids[slot_index] < 0) break;
+        t.top.emplace_back(sampled.top_ids[slot_index], sampled.top_logprobs[slot_index]);
+      }
+      out_for(r).logprobs.push_back(std::move(t));
+    }
     const auto& eos = model.info.eos_token_ids;
     const auto& extra = r.params.stop_token_ids;
     const bool stop_token =
@@ -430,7 +410,21 @@ struct Engine::Impl {
         add(r, std::min(r.pending(), budget));
       }
       if (entries.empty()) return;
-      status = model.runner->step(entries, /*all_logits=*/false, &logits);
+      // A sampling row per entry: the request's next draw where this step completes its prompt
+      // (or decodes), an inert greedy row for a prefill chunk that does not reach the end.
+      sampling.rows.clear();
+      sampling.edits.clear();
+      for (const Scheduled& sch : scheduled) {
+        const Request& r = *sch.request;
+        if (r.pending() == sch.num_tokens) {
+          SamplingRowParams row = r.sampler->next_row(model.info.vocab_size, &sampling.edits);
+          row.num_top_logprobs = r.params.logprobs;
+          sampling.rows.push_back(row);
+        } else {
+          sampling.rows.push_back(SamplingRowParams{});
+        }
+      }
+      status = model.runner->step(entries, sampling, &sampled);
       if (status.ok()) break;
       if (status.code() != StatusCode::kResourceExhausted || running.size() < 2) break;
       // Out of KV blocks: free the newest request's and plan again without admitting anyone.
@@ -455,7 +449,6 @@ struct Engine::Impl {
       }
       return;
     }
-    const int64_t vocab = model.info.vocab_size;
     std::vector<size_t> ready;  // scheduled rows whose request now samples a token
     for (size_t i = 0; i < scheduled.size(); ++i) {
       Request& r = *scheduled[i].request;
@@ -463,22 +456,14 @@ struct Engine::Impl {
       r.computed += scheduled[i].num_tokens;
       if (r.pending() == 0) ready.push_back(i);  // else a prefill chunk that did not reach the end
     }
-    // Every row is sampled first, in parallel: each request's sampler is its own (its draws depend
-    // on its seed and step only), and one row of a 128k vocabulary is ~0.1-0.3 ms of host time
-    // (64 rows one after another measured 19-35 ms per step on a 2-core machine).
-    std::vector<int32_t> tokens(ready.size());
-    ThreadPool::global().parallel_for(static_cast<int64_t>(ready.size()), 1, [&](int64_t b, int64_t e) {
-      for (int64_t k = b; k < e; ++k) {
-        const size_t i = ready[static_cast<size_t>(k)];
-        tokens[static_cast<size_t>(k)] =
-            scheduled[i].request->sampler->sample(logits.data() + static_cast<int64_t>(i) * vocab, vocab);
-      }
-    });
-    for (size_t k = 0; k < ready.size(); ++k) {
-      const size_t i = ready[k];
+    // The backend sampled every row (on the GPU inside the decode step's graph, or the CPU twin
+    // over the rows in parallel); each ready request's sampler records its draw.
+    for (const size_t i : ready) {
+      scheduled[i].request->sampler->accept(sampled.tokens[i], sampled.errors[i],
+                                            sampled.nonfinite[i]);
       for (auto& slot : running) {
         if (slot.get() != scheduled[i].request) continue;
-        accept_token(slot, logits.data() + static_cast<int64_t>(i) * vocab, tokens[k]);
+        accept_token(slot, i, sampled.tokens[i]);
         break;
       }
     }

@@ -14,6 +14,7 @@
 #include "graph/graph.h"
 #include "graph/plan.h"
 #include "io/weight_store.h"
+#include "ops/sampling/sampling.h"
 #include "roofline/status.h"
 #include "runtime/kv_cache.h"
 #include "runtime/step_buffers.h"
@@ -44,6 +45,29 @@ struct DecodeGraphReport {
   int64_t device_bytes = 0;  // device memory the graphs took (free memory before - after)
 };
 
+// The sampling chain of one step (ops/sampling's sample_rows): a row of parameters per logits row
+// of a last-token plan (one per step entry, in entry order) and the edit list the rows' ranges
+// point into.
+struct StepSampling {
+  std::vector<SamplingRowParams> rows;
+  std::vector<TokenEdit> edits;
+};
+
+// What sampling gave each row: a token (-1 and error bits when the row could not give one), the
+// row's NaN / inf logit count, and for rows with num_top_logprobs >= 0 the token's log-softmax and
+// the top alternatives (kMaxTopLogprobs slots per row, a row's count filled, ids -1 past it).
+struct SampledRows {
+  std::vector<int32_t> tokens;
+  std::vector<uint32_t> errors;
+  std::vector<int32_t> nonfinite;
+  std::vector<float> logprobs;
+  std::vector<int32_t> top_ids;       // [rows * kMaxTopLogprobs]
+  std::vector<float> top_logprobs;    // [rows * kMaxTopLogprobs]
+};
+
+// Sizes every output of `out` for `rows` rows (tokens -1, top ids -1, the rest 0).
+void resize_sampled_rows(int64_t rows, SampledRows* out);
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -66,6 +90,14 @@ class Backend {
   // given it receives each call's start and end (an event pair around every call on the GPU).
   virtual void execute(const Plan& plan, const StepBuffers& step, std::vector<float>* logits,
                        std::vector<CallTime>* call_times) = 0;
+  // Runs a last-token `plan` for `step` and samples every logits row where the logits are
+  // (sampling.rows.size() == step.num_seqs): this default runs execute() and sample_rows_cpu over
+  // the rows on the thread pool; the CUDA backend samples on the device (inside the decode step's
+  // CUDA graph) and copies back only the tokens. An error only when the device cannot hold the
+  // step's edit lists.
+  virtual Status execute_sampled(const Plan& plan, const StepBuffers& step,
+                               const StepSampling& sampling, SampledRows* out,
+                               std::vector<CallTime>* call_times);
   // CUDA with cuda_graphs set: captures the decode step of every batch bucket (decode_padding.h),
   // largest first, with plan_for(bucket) as its plan; later decode steps of that bucket replay
   // it. Elsewhere: nothing to do.

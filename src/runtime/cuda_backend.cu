@@ -57,8 +57,10 @@ struct DeviceMemory {
   DeviceMemory() = default;
   DeviceMemory(const DeviceMemory&) = delete;
   DeviceMemory& operator=(const DeviceMemory&) = delete;
-  ~DeviceMemory() {
+  ~DeviceMemory() { reset(); }
+  void reset() {
     if (ptr) cudaFree(ptr);
+    ptr = nullptr;
   }
   Status allocate(int64_t bytes, const char* what) {
     if (bytes <= 0) bytes = kAlign;
@@ -113,6 +115,8 @@ class CudaBackend final : public Backend {
     }
     if (pinned_) cudaFreeHost(pinned_);
     if (logits_pinned_) cudaFreeHost(logits_pinned_);
+    if (sample_in_pinned_) cudaFreeHost(sample_in_pinned_);
+    if (sample_out_pinned_) cudaFreeHost(sample_out_pinned_);
     for (auto& e : events_) cudaEventDestroy(e);
     for (auto& g : graphs_) cudaGraphExecDestroy(g.second);
   }
@@ -248,6 +252,13 @@ class CudaBackend final : public Backend {
     pinned_bytes_ = input_bytes_;
     ROOFLINE_CUDA_CHECK(cudaMallocHost(&pinned_, static_cast<size_t>(pinned_bytes_)));
     ROOFLINE_CUDA_CHECK(cudaMallocHost(&logits_pinned_, static_cast<size_t>(kLogitsChunkElems * 2)));
+    // Sampling (execute_sampled): per-row parameters and outputs for max_seqs rows, the edit
+    // lists in a buffer that grows when a step needs more (graphs are then captured again).
+    ROOFLINE_RETURN_IF_ERROR(sample_rows_.allocate(B * static_cast<int64_t>(sizeof(SamplingRowParams)),
+                                                   "sampling rows"));
+    ROOFLINE_RETURN_IF_ERROR(sample_out_.allocate(sample_out_bytes(B), "sampling outputs"));
+    ROOFLINE_CUDA_CHECK(cudaMallocHost(&sample_out_pinned_, static_cast<size_t>(sample_out_bytes(B))));
+    ROOFLINE_RETURN_IF_ERROR(reserve_edits(std::max<int64_t>(kMinEditCapacity, B * 256)));
 
     ctx_.workspace = workspace_.as();
     ctx_.attention_workspace = attention_ws_.ptr;
@@ -278,25 +289,12 @@ class CudaBackend final : public Backend {
       run = &padded_;
     }
     upload(*run);
-    ctx_.num_tokens = run->num_tokens;
-    ctx_.num_seqs = run->num_seqs;
-    ctx_.block_table_width = run->block_table_width;
-    if (fixed_shape) {
-      // Bounds that do not change from step to step: one query, the table's capacity.
-      ctx_.max_q_len = 1;
-      ctx_.max_seq_len = run->block_table_width * setup_.kv_shape.block_size;
-    } else {
-      ctx_.max_q_len = 0;
-      ctx_.max_seq_len = 0;
-      for (int64_t s = 0; s < step.num_seqs; ++s) {
-        ctx_.max_q_len = std::max<int64_t>(ctx_.max_q_len, step.query_start[s + 1] - step.query_start[s]);
-        ctx_.max_seq_len = std::max<int64_t>(ctx_.max_seq_len, step.seq_lens[s]);
-      }
-    }
+    set_shape(*run, step, fixed_shape);
     // NVTX: a range per step (and per plan call when eager) for nsys and other NVTX tools; free
     // when no tool is attached.
     nvtxRangePushA(fixed_shape ? "roofline decode step" : "roofline step");
     if (fixed_shape && setup_.cuda_graphs && !call_times) {
+      upload_sampling(nullptr, bucket);  // the graph samples too: inert greedy rows
       replay(plan, bucket);
     } else {
       run_eager(plan, call_times);
@@ -322,15 +320,60 @@ class CudaBackend final : public Backend {
         for (int64_t i = b; i < e; ++i) dst[i] = bf16_bits_to_f32(staging[i]);
       });
     }
-    if (call_times) {
-      call_times->assign(plan.calls.size(), CallTime{});
-      for (size_t i = 0; i < plan.calls.size(); ++i) {
-        float start = 0, end = 0;
-        ROOFLINE_CUDA_CHECK(cudaEventElapsedTime(&start, events_[0], events_[2 * i + 1]));
-        ROOFLINE_CUDA_CHECK(cudaEventElapsedTime(&end, events_[0], events_[2 * i + 2]));
-        (*call_times)[i] = {start, end};
-      }
+    record_call_times(plan, call_times);
+  }
+
+  Status execute_sampled(const Plan& plan, const StepBuffers& step, const StepSampling& sampling,
+                         SampledRows* out, std::vector<CallTime>* call_times) override {
+    ROOFLINE_CHECK(step.num_tokens <= setup_.max_tokens && step.num_seqs <= setup_.max_seqs &&
+                   step.block_table_width <= setup_.max_blocks_per_seq);
+    const auto rows = static_cast<int64_t>(sampling.rows.size());
+    ROOFLINE_CHECK_MSG(rows == step.num_seqs && rows > 0,
+                       "execute_sampled: one sampling row per step entry");
+    // Room for the edit lists first: growing it drops the captured graphs (they hold its address).
+    if (static_cast<int64_t>(sampling.edits.size()) > edit_capacity_) {
+      ROOFLINE_RETURN_IF_ERROR(reserve_edits(static_cast<int64_t>(sampling.edits.size())));
     }
+    const StepBuffers* run = &step;
+    const int64_t bucket = is_decode_step(step) ? decode_bucket(buckets_, step.num_seqs) : 0;
+    const bool fixed_shape = bucket > 0 && bucket <= plan.max_seqs && bucket <= plan.max_tokens;
+    if (fixed_shape) {
+      pad_decode_step(step, bucket, setup_.max_blocks_per_seq, &padded_);
+      run = &padded_;
+    }
+    upload(*run);
+    set_shape(*run, step, fixed_shape);
+    const int64_t run_rows = run->num_seqs;  // a padded decode step samples its padding rows too
+    upload_sampling(&sampling, run_rows);
+    nvtxRangePushA(fixed_shape ? "roofline decode step" : "roofline step");
+    if (fixed_shape && setup_.cuda_graphs && !call_times) {
+      replay(plan, bucket);  // the graph ends with the sampling kernel
+    } else {
+      run_eager(plan, call_times);
+      launch_sampling(plan, run_rows);
+    }
+    nvtxRangePop();
+    // Back: tokens, errors and NaN counts (and logprobs when a row asked), not the logits.
+    bool any_logprobs = false;
+    for (const SamplingRowParams& r : sampling.rows) any_logprobs |= r.num_top_logprobs >= 0;
+    const int64_t B = setup_.max_seqs;
+    const int64_t head = any_logprobs ? sample_out_bytes(B) : 4 * B * 4;
+    ROOFLINE_CUDA_CHECK(cudaMemcpyAsync(sample_out_pinned_, sample_out_.ptr, static_cast<size_t>(head),
+                                        cudaMemcpyDeviceToHost, stream_));
+    ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    resize_sampled_rows(rows, out);
+    const auto* host = static_cast<const uint8_t*>(sample_out_pinned_);
+    std::memcpy(out->tokens.data(), host, static_cast<size_t>(rows) * 4);
+    std::memcpy(out->errors.data(), host + B * 4, static_cast<size_t>(rows) * 4);
+    std::memcpy(out->nonfinite.data(), host + 2 * B * 4, static_cast<size_t>(rows) * 4);
+    if (any_logprobs) {
+      std::memcpy(out->logprobs.data(), host + 3 * B * 4, static_cast<size_t>(rows) * 4);
+      const size_t top = static_cast<size_t>(rows) * kMaxTopLogprobs * 4;
+      std::memcpy(out->top_ids.data(), host + 4 * B * 4, top);
+      std::memcpy(out->top_logprobs.data(), host + 4 * B * 4 + B * kMaxTopLogprobs * 4, top);
+    }
+    record_call_times(plan, call_times);
+    return ok_status();
   }
 
   DecodeGraphReport capture_decode_graphs(
@@ -371,6 +414,115 @@ class CudaBackend final : public Backend {
  private:
   CudaBackend() = default;
 
+  // At least this many edit entries (16 bytes each) are kept on the device for sampling.
+  static constexpr int64_t kMinEditCapacity = 1 << 16;
+
+  // Sampling outputs for `rows` rows, one array after another: tokens, errors, NaN counts,
+  // logprobs (4 bytes each per row), then top ids and top logprobs (kMaxTopLogprobs per row).
+  static int64_t sample_out_bytes(int64_t rows) { return 4 * rows * 4 + 2 * rows * kMaxTopLogprobs * 4; }
+
+  // Device and pinned room for `entries` edits (twice what is asked, so growth is rare). Drops the
+  // captured decode graphs: they hold the old buffer's address (the next decode step of each
+  // bucket captures its graph again).
+  Status reserve_edits(int64_t entries) {
+    const int64_t capacity = edit_capacity_ == 0 ? entries : std::max<int64_t>(entries, 2 * edit_capacity_);
+    ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    for (auto& [key, exec] : graphs_) ROOFLINE_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    if (!graphs_.empty())
+      ROOFLINE_LOG(kInfo, "cuda: sampling edit lists grew to " << capacity << " entries; decode graphs are captured again");
+    graphs_.clear();
+    sample_edits_.reset();
+    if (sample_in_pinned_) ROOFLINE_CUDA_CHECK(cudaFreeHost(sample_in_pinned_));
+    sample_in_pinned_ = nullptr;
+    edit_capacity_ = 0;
+    const int64_t bytes = capacity * static_cast<int64_t>(sizeof(TokenEdit));
+    ROOFLINE_RETURN_IF_ERROR(sample_edits_.allocate(bytes, "sampling edit lists (penalties, logit bias)"));
+    const int64_t in_bytes = setup_.max_seqs * static_cast<int64_t>(sizeof(SamplingRowParams)) + bytes;
+    if (cudaMallocHost(&sample_in_pinned_, static_cast<size_t>(in_bytes)) != cudaSuccess) {
+      cudaGetLastError();
+      sample_in_pinned_ = nullptr;
+      sample_edits_.reset();
+      return resource_exhausted("cannot pin " + std::to_string(in_bytes >> 20) +
+                                " MiB of host memory for the sampling edit lists");
+    }
+    edit_capacity_ = capacity;
+    return ok_status();
+  }
+
+  // Uploads `rows` rows of sampling parameters (sampling's rows, then inert greedy rows for the
+  // padding; all inert without `sampling`) and sampling's edits, in one copy.
+  void upload_sampling(const StepSampling* sampling, int64_t rows) {
+    auto* host = static_cast<uint8_t*>(sample_in_pinned_);
+    auto* row_params = reinterpret_cast<SamplingRowParams*>(host);
+    const int64_t given = sampling ? static_cast<int64_t>(sampling->rows.size()) : 0;
+    for (int64_t r = 0; r < rows; ++r) row_params[r] = r < given ? sampling->rows[static_cast<size_t>(r)] : SamplingRowParams{};
+    const int64_t rows_bytes = setup_.max_seqs * static_cast<int64_t>(sizeof(SamplingRowParams));
+    const size_t edit_bytes = sampling ? sampling->edits.size() * sizeof(TokenEdit) : 0;
+    if (edit_bytes) std::memcpy(host + rows_bytes, sampling->edits.data(), edit_bytes);
+    ROOFLINE_CUDA_CHECK(cudaMemcpyAsync(sample_rows_.ptr, host, static_cast<size_t>(rows) * sizeof(SamplingRowParams),
+                                        cudaMemcpyHostToDevice, stream_));
+    if (edit_bytes)
+      ROOFLINE_CUDA_CHECK(cudaMemcpyAsync(sample_edits_.ptr, host + rows_bytes, edit_bytes,
+                                          cudaMemcpyHostToDevice, stream_));
+  }
+
+  // The sampling chain over the plan's `rows` logits rows (bf16 in the workspace), reading the
+  // uploaded rows and edits; the same launch is the last node of every decode graph.
+  void launch_sampling(const Plan& plan, int64_t rows) {
+    const BufferRef& logits = plan.outputs[0];
+    const int64_t B = setup_.max_seqs;
+    SampleRowsParams p;
+    p.logits = workspace_.as() + logits.offset_bytes;
+    p.rows = sample_rows_.as<SamplingRowParams>();
+    p.edits = sample_edits_.as<TokenEdit>();
+    p.num_edits = edit_capacity_;
+    p.num_rows = rows;
+    p.vocab_size = logits.shape[1].eval(rows, rows);
+    p.dtype = DType::kBF16;
+    auto* out = sample_out_.as();
+    p.tokens = reinterpret_cast<int32_t*>(out);
+    p.errors = reinterpret_cast<uint32_t*>(out + B * 4);
+    p.nonfinite_counts = reinterpret_cast<int32_t*>(out + 2 * B * 4);
+    p.logprobs = reinterpret_cast<float*>(out + 3 * B * 4);
+    p.top_ids = reinterpret_cast<int32_t*>(out + 4 * B * 4);
+    p.top_logprobs = reinterpret_cast<float*>(out + 4 * B * 4 + B * kMaxTopLogprobs * 4);
+    p.max_top_logprobs = kMaxTopLogprobs;
+    sample_rows_cuda(p, stream_);
+  }
+
+  // The op context's step shape and attention bounds for the step `run` (padded to its bucket when
+  // fixed_shape) of `step`.
+  void set_shape(const StepBuffers& run, const StepBuffers& step, bool fixed_shape) {
+    ctx_.num_tokens = run.num_tokens;
+    ctx_.num_seqs = run.num_seqs;
+    ctx_.block_table_width = run.block_table_width;
+    if (fixed_shape) {
+      // Bounds that do not change from step to step: one query, the table's capacity.
+      ctx_.max_q_len = 1;
+      ctx_.max_seq_len = run.block_table_width * setup_.kv_shape.block_size;
+    } else {
+      ctx_.max_q_len = 0;
+      ctx_.max_seq_len = 0;
+      for (int64_t s = 0; s < step.num_seqs; ++s) {
+        ctx_.max_q_len = std::max<int64_t>(ctx_.max_q_len, step.query_start[s + 1] - step.query_start[s]);
+        ctx_.max_seq_len = std::max<int64_t>(ctx_.max_seq_len, step.seq_lens[s]);
+      }
+    }
+  }
+
+  // Each call's start and end from the event pairs run_eager recorded.
+  void record_call_times(const Plan& plan, std::vector<CallTime>* call_times) {
+    if (!call_times) return;
+    call_times->assign(plan.calls.size(), CallTime{});
+    for (size_t i = 0; i < plan.calls.size(); ++i) {
+      float start = 0, end = 0;
+      ROOFLINE_CUDA_CHECK(cudaEventElapsedTime(&start, events_[0], events_[2 * i + 1]));
+      ROOFLINE_CUDA_CHECK(cudaEventElapsedTime(&end, events_[0], events_[2 * i + 2]));
+      (*call_times)[i] = {start, end};
+    }
+  }
+
+
   // Packs the step's metadata into the pinned region and uploads the prefix it uses in one copy
   // (the block table is last: only its first num_seqs rows at the step's width travel).
   void upload(const StepBuffers& step) {
@@ -407,10 +559,11 @@ class CudaBackend final : public Backend {
     }
   }
 
-  // The decode step of `bucket` through its graph. The first time, the step runs eagerly (which
-  // also warms up every kernel's one-time set-up: cuBLASLt algorithms, shared-memory limits),
-  // then the same calls are captured; the inputs live in fixed buffers, so later replays read
-  // each step's freshly uploaded metadata.
+  // The decode step of `bucket` through its graph, the plan's calls then the sampling chain over
+  // its logits. The first time, the step runs eagerly (which also warms up every kernel's one-time
+  // set-up: cuBLASLt algorithms, shared-memory limits), then the same calls are captured; the
+  // inputs (metadata, sampling rows and edits) live in fixed buffers, so later replays read each
+  // step's freshly uploaded values.
   void replay(const Plan& plan, int64_t bucket) {
     const auto key = std::make_pair(&plan, bucket);
     auto it = graphs_.find(key);
@@ -419,10 +572,12 @@ class CudaBackend final : public Backend {
       return;
     }
     run_eager(plan, nullptr);
+    launch_sampling(plan, bucket);
     cudaGraph_t graph = nullptr;
     ROOFLINE_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
     CudaKernels k{stream_, matmul_ctx_.get()};
     for (const PlanCall& call : plan.calls) run_plan_call(call, ctx_, k);
+    launch_sampling(plan, bucket);
     ROOFLINE_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
     cudaGraphExec_t exec = nullptr;
     ROOFLINE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
@@ -444,6 +599,10 @@ class CudaBackend final : public Backend {
   void* pinned_ = nullptr;
   void* logits_pinned_ = nullptr;
   int64_t pinned_bytes_ = 0;
+  DeviceMemory sample_rows_, sample_edits_, sample_out_;  // sampling rows, edits, outputs
+  void* sample_in_pinned_ = nullptr;   // [max_seqs rows][edit_capacity_ edits], host side
+  void* sample_out_pinned_ = nullptr;  // sample_out_bytes(max_seqs), host side
+  int64_t edit_capacity_ = 0;
   std::vector<cudaEvent_t> events_;
   ExecContext ctx_;
   std::vector<int64_t> buckets_;  // decode batch buckets (decode_padding.h)

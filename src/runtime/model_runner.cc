@@ -253,8 +253,8 @@ const Plan* ModelRunner::select_plan(int64_t num_tokens, int64_t num_seqs, bool 
   return nullptr;
 }
 
-Status ModelRunner::step(const std::vector<StepEntry>& entries, bool all_logits,
-                         std::vector<float>* logits) {
+StatusOr<const Plan*> ModelRunner::prepare_step(const std::vector<StepEntry>& entries,
+                                                bool all_logits) {
   // Validate everything before changing anything.
   if (entries.empty()) return invalid_argument("a step needs at least one sequence");
   if (static_cast<int64_t>(entries.size()) > options_.max_seqs)
@@ -337,12 +337,37 @@ Status ModelRunner::step(const std::vector<StepEntry>& entries, bool all_logits,
     sb.query_start.push_back(sb.query_start.back() + static_cast<int32_t>(e.tokens.size()));
     sb.last_token_index.push_back(sb.query_start.back() - 1);
   }
+  return plan;
+}
 
-  backend_->execute(*plan, sb, logits, record_call_times_ ? &last_call_times_ : nullptr);
+void ModelRunner::finish_step(const std::vector<StepEntry>& entries, const Plan* plan) {
   last_plan_ = plan;
   // Only now is the KV of the blocks this step filled written, so only now can they be shared.
   if (options_.enable_prefix_cache)
     for (const StepEntry& e : entries) register_full_blocks(seqs_[e.seq]);
+}
+
+Status ModelRunner::step(const std::vector<StepEntry>& entries, bool all_logits,
+                         std::vector<float>* logits) {
+  ROOFLINE_ASSIGN_OR_RETURN(const Plan* plan, prepare_step(entries, all_logits));
+  backend_->execute(*plan, step_, logits, record_call_times_ ? &last_call_times_ : nullptr);
+  finish_step(entries, plan);
+  return ok_status();
+}
+
+Status ModelRunner::step(const std::vector<StepEntry>& entries, const StepSampling& sampling,
+                         SampledRows* sampled) {
+  if (sampling.rows.size() != entries.size())
+    return invalid_argument("a sampled step needs one sampling row per entry: " +
+                            std::to_string(entries.size()) + " entries, " +
+                            std::to_string(sampling.rows.size()) + " rows");
+  ROOFLINE_ASSIGN_OR_RETURN(const Plan* plan, prepare_step(entries, /*all_logits=*/false));
+  const Status run = backend_->execute_sampled(*plan, step_, sampling, sampled,
+                                               record_call_times_ ? &last_call_times_ : nullptr);
+  // A failed step wrote no KV the prefix cache may share; its sequences cannot go on (the caller
+  // releases them).
+  if (!run.ok()) return run;
+  finish_step(entries, plan);
   return ok_status();
 }
 

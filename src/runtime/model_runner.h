@@ -93,6 +93,10 @@ class ModelRunner {
   // Runs one step. logits receives [entries, vocab] (all_logits false) or [total tokens, vocab].
   // Bad entries (unknown sequence, token out of range, too long) fail before anything changes.
   Status step(const std::vector<StepEntry>& entries, bool all_logits, std::vector<float>* logits);
+  // Runs one last-token step and samples each entry's row where the logits are (on the GPU inside
+  // the decode step's CUDA graph): sampling.rows holds one row per entry, in entry order.
+  Status step(const std::vector<StepEntry>& entries, const StepSampling& sampling,
+              SampledRows* sampled);
 
   // Wall time of each call of the last step's plan, and that plan (for `roofline profile`).
   const std::vector<CallTime>& last_call_times() const { return last_call_times_; }
@@ -123,6 +127,10 @@ class ModelRunner {
   ModelRunner(const RunnerOptions& options, ModelConfig config, std::unique_ptr<WeightStore> weights,
               std::unique_ptr<Backend> backend);
   const Plan* select_plan(int64_t num_tokens, int64_t num_seqs, bool all_logits) const;
+  // step()'s validation and step-buffer filling (sequences grow by their tokens); the plan to run.
+  StatusOr<const Plan*> prepare_step(const std::vector<StepEntry>& entries, bool all_logits);
+  // After the backend ran `plan`: registers newly full blocks with the prefix cache.
+  void finish_step(const std::vector<StepEntry>& entries, const Plan* plan);
   // Registers the blocks of `s` that are full but not yet in s.nodes.
   void register_full_blocks(Sequence& s);
 

@@ -152,18 +152,7 @@ void Sampler::set_prompt(const std::vector<int32_t>& prompt) {
     if (id >= 0) edit_for(id).in_prompt = 1;
 }
 
-int32_t Sampler::sample(const float* logits, int64_t vocab_size) {
-  // Edits naming tokens past this vocabulary are left out (apply_logit_bias ignores them too).
-  std::vector<TokenEdit> in_range;
-  const std::vector<TokenEdit>* edits = &edits_;
-  for (const TokenEdit& e : edits_) {
-    if (e.token >= vocab_size) {
-      for (const TokenEdit& f : edits_)
-        if (f.token < vocab_size) in_range.push_back(f);
-      edits = &in_range;
-      break;
-    }
-  }
+SamplingRowParams Sampler::next_row(int64_t vocab_size, std::vector<TokenEdit>* edits) const {
   SamplingRowParams row;
   row.temperature = settings_.temperature;
   row.top_k = settings_.top_k;
@@ -174,26 +163,45 @@ int32_t Sampler::sample(const float* logits, int64_t vocab_size) {
   row.presence_penalty = settings_.presence_penalty;
   row.seed = seed_;
   row.step = step_;
-  row.edit_count = static_cast<int32_t>(edits->size());
-  int32_t token = -1;
-  SampleRowsParams p;
-  p.logits = logits;
-  p.rows = &row;
-  p.edits = edits->data();
-  p.num_edits = static_cast<int64_t>(edits->size());
-  p.num_rows = 1;
-  p.vocab_size = vocab_size;
-  p.dtype = DType::kF32;
-  p.tokens = &token;
-  p.errors = &last_error_;
-  p.nonfinite_counts = &last_nonfinite_;
-  sample_rows_cpu(p);
+  row.edit_begin = static_cast<int64_t>(edits->size());
+  // Edits naming tokens past this vocabulary are left out (apply_logit_bias ignores them too).
+  for (const TokenEdit& e : edits_)
+    if (e.token < vocab_size) edits->push_back(e);
+  row.edit_count = static_cast<int32_t>(static_cast<int64_t>(edits->size()) - row.edit_begin);
+  return row;
+}
+
+void Sampler::accept(int32_t token, uint32_t errors, int32_t nonfinite) {
+  last_error_ = errors;
+  last_nonfinite_ = nonfinite;
   ++step_;
   if (token >= 0) {
     const bool repetition = settings_.repetition_penalty != 1.0f;
     const bool counted = settings_.frequency_penalty != 0.0f || settings_.presence_penalty != 0.0f;
     if (repetition || counted) ++edit_for(token).generated_count;
   }
+}
+
+int32_t Sampler::sample(const float* logits, int64_t vocab_size) {
+  std::vector<TokenEdit> edits;
+  SamplingRowParams row = next_row(vocab_size, &edits);
+  row.edit_begin = 0;
+  int32_t token = -1;
+  uint32_t errors = 0;
+  int32_t nonfinite = 0;
+  SampleRowsParams p;
+  p.logits = logits;
+  p.rows = &row;
+  p.edits = edits.data();
+  p.num_edits = static_cast<int64_t>(edits.size());
+  p.num_rows = 1;
+  p.vocab_size = vocab_size;
+  p.dtype = DType::kF32;
+  p.tokens = &token;
+  p.errors = &errors;
+  p.nonfinite_counts = &nonfinite;
+  sample_rows_cpu(p);
+  accept(token, errors, nonfinite);
   return token;
 }
 

@@ -81,9 +81,16 @@ class Sampler {
   // logits, or settings out of range); the caller reports it as an error. Records the token as
   // generated, for the penalties of later calls.
   int32_t sample(const float* logits, int64_t vocab_size);
-  // sampling.h's SamplingError bits of the last sample(), 0 when it gave a token.
+  // The same draw in two halves, for a backend that samples a whole step at once (the engine):
+  // the row of this sampler's next draw over a vocabulary of vocab_size, its edits appended to
+  // `edits` (edit_begin / edit_count set; edits naming tokens past the vocabulary left out; no
+  // logprobs asked); then what that draw gave (a token, or -1 with SamplingError bits, and the
+  // row's NaN / inf count), which advances the step and counts the token for the penalties.
+  SamplingRowParams next_row(int64_t vocab_size, std::vector<TokenEdit>* edits) const;
+  void accept(int32_t token, uint32_t errors, int32_t nonfinite);
+  // sampling.h's SamplingError bits of the last sample() or accept(), 0 when it gave a token.
   uint32_t last_error() const { return last_error_; }
-  // NaN / inf logits in the last sample()'s row.
+  // NaN / inf logits in the last sample()'s (or accept()'s) row.
   int32_t last_nonfinite() const { return last_nonfinite_; }
 
  private:

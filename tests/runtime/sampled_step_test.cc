@@ -1,0 +1,233 @@
+// Sampled steps (issue 12): a runner that samples where its logits are (ModelRunner::step with
+// sampling rows: on the GPU inside the decode CUDA graph, eagerly for prefill steps and without
+// graphs; on the CPU the twin over the rows in parallel) must give the tokens, errors and logprobs
+// that the chain's CPU twin gives over the logits of an identical runner fed the same tokens — for
+// greedy, tempered top-k / top-p / min-p draws, penalties and logit bias through edit lists,
+// logprobs with alternatives, padded batch buckets, and a step whose edit lists outgrow the device
+// buffer (the graphs are then captured again). The CPU tests run everywhere; the CUDA ones skip
+// themselves without a GPU (or in a CPU-only build).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ops/sampling/sampling.h"
+#include "runtime/model_runner.h"
+
+namespace roofline {
+namespace {
+
+constexpr int64_t kMaxSeqs = 32;
+
+StatusOr<std::unique_ptr<ModelRunner>> make_runner(const char* device, const char* model,
+                                                   bool graphs) {
+  RunnerOptions o;
+  o.dummy_weights = model;
+  o.device = device;
+  o.max_seqs = kMaxSeqs;
+  o.max_step_tokens = 256;
+  o.max_model_len = 512;
+  o.kv_cache_tokens = kMaxSeqs * 512;
+  o.cuda_graphs = graphs;
+  return ModelRunner::create(o);
+}
+
+StatusOr<std::unique_ptr<ModelRunner>> cuda_runner(bool graphs) {
+  return make_runner("cuda", "qwen2.5-0.5b", graphs);  // head_dim 64, GQA 7:1, tied embeddings
+}
+
+// Row i's parameters at `step`, cycling through the chain's stages; its edits appended to edits.
+SamplingRowParams row_params(int64_t i, int64_t step, int64_t edits_per_row, int64_t vocab,
+                             std::vector<TokenEdit>* edits) {
+  SamplingRowParams r;
+  switch (i % 5) {
+    case 0:  // greedy
+      break;
+    case 1:
+      r.temperature = 0.8f;
+      r.top_k = 50;
+      r.top_p = 0.9f;
+      break;
+    case 2:
+      r.temperature = 1.3f;
+      r.min_p = 0.05f;
+      r.num_top_logprobs = 5;
+      break;
+    case 3:
+      r.temperature = 0.7f;
+      r.top_k = 1000;
+      r.repetition_penalty = 1.3f;
+      r.frequency_penalty = 0.5f;
+      r.presence_penalty = 0.25f;
+      break;
+    default:
+      r.temperature = 0.0f;  // greedy over biased logits, with the token's logprob
+      r.num_top_logprobs = 0;
+      break;
+  }
+  r.seed = 1000 + static_cast<uint64_t>(i);
+  r.step = step;
+  r.edit_begin = static_cast<int64_t>(edits->size());
+  for (int64_t e = 0; e < edits_per_row; ++e) {
+    TokenEdit t;
+    t.token = static_cast<int32_t>((e * 97 + i * 13) % vocab);  // distinct within a row (< vocab)
+    t.bias = (e % 3 == 0) ? 2.5f : 0.0f;
+    t.in_prompt = (e % 2 == 0) ? 1 : 0;
+    t.generated_count = static_cast<int32_t>(e % 4);
+    edits->push_back(t);
+  }
+  r.edit_count = static_cast<int32_t>(edits_per_row);
+  return r;
+}
+
+// The CPU twin over f32 logits [rows, vocab].
+SampledRows twin(const std::vector<float>& logits, int64_t vocab, const StepSampling& s) {
+  SampledRows out;
+  resize_sampled_rows(static_cast<int64_t>(s.rows.size()), &out);
+  SampleRowsParams p;
+  p.logits = logits.data();
+  p.rows = s.rows.data();
+  p.edits = s.edits.data();
+  p.num_edits = static_cast<int64_t>(s.edits.size());
+  p.num_rows = static_cast<int64_t>(s.rows.size());
+  p.vocab_size = vocab;
+  p.dtype = DType::kF32;
+  p.tokens = out.tokens.data();
+  p.errors = out.errors.data();
+  p.nonfinite_counts = out.nonfinite.data();
+  p.logprobs = out.logprobs.data();
+  p.top_ids = out.top_ids.data();
+  p.top_logprobs = out.top_logprobs.data();
+  p.max_top_logprobs = kMaxTopLogprobs;
+  sample_rows_cpu(p);
+  return out;
+}
+
+void expect_same(const SampledRows& got, const SampledRows& want, const StepSampling& s,
+                 const std::string& where) {
+  for (size_t r = 0; r < s.rows.size(); ++r) {
+    SCOPED_TRACE(where + ", row " + std::to_string(r));
+    EXPECT_EQ(got.errors[r], 0u);
+    EXPECT_EQ(got.tokens[r], want.tokens[r]);
+    EXPECT_EQ(got.nonfinite[r], want.nonfinite[r]);
+    if (s.rows[r].num_top_logprobs < 0) continue;
+    EXPECT_NEAR(got.logprobs[r], want.logprobs[r], 1e-3);
+    for (int32_t j = 0; j < s.rows[r].num_top_logprobs; ++j) {
+      const size_t k = r * kMaxTopLogprobs + static_cast<size_t>(j);
+      EXPECT_EQ(got.top_ids[k], want.top_ids[k]) << "alternative " << j;
+      EXPECT_NEAR(got.top_logprobs[k], want.top_logprobs[k], 1e-3) << "alternative " << j;
+    }
+  }
+}
+
+// Runs batches through a logits runner and a sampling runner side by side.
+void run_side_by_side(ModelRunner& logits_runner, ModelRunner& sampling_runner,
+                      const std::vector<int64_t>& batches, int64_t edits_per_row) {
+  const int64_t vocab = logits_runner.config().vocab_size;
+  for (const int64_t batch : batches) {
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    std::vector<int32_t> seqs_l, seqs_s;
+    for (int64_t i = 0; i < batch; ++i) {
+      auto sl = logits_runner.add_sequence();
+      auto ss = sampling_runner.add_sequence();
+      ASSERT_TRUE(sl.ok() && ss.ok());
+      seqs_l.push_back(*sl);
+      seqs_s.push_back(*ss);
+      std::vector<int32_t> prompt;
+      for (int64_t t = 0; t < 1 + (i * 7 + batch) % 30; ++t)
+        prompt.push_back(static_cast<int32_t>((t * 131 + i * 17 + batch) % vocab));
+      // The prefill step samples too (eagerly: not a decode step).
+      StepSampling s;
+      s.rows.push_back(row_params(i, 0, edits_per_row, vocab, &s.edits));
+      std::vector<float> logits;
+      SampledRows got;
+      ASSERT_TRUE(logits_runner.step({{*sl, prompt}}, false, &logits).ok());
+      const Status st = sampling_runner.step({{*ss, prompt}}, s, &got);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      expect_same(got, twin(logits, vocab, s), s, "prefill of sequence " + std::to_string(i));
+    }
+    for (int step = 1; step <= 3; ++step) {
+      std::vector<StepEntry> el, es;
+      StepSampling s;
+      for (int64_t i = 0; i < batch; ++i) {
+        const int32_t token = static_cast<int32_t>((step * 1000 + i * 31 + 7) % vocab);
+        el.push_back({seqs_l[static_cast<size_t>(i)], {token}});
+        es.push_back({seqs_s[static_cast<size_t>(i)], {token}});
+        s.rows.push_back(row_params(i, step, edits_per_row, vocab, &s.edits));
+      }
+      std::vector<float> logits;
+      SampledRows got;
+      ASSERT_TRUE(logits_runner.step(el, false, &logits).ok());
+      const Status st = sampling_runner.step(es, s, &got);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      ASSERT_EQ(logits.size(), static_cast<size_t>(batch * vocab));
+      expect_same(got, twin(logits, vocab, s), s, "decode step " + std::to_string(step));
+    }
+    for (int64_t i = 0; i < batch; ++i) {
+      ASSERT_TRUE(logits_runner.release_sequence(seqs_l[static_cast<size_t>(i)]).ok());
+      ASSERT_TRUE(sampling_runner.release_sequence(seqs_s[static_cast<size_t>(i)]).ok());
+    }
+  }
+}
+
+bool skip(const Status& s) {
+  return s.code() == StatusCode::kUnimplemented || s.code() == StatusCode::kNotFound;
+}
+
+// The CPU backend: execute, then the twin over the rows on the thread pool.
+TEST(CpuSamplingTest, SampledStepsAsTheTwinSamplesTheLogits) {
+  auto l = make_runner("cpu", "llama-tiny", false);
+  ASSERT_TRUE(l.ok()) << l.status().to_string();
+  auto s = make_runner("cpu", "llama-tiny", false);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  run_side_by_side(**l, **s, {1, 3}, 6);
+}
+
+// A sampled step needs one row per entry, and nothing runs without it.
+TEST(CpuSamplingTest, ARowCountOtherThanTheEntriesIsAnError) {
+  auto r = make_runner("cpu", "llama-tiny", false);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  auto seq = (*r)->add_sequence();
+  ASSERT_TRUE(seq.ok());
+  StepSampling s;  // no rows
+  SampledRows got;
+  const Status st = (*r)->step({{*seq, {1, 2, 3}}}, s, &got);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+  EXPECT_NE(st.to_string().find("one sampling row per entry"), std::string::npos);
+  EXPECT_EQ((*r)->sequence_length(*seq), 0);
+}
+
+TEST(GpuSamplingTest, SampledInTheDecodeGraphAsTheCpuTwinSamplesTheLogits) {
+  auto l = cuda_runner(true);
+  if (!l.ok() && skip(l.status())) GTEST_SKIP() << l.status().to_string();
+  ASSERT_TRUE(l.ok()) << l.status().to_string();
+  auto s = cuda_runner(true);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  // Bucket edges and padded batches; a few edits per row.
+  run_side_by_side(**l, **s, {1, 3, 8, 17}, 6);
+}
+
+TEST(GpuSamplingTest, SampledEagerlyWithoutGraphsAsTheCpuTwinSamplesTheLogits) {
+  auto l = cuda_runner(true);
+  if (!l.ok() && skip(l.status())) GTEST_SKIP() << l.status().to_string();
+  ASSERT_TRUE(l.ok()) << l.status().to_string();
+  auto s = cuda_runner(false);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  run_side_by_side(**l, **s, {2, 5}, 6);
+}
+
+// 24 rows x 4,000 edits = 96,000 entries, past the 65,536 the device buffer starts with: the
+// buffer grows, the decode graphs are dropped and captured again, and the tokens stay the twin's.
+TEST(GpuSamplingTest, EditListsOutgrowingTheDeviceBufferStillSampleLikeTheTwin) {
+  auto l = cuda_runner(true);
+  if (!l.ok() && skip(l.status())) GTEST_SKIP() << l.status().to_string();
+  ASSERT_TRUE(l.ok()) << l.status().to_string();
+  auto s = cuda_runner(true);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  run_side_by_side(**l, **s, {24, 4}, 4000);
+}
+
+}  // namespace
+}  // namespace roofline
