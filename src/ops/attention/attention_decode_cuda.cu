@@ -50,6 +50,7 @@
 #include "ops/attention/attention.h"
 #include "ops/attention/attention_decode_plan.h"
 #include "ops/common/cuda_async.cuh"
+#include "ops/common/cuda_launch.cuh"
 #include "ops/common/cuda_mma.cuh"
 
 namespace roofline {
@@ -246,22 +247,6 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs
   if (row0 >= rows_total) return;  // every split of this group returns: its counter stays 0
   const int rows_here = min(kRows, rows_total - row0);
 
-  // Q^T as B fragments, for all of head_dim: row g of the block, dims 16·ks + t2 (+1) and +8.
-  uint32_t qf[kSteps][2];
-  {
-    const int row = row0 + g;
-    const bool used = g < rows_here;
-    const int j = row / a.group;
-    const int head = kv_head * a.group + row % a.group;
-    const uint32_t* q_row = reinterpret_cast<const uint32_t*>(
-        a.q + (static_cast<int64_t>(q_begin + j) * a.num_heads + head) * kHeadDim);
-#pragma unroll
-    for (int ks = 0; ks < kSteps; ++ks) {
-      qf[ks][0] = used ? q_row[(ks * 16 + t2) / 2] : 0u;
-      qf[ks][1] = used ? q_row[(ks * 16 + 8 + t2) / 2] : 0u;
-    }
-  }
-
   // The block's keys: the union of its rows' windows, [lo, hi); this split's share of it.
   const int first_pos = seq_len - q_len + row0 / a.group;
   const int hi = seq_len - q_len + (row0 + rows_here - 1) / a.group + 1;
@@ -342,6 +327,26 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs
   int first_blocks[Cfg::kStages];
 #pragma unroll
   for (int i = 0; i < Cfg::kStages; ++i) first_blocks[i] = lookup(i);
+  // Everything above read only host-uploaded metadata and tables; q and the K/V this step's
+  // qkv_rope wrote come from the kernel before, so wait for it here (programmatic dependent
+  // launch: the prologue above overlapped its tail).
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
+  // Q^T as B fragments, for all of head_dim: row g of the block, dims 16·ks + t2 (+1) and +8.
+  uint32_t qf[kSteps][2];
+  {
+    const int row = row0 + g;
+    const bool used = g < rows_here;
+    const int j = row / a.group;
+    const int head = kv_head * a.group + row % a.group;
+    const uint32_t* q_row = reinterpret_cast<const uint32_t*>(
+        a.q + (static_cast<int64_t>(q_begin + j) * a.num_heads + head) * kHeadDim);
+#pragma unroll
+    for (int ks = 0; ks < kSteps; ++ks) {
+      qf[ks][0] = used ? q_row[(ks * 16 + t2) / 2] : 0u;
+      qf[ks][1] = used ? q_row[(ks * 16 + 8 + t2) / 2] : 0u;
+    }
+  }
 #pragma unroll
   for (int i = 0; i < Cfg::kStages - 1; ++i) issue(i, first_blocks[i]);
   int blk = first_blocks[Cfg::kStages - 1];
@@ -486,7 +491,7 @@ void launch(const PagedAttentionParams& p, int64_t max_q_len, int64_t max_seq_le
   ROOFLINE_CHECK(head_blocks <= 65535 && p.num_seqs <= 65535);
   const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(head_blocks),
                   static_cast<unsigned>(p.num_seqs));
-  kKernel<<<grid, kThreads, kSmemBytes, stream>>>(a);
+  cuda::launch_pdl(kKernel, grid, dim3(kThreads), kSmemBytes, stream, a);
   ROOFLINE_CUDA_LAUNCH_CHECK(stream);
 }
 

@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include "ops/common/cuda_vector.cuh"
+#include "ops/common/cuda_launch.cuh"
 #include "ops/embedding/embedding.h"
 
 namespace roofline {
@@ -28,6 +29,8 @@ __global__ void __launch_bounds__(kThreads)
     embedding_kernel(const int32_t* token_ids, const typename Table::Storage* table,
                      typename Out::Storage* out, int64_t num_tokens, int64_t hidden,
                      int64_t vocab_size) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   const int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (p >= hidden / N) return;
   const int64_t col = p * N;
@@ -52,9 +55,9 @@ __global__ void __launch_bounds__(kThreads)
 template <typename Table, typename Out, int N>
 void launch_embedding(const EmbeddingParams& p, cudaStream_t stream) {
   const cuda::RowGrid g = cuda::row_grid(p.hidden / N, p.num_tokens, kThreads, kRowsPerThread);
-  embedding_kernel<Table, Out, N><<<g.grid, g.block, 0, stream>>>(
-      p.token_ids, static_cast<const typename Table::Storage*>(p.table),
-      static_cast<typename Out::Storage*>(p.out), p.num_tokens, p.hidden, p.vocab_size);
+  cuda::launch_pdl(embedding_kernel<Table, Out, N>, g.grid, g.block, 0, stream, p.token_ids,
+                   static_cast<const typename Table::Storage*>(p.table),
+                   static_cast<typename Out::Storage*>(p.out), p.num_tokens, p.hidden, p.vocab_size);
 }
 
 template <typename Table>

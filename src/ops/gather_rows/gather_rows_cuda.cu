@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "ops/common/cuda_vector.cuh"
+#include "ops/common/cuda_launch.cuh"
 #include "ops/gather_rows/gather_rows.h"
 
 namespace roofline {
@@ -25,6 +26,8 @@ template <typename U>
 __global__ void __launch_bounds__(kThreads)
     gather_rows_kernel(const U* x, const int32_t* index, U* out, int64_t num_in_rows,
                        int64_t num_out_rows, int64_t row_units) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= row_units) return;
   for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * kRowsPerThread; r0 < num_out_rows;
@@ -49,9 +52,8 @@ template <typename U>
 void launch_gather_rows(const GatherRowsParams& p, int64_t row_bytes, cudaStream_t stream) {
   const int64_t row_units = row_bytes / static_cast<int64_t>(sizeof(U));
   const cuda::RowGrid g = cuda::row_grid(row_units, p.num_out_rows, kThreads, kRowsPerThread);
-  gather_rows_kernel<U><<<g.grid, g.block, 0, stream>>>(static_cast<const U*>(p.x), p.index,
-                                                        static_cast<U*>(p.out), p.num_in_rows,
-                                                        p.num_out_rows, row_units);
+  cuda::launch_pdl(gather_rows_kernel<U>, g.grid, g.block, 0, stream, static_cast<const U*>(p.x),
+                   p.index, static_cast<U*>(p.out), p.num_in_rows, p.num_out_rows, row_units);
 }
 
 }  // namespace

@@ -32,6 +32,7 @@
 
 #include "ops/common/cuda_async.cuh"
 #include "ops/common/cuda_vector.cuh"
+#include "ops/common/cuda_launch.cuh"
 #include "ops/qkv_rope/qkv_rope.h"
 #include "ops/qkv_rope/qkv_rope_cuda_variant.h"
 
@@ -72,6 +73,8 @@ __device__ __forceinline__ void rotate(float x1, float x2, float c, float s, flo
 
 template <typename T, int kHeadDim, bool kQkNorm>
 __global__ void __launch_bounds__(kMaxThreads) qkv_rope_kernel(const QkvRopeArgs a) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   using S = typename T::Storage;
   constexpr int N = cuda::kVec16<T>;
   constexpr int kHalf = kHeadDim / 2;
@@ -193,6 +196,8 @@ constexpr int kRingStages = 3;
 // next token are loaded one token ahead. The math and the stores are qkv_rope_kernel's.
 template <typename T, int kHeadDim, bool kQkNorm>
 __global__ void __launch_bounds__(kMaxThreads) qkv_rope_ring_kernel(const QkvRopeArgs a) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   using S = typename T::Storage;
   constexpr int N = cuda::kVec16<T>;
   constexpr int kHalf = kHeadDim / 2;
@@ -332,6 +337,8 @@ __global__ void __launch_bounds__(kMaxThreads) qkv_rope_ring_kernel(const QkvRop
 // Any even head_dim and any alignment: one warp per (token, head), lanes striding over the pairs.
 template <typename T, bool kQkNorm>
 __global__ void __launch_bounds__(kGenericThreads) qkv_rope_generic_kernel(const QkvRopeArgs a) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   using S = typename T::Storage;
   const S* qkv = static_cast<const S*>(a.qkv);
   S* q_out = static_cast<S*>(a.q_out);
@@ -435,7 +442,7 @@ void launch_ring(const QkvRopeArgs& a, int threads, cudaStream_t stream) {
     grid = std::min<int64_t>(grid,
                              static_cast<int64_t>(std::max(per_sm, 1)) * cuda::device_sm_count());
   }
-  kernel<<<static_cast<unsigned>(grid), threads, smem, stream>>>(a);
+  cuda::launch_pdl(kernel, dim3(static_cast<unsigned>(grid)), dim3(threads), smem, stream, a);
 }
 
 template <typename T, int kHeadDim>
@@ -454,9 +461,9 @@ void launch_vector(const QkvRopeArgs& a, bool qk_norm, bool ring, cudaStream_t s
   }
   const int grid = static_cast<int>(std::min<int64_t>(a.num_tokens, INT_MAX));
   if (qk_norm) {
-    qkv_rope_kernel<T, kHeadDim, true><<<grid, threads, 0, stream>>>(a);
+    cuda::launch_pdl(qkv_rope_kernel<T, kHeadDim, true>, dim3(grid), dim3(threads), 0, stream, a);
   } else {
-    qkv_rope_kernel<T, kHeadDim, false><<<grid, threads, 0, stream>>>(a);
+    cuda::launch_pdl(qkv_rope_kernel<T, kHeadDim, false>, dim3(grid), dim3(threads), 0, stream, a);
   }
 }
 
@@ -468,9 +475,9 @@ void launch_generic(const QkvRopeArgs& a, bool qk_norm, cudaStream_t stream) {
                        (cuda::device_max_threads_per_sm() / kGenericThreads);
   const int grid = static_cast<int>(std::min(cuda::ceil_div(units, kWarpsPerBlock), wave));
   if (qk_norm) {
-    qkv_rope_generic_kernel<T, true><<<grid, kGenericThreads, 0, stream>>>(a);
+    cuda::launch_pdl(qkv_rope_generic_kernel<T, true>, dim3(grid), dim3(kGenericThreads), 0, stream, a);
   } else {
-    qkv_rope_generic_kernel<T, false><<<grid, kGenericThreads, 0, stream>>>(a);
+    cuda::launch_pdl(qkv_rope_generic_kernel<T, false>, dim3(grid), dim3(kGenericThreads), 0, stream, a);
   }
 }
 

@@ -24,6 +24,7 @@
 #include <climits>
 
 #include "ops/common/cuda_vector.cuh"
+#include "ops/common/cuda_launch.cuh"
 #include "ops/rms_norm/rms_norm.h"
 #include "ops/rms_norm/rms_norm_cuda_variant.h"
 #include "ops/rms_norm/rms_norm_launch.h"
@@ -66,6 +67,8 @@ __device__ __forceinline__ float group_sum(float v, float* smem, int group_threa
 // (group threads * kItems * N >= hidden), 0 for the two-pass variant; kResidual: the fused form.
 template <typename T, int N, int kItems, int kRows, bool kResidual>
 __global__ void __launch_bounds__(kRmsNormMaxThreads) rms_norm_kernel(const RmsNormArgs a) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   using S = typename T::Storage;
   static_assert(kRows == 1 || kRows == 2 || kRows == 4, "1, 2 or 4 rows per block");
   __shared__ float smem[32];
@@ -179,7 +182,8 @@ void launch_rms_norm_kernel(const RmsNormArgs& a, int block, bool persistent, cu
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, block, 0));
     grid = std::min<int64_t>(grid, int64_t{cuda::device_sm_count()} * std::max(blocks_per_sm, 1));
   }
-  kernel<<<static_cast<int>(std::min<int64_t>(grid, INT_MAX)), block, 0, stream>>>(a);
+  cuda::launch_pdl(kernel, dim3(static_cast<unsigned>(std::min<int64_t>(grid, INT_MAX))), dim3(block), 0,
+                   stream, a);
 }
 
 template <typename T, int N, int kRows, bool kResidual>

@@ -18,6 +18,7 @@
 #include <mutex>
 
 #include "ops/common/cuda_vector.cuh"
+#include "ops/common/cuda_launch.cuh"
 #include "ops/sampling/sampling.h"
 
 namespace roofline {
@@ -558,6 +559,8 @@ __device__ int gather_from(const RowView<T>& row, const Shared& sh, uint64_t piv
 
 template <typename T, int N>
 __global__ void __launch_bounds__(kSampleThreads, 2) sample_rows_kernel(SampleRowsParams p) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ uint64_t warp_tmp[32];
   __shared__ int s_index, s_count;
@@ -828,7 +831,8 @@ void launch_sample_rows(const SampleRowsParams& p, cudaStream_t stream) {
                              static_cast<int>(sample_smem_bytes(sampling::kMaxVocab))));
   });
   const size_t smem = sample_smem_bytes(p.vocab_size);
-  sample_rows_kernel<T, N><<<static_cast<unsigned>(p.num_rows), kSampleThreads, smem, stream>>>(p);
+  cuda::launch_pdl(sample_rows_kernel<T, N>, dim3(static_cast<unsigned>(p.num_rows)),
+                   dim3(kSampleThreads), smem, stream, p);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include <type_traits>
 
 #include "ops/common/cuda_vector.cuh"
+#include "ops/common/cuda_launch.cuh"
 #include "ops/silu_mul/silu_mul.h"
 #include "ops/silu_mul/silu_mul_cuda_variant.h"
 
@@ -43,6 +44,8 @@ template <typename T, int N, int kRowsPerThread, int kThreads, bool kFast>
 __global__ void __launch_bounds__(kThreads)
     silu_mul_kernel(const typename T::Storage* gate_up, typename T::Storage* out,
                     int64_t num_tokens, int64_t intermediate) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   const int64_t packs = intermediate / N;
   const int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (p >= packs) return;
@@ -76,6 +79,8 @@ template <typename T, int N, int kPacks, int kThreads, bool kFast>
 __global__ void __launch_bounds__(kThreads)
     silu_mul_flat_kernel(const typename T::Storage* gate_up, typename T::Storage* out,
                          int total_packs, int row_packs) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads * kPacks;
   for (int64_t q0 = static_cast<int64_t>(blockIdx.x) * kThreads * kPacks + threadIdx.x;
        q0 < total_packs; q0 += stride) {
@@ -109,20 +114,20 @@ template <typename T, int N, int kRowsPerThread, int kThreads, bool kFast>
 void launch_rows(const SiluMulParams& p, cudaStream_t stream) {
   const cuda::RowGrid g =
       cuda::row_grid(p.intermediate / N, p.num_tokens, kThreads, kRowsPerThread);
-  silu_mul_kernel<T, N, kRowsPerThread, kThreads, kFast><<<g.grid, g.block, 0, stream>>>(
-      static_cast<const typename T::Storage*>(p.gate_up), static_cast<typename T::Storage*>(p.out),
-      p.num_tokens, p.intermediate);
+  cuda::launch_pdl(silu_mul_kernel<T, N, kRowsPerThread, kThreads, kFast>, g.grid, g.block, 0,
+                   stream, static_cast<const typename T::Storage*>(p.gate_up),
+                   static_cast<typename T::Storage*>(p.out), p.num_tokens, p.intermediate);
 }
 
 template <typename T, int N, int kPacks, int kThreads, bool kFast>
 void launch_flat(const SiluMulParams& p, const SiluMulVariant& v, int64_t total_packs,
                  cudaStream_t stream) {
   const int64_t blocks = silu_mul_flat_blocks(v, total_packs);
-  silu_mul_flat_kernel<T, N, kPacks, kThreads, kFast>
-      <<<static_cast<unsigned>(std::min<int64_t>(blocks, 0x7fffffff)), kThreads, 0, stream>>>(
-          static_cast<const typename T::Storage*>(p.gate_up),
-          static_cast<typename T::Storage*>(p.out), static_cast<int>(total_packs),
-          static_cast<int>(p.intermediate / N));
+  cuda::launch_pdl(silu_mul_flat_kernel<T, N, kPacks, kThreads, kFast>,
+                   dim3(static_cast<unsigned>(std::min<int64_t>(blocks, 0x7fffffff))),
+                   dim3(kThreads), 0, stream, static_cast<const typename T::Storage*>(p.gate_up),
+                   static_cast<typename T::Storage*>(p.out), static_cast<int>(total_packs),
+                   static_cast<int>(p.intermediate / N));
 }
 
 // The variant's kernel for pack width N (every variant has 2 packs per thread, 256 threads).

@@ -1,0 +1,62 @@
+// Kernel launches with Hopper's programmatic dependent launch (PDL): a kernel launched with
+// launch_pdl may start while the kernel before it in the stream is still running; it must call
+// pdl_wait() before it reads anything earlier work wrote (the wait returns once the preceding
+// grid has completed and its writes are visible), and it calls pdl_launch_dependents() once it is
+// past that wait, so the next PDL kernel's blocks can be scheduled while this one runs. What
+// overlaps is launch latency and the work before the wait (e.g. reading host-uploaded metadata);
+// ROOFLINE_PDL=0 launches every kernel plainly instead, for comparison. Captured into CUDA graphs
+// as programmatic edges. Include only from .cu files.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "core/cuda_check.h"
+
+namespace roofline::cuda {
+
+// Waits for the grids this one depends on (no-op when launched without PDL).
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+// Lets the next PDL kernel in the stream launch (once every block of this grid has called it or
+// exited).
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// PDL on unless ROOFLINE_PDL=0 (read once).
+inline bool pdl_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("ROOFLINE_PDL");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...) with the programmatic-serialization attribute.
+template <typename... KernelArgs, typename... Args>
+void launch_pdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem,
+                cudaStream_t stream, Args&&... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = pdl_enabled() ? 1 : 0;
+  ROOFLINE_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
+
+}  // namespace roofline::cuda
