@@ -3,9 +3,9 @@
 // pdl_wait() before it reads anything earlier work wrote (the wait returns once the preceding
 // grid has completed and its writes are visible), and it calls pdl_launch_dependents() once it is
 // past that wait, so the next PDL kernel's blocks can be scheduled while this one runs. What
-// overlaps is launch latency and the work before the wait (e.g. reading host-uploaded metadata);
-// ROOFLINE_PDL=0 launches every kernel plainly instead, for comparison. Captured into CUDA graphs
-// as programmatic edges. Include only from .cu files.
+// overlaps is launch latency and the work before the wait (e.g. reading host-uploaded metadata).
+// Off by default until measured: ROOFLINE_PDL=1 turns the attribute on (the kernels' waits are
+// no-ops without it). Captured into CUDA graphs as programmatic edges. Include only from .cu files.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -33,11 +33,13 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
-// PDL on unless ROOFLINE_PDL=0 (read once).
+// PDL only with ROOFLINE_PDL=1 (read once). Its correctness was checked on the H200 (2026-11-30:
+// the model-level graph and sampling tests and four op tests pass with it on); its speed was not
+// measured yet, so it stays off by default.
 inline bool pdl_enabled() {
   static const bool on = [] {
     const char* v = std::getenv("ROOFLINE_PDL");
-    return v == nullptr || std::strcmp(v, "0") != 0;
+    return v != nullptr && std::strcmp(v, "1") == 0;
   }();
   return on;
 }
