@@ -37,6 +37,8 @@
 #include "graph/plan.h"
 #include "roofline/engine.h"
 #include "roofline/model.h"
+#include "roofline/profile.h"
+#include "engine/decode_setup.h"
 #include "engine/loaded_model.h"
 #include "runtime/calibration.h"
 #include "runtime/model_runner.h"
@@ -365,76 +367,9 @@ int run_batch(CommonFlags& f, const std::string& input, const std::string& outpu
   return 0;
 }
 
-// Decode-step latency: B sequences prefilled to `context` tokens, then timed decode steps of one
-// token each. The roofline is the plan's analytic bytes (weights read once, KV read, activations)
-// over the measured copy bandwidth of the H200 (shared/docs/HARDWARE.md).
-// Shared by bench and profile: B sequences prefilled to `context` tokens, ready for decode steps
-// of one token each. Sizes the KV cache and model length for the warm-up, timed and extra steps.
-struct DecodeSetup {
-  std::unique_ptr<roofline::ModelRunner> runner;
-  std::vector<int32_t> seqs;
-  double prefill_ms = 0;
-  double prefill_flops = 0;  // the cost model's, summed over the prefill steps
-};
-
-StatusOr<DecodeSetup> prepare_decode(CommonFlags& f, int64_t batch, int64_t context, int64_t steps) {
-  if (batch < 1 || batch > 4096) return roofline::invalid_argument("--batch must be in [1, 4096]");
-  if (context < 1) return roofline::invalid_argument("--context must be positive");
-  if (steps < 1 || steps > 100000) return roofline::invalid_argument("--steps must be in [1, 100000]");
-  constexpr int64_t kExtraSteps = 8;  // warm-up and breakdown steps beyond the timed ones
-  f.model.max_seqs = std::max<int64_t>(f.model.max_seqs, batch);
-  f.model.max_step_tokens = std::max<int64_t>(f.model.max_step_tokens, batch);
-  // Every sequence grows by the warm-up, timed and breakdown steps; whole blocks per sequence.
-  const int64_t per_seq = context + steps + kExtraSteps;
-  const int64_t bs = std::max<int64_t>(1, f.model.kv_block_size);
-  if (f.model.max_model_len == 0) f.model.max_model_len = per_seq;
-  if (f.model.kv_cache_tokens == 0 && f.model.kv_memory_bytes == 0 && f.model.kv_memory_fraction == 0)
-    f.model.kv_cache_tokens = batch * ((per_seq + bs - 1) / bs) * bs;
-  DecodeSetup d;
-  ROOFLINE_ASSIGN_OR_RETURN(d.runner, create_runner(f));
-  roofline::ModelRunner& r = *d.runner;
-  const int64_t vocab = r.config().vocab_size;
-  std::vector<float> logits;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t b = 0; b < batch; ++b) {
-    ROOFLINE_ASSIGN_OR_RETURN(int32_t seq, r.add_sequence());
-    d.seqs.push_back(seq);
-    std::vector<int32_t> prompt(static_cast<size_t>(context));
-    for (int64_t i = 0; i < context; ++i) prompt[i] = static_cast<int32_t>((1 + 7919 * (i + 31 * b)) % vocab);
-    for (int64_t i = 0; i < context; i += f.model.max_step_tokens) {
-      std::vector<int32_t> chunk(prompt.begin() + i, prompt.begin() + std::min(context, i + f.model.max_step_tokens));
-      ROOFLINE_RETURN_IF_ERROR(r.step({{seq, chunk}}, false, &logits));
-      roofline::StepShape shape;  // this chunk: its tokens attend to the i before them and causally
-      const int64_t n = static_cast<int64_t>(chunk.size());
-      shape.num_tokens = n;
-      shape.num_seqs = 1;
-      shape.kv_tokens = i + n;
-      shape.attended_pairs = n * i + n * (n + 1) / 2;
-      for (const auto& c : r.last_plan()->calls)
-        d.prefill_flops += roofline::call_cost(c, shape, r.backend().kv_dtype()).flops;
-    }
-  }
-  d.prefill_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  return d;
-}
-
-// The analytic cost of each call of the runner's last plan for a decode step of its sequences.
-std::vector<roofline::CallCost> decode_step_costs(const roofline::ModelRunner& r, const std::vector<int32_t>& seqs) {
-  roofline::StepShape shape;
-  shape.num_tokens = static_cast<int64_t>(seqs.size());
-  shape.num_seqs = static_cast<int64_t>(seqs.size());
-  for (int32_t s : seqs) {
-    shape.kv_tokens += r.sequence_length(s);
-    shape.attended_pairs += r.sequence_length(s);
-  }
-  std::vector<roofline::CallCost> costs;
-  for (const auto& c : r.last_plan()->calls) costs.push_back(roofline::call_cost(c, shape, r.backend().kv_dtype()));
-  return costs;
-}
-
 int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, bool breakdown) {
   constexpr int64_t kWarmup = 3;
-  auto setup = prepare_decode(f, batch, context, steps);
+  auto setup = roofline::prepare_decode(f.model, batch, context, steps);
   if (!setup.ok()) return fail(setup.status());
   roofline::ModelRunner& r = *setup->runner;
   const std::vector<int32_t>& seqs = setup->seqs;
@@ -455,7 +390,7 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
   const double median = sorted[sorted.size() / 2];
   // Analytic cost of the last step (context grown by the timed steps).
   const roofline::Plan& plan = *r.last_plan();
-  const std::vector<roofline::CallCost> costs = decode_step_costs(r, seqs);
+  const std::vector<roofline::CallCost> costs = roofline::decode_step_costs(r, seqs);
   double bytes = 0, flops = 0;
   for (const auto& c : costs) {
     bytes += c.bytes;
@@ -539,7 +474,7 @@ int run_bench_latency(const CommonFlags& flags, const std::string& batch_list, i
     const int64_t batch = batches[bi];
     CommonFlags f = flags;  // prepare_decode sizes the engine for this batch
     std::fprintf(stderr, "bench latency: batch %lld (%zu of %zu)\n", static_cast<long long>(batch), bi + 1, batches.size());
-    auto setup = prepare_decode(f, batch, context, steps);
+    auto setup = roofline::prepare_decode(f.model, batch, context, steps);
     if (!setup.ok()) return fail(setup.status());
     roofline::ModelRunner& r = *setup->runner;
     device_name = r.backend().name();
@@ -556,7 +491,7 @@ int run_bench_latency(const CommonFlags& flags, const std::string& batch_list, i
     std::sort(ms.begin(), ms.end());
     const double median = ms[ms.size() / 2];
     double bytes = 0;
-    for (const auto& c : decode_step_costs(r, setup->seqs)) bytes += c.bytes;
+    for (const auto& c : roofline::decode_step_costs(r, setup->seqs)) bytes += c.bytes;
     const double roofline_ms = bytes / kCopyBytesPerSecond * 1e3;
     const double prefill_s = setup->prefill_ms / 1e3;
     const double prefill_tps = static_cast<double>(batch * context) / prefill_s;
@@ -609,11 +544,8 @@ int run_bench_latency(const CommonFlags& flags, const std::string& batch_list, i
   return 0;
 }
 
-// Profile decode steps: on the GPU every kernel, copy and set recorded by CUPTI (CUDA-graph replays
-// included) and joined to its plan call (profiler/join.h), with the tracer's own overhead measured
-// by re-running the steps without it; on the CPU every plan call timed with the host clock. The
-// events are analysed against the plan's analytic cost into busy share, idle gaps, top kernels
-// and the per-op distance to the speed of light.
+// `roofline profile`: profile_decode (roofline/profile.h) on the flags' model, its report printed
+// and its trace, pictures and JSON written where asked.
 // Files `roofline profile` writes besides its report.
 struct ProfileOutputs {
   std::string trace_path;  // Chrome / Perfetto trace JSON
@@ -621,209 +553,70 @@ struct ProfileOutputs {
   std::string json_path;   // the report as JSON; "-": stdout, instead of the text report
 };
 
-// The ceilings a profile measures against: --calibrate measures this machine now (and caches the
-// result), else the cached calibration of this device, else the H200's measured defaults; explicit
-// --bandwidth-gbps / --peak-tflops override either.
-StatusOr<std::pair<roofline::Ceilings, std::string>> profile_ceilings(const std::string& device, bool calibrate,
-                                                                     double bandwidth_gbps, double peak_tflops) {
-  roofline::Ceilings ceilings;  // H200 measured (shared/docs/HARDWARE.md)
-  std::string source = "H200 measured defaults; --calibrate measures this machine";
-  const std::string cache = roofline::default_ceilings_cache_path();
-  if (calibrate) {
-    std::fprintf(stderr, "calibrating %s (copy bandwidth, GEMM peak)...\n", device.c_str());
-    ROOFLINE_ASSIGN_OR_RETURN(roofline::CalibratedCeilings c, roofline::calibrate_ceilings(device));
-    ceilings = c.ceilings;
-    source = "calibrated now on " + c.device;
-    if (!cache.empty()) {
-      ROOFLINE_RETURN_IF_ERROR(roofline::save_cached_ceilings(cache, c));
-      source += ", cached in " + cache;
-    }
-  } else if (!cache.empty()) {
-    ROOFLINE_ASSIGN_OR_RETURN(std::string key, roofline::ceilings_device_key(device));
-    ROOFLINE_ASSIGN_OR_RETURN(std::optional<roofline::CalibratedCeilings> cached,
-                              roofline::load_cached_ceilings(cache, key));
-    if (cached) {
-      ceilings = cached->ceilings;
-      source = "calibrated " + cached->measured + " on " + key + " (" + cache + "; --calibrate to redo)";
-    }
-  }
-  if (bandwidth_gbps > 0) ceilings.bytes_per_s = bandwidth_gbps * 1e9;
-  if (peak_tflops > 0) ceilings.flops_per_s = peak_tflops * 1e12;
-  if (bandwidth_gbps > 0 || peak_tflops > 0) source += "; overridden by --bandwidth-gbps / --peak-tflops";
-  return std::make_pair(ceilings, source);
-}
-
 int run_profile(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, const ProfileOutputs& outputs,
                 double bandwidth_gbps, double peak_tflops, bool calibrate) {
-  const std::string& trace_path = outputs.trace_path;
-  constexpr int64_t kWarmup = 3;
   if (steps < 1 || steps > 100000) return fail(roofline::invalid_argument("--steps must be in [1, 100000]"));
-  const bool gpu = f.model.device.rfind("cuda", 0) == 0;
-  // Before the model loads: a calibration needs a few GiB of the device for a moment.
-  auto ceilings_or = profile_ceilings(f.model.device, calibrate, bandwidth_gbps, peak_tflops);
-  if (!ceilings_or.ok()) return fail(ceilings_or.status());
-  const roofline::Ceilings ceilings = ceilings_or->first;
-  const std::string& ceilings_source = ceilings_or->second;
-  // On the GPU, CUPTI records every kernel, copy and set (graph replays included). It must be on
-  // before the runner captures its decode graphs, so it starts first.
-  std::unique_ptr<roofline::CuptiTracer> tracer;
-  if (gpu) {
-    auto t = roofline::CuptiTracer::start();
-    if (!t.ok()) return fail(t.status());
-    tracer = std::move(*t);
-  }
-  // Steps: warm-up, one learning step (GPU), the profiled steps, the same again without CUPTI.
-  auto setup = prepare_decode(f, batch, context, 2 * steps + 1);
-  if (!setup.ok()) return fail(setup.status());
-  roofline::ModelRunner& r = *setup->runner;
-  std::vector<roofline::StepEntry> entries;
-  for (int32_t seq : setup->seqs) entries.push_back({seq, {3}});
-  std::vector<float> logits;
-  for (int64_t i = 0; i < kWarmup; ++i) {
-    Status s = r.step(entries, false, &logits);
-    if (!s.ok()) return fail(s);
-  }
-  using clock = std::chrono::steady_clock;
-  std::vector<roofline::TraceEvent> events;
-  double wall_ms = 0, wall_off_ms = 0;
-  roofline::JoinResult joined;
-  int64_t dropped = 0;
-  if (gpu) {
-    tracer->take();  // loading, capture and warm-up are not profiled
-    // The learning step: eager, with an event marker around every plan call and the host API
-    // records on (join.h).
-    if (Status s = tracer->set_api_recording(true); !s.ok()) return fail(s);
-    r.set_record_call_times(true);
-    roofline::StepWindow learn_window{-1, roofline::CuptiTracer::now_ns(), 0};
-    Status s = r.step(entries, false, &logits);
-    r.set_record_call_times(false);
-    if (!s.ok()) return fail(s);
-    learn_window.end_ns = roofline::CuptiTracer::now_ns();
-    if (Status st = tracer->set_api_recording(false); !st.ok()) return fail(st);
-    const int num_calls = static_cast<int>(r.last_plan()->calls.size());
-    // The profiled steps, as a decode step runs: graph replays unless --no-cuda-graphs.
-    std::vector<roofline::StepWindow> windows;
-    for (int64_t step = 0; step < steps; ++step) {
-      const int64_t t0 = roofline::CuptiTracer::now_ns();
-      if (Status st = r.step(entries, false, &logits); !st.ok()) return fail(st);
-      const int64_t t1 = roofline::CuptiTracer::now_ns();
-      windows.push_back({static_cast<int>(step), t0, t1});
-      wall_ms += static_cast<double>(t1 - t0) / 1e6;
-    }
-    roofline::CuptiTracer::Records rec = tracer->take();
-    dropped = rec.dropped;
-    const roofline::CallSequence seq = roofline::learn_call_sequence(rec.activity, rec.api, learn_window, num_calls);
-    if (seq.call_index.empty())
-      return fail(roofline::internal_error("profile: the learning step's markers did not bracket its " +
-                                           std::to_string(num_calls) + " plan calls; cannot join the trace"));
-    joined = roofline::join_steps(rec.activity, windows, seq);
-    events = std::move(joined.events);
-    // Times from the first profiled event (the trace and pictures read better from zero).
-    int64_t t_zero = INT64_MAX;
-    for (const auto& e : events) t_zero = std::min(t_zero, e.start_ns);
-    for (auto& e : events) {
-      e.start_ns -= t_zero;
-      e.end_ns -= t_zero;
-    }
-    // The same steps without CUPTI: the tracer's own cost.
-    tracer->set_recording(false);
-    for (int64_t step = 0; step < steps; ++step) {
-      const auto t0 = clock::now();
-      if (Status st = r.step(entries, false, &logits); !st.ok()) return fail(st);
-      wall_off_ms += std::chrono::duration<double, std::milli>(clock::now() - t0).count();
-    }
-  } else {
-    // The CPU backend: each call timed with the host clock.
-    double offset_ms = 0;
-    r.set_record_call_times(true);
-    for (int64_t step = 0; step < steps; ++step) {
-      const auto t0 = clock::now();
-      Status s = r.step(entries, false, &logits);
-      if (!s.ok()) return fail(s);
-      const double step_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
-      const roofline::Plan& plan = *r.last_plan();
-      const auto& times = r.last_call_times();
-      for (size_t i = 0; i < plan.calls.size(); ++i) {
-        roofline::TraceEvent e;
-        e.name = plan.calls[i].name;
-        e.op = roofline::op_kind_name(plan.calls[i].op);
-        e.start_ns = static_cast<int64_t>((offset_ms + times[i].start_ms) * 1e6);
-        e.end_ns = static_cast<int64_t>((offset_ms + times[i].end_ms) * 1e6);
-        e.step = static_cast<int>(step);
-        e.call_index = static_cast<int>(i);
-        events.push_back(std::move(e));
-      }
-      offset_ms += step_ms;
-      wall_ms += step_ms;
-    }
-    r.set_record_call_times(false);
-  }
-  // Joined device activity carries its call index; the op name comes from the plan.
-  for (auto& e : events) {
-    if (e.call_index >= 0 && e.call_index < static_cast<int>(r.last_plan()->calls.size()))
-      e.op = roofline::op_kind_name(r.last_plan()->calls[static_cast<size_t>(e.call_index)].op);
-  }
-  std::vector<roofline::CallModel> models;
-  const auto costs = decode_step_costs(r, setup->seqs);
-  for (size_t i = 0; i < costs.size(); ++i)
-    models.push_back({r.last_plan()->calls[i].name, roofline::op_kind_name(r.last_plan()->calls[i].op),
-                      costs[i].bytes, costs[i].flops});
-  roofline::ProfileReport report = roofline::analyze(events, models, ceilings, roofline::AnalysisOptions{});
+  roofline::ProfileOptions o;
+  o.model = f.model;
+  o.batch = batch;
+  o.context = context;
+  o.steps = steps;
+  o.calibrate = calibrate;
+  o.bandwidth_gbps = bandwidth_gbps;
+  o.peak_tflops = peak_tflops;
+  if (calibrate) std::fprintf(stderr, "calibrating %s (copy bandwidth, GEMM peak)...\n", f.model.device.c_str());
+  auto result = roofline::profile_decode(o);
+  if (!result.ok()) return fail(result.status());
+  const roofline::ProfileResult& p = *result;
   if (outputs.json_path == "-") {
-    std::printf("%s\n", roofline::report_json(report, ceilings).c_str());
+    std::printf("%s\n", p.report_json.c_str());
     return 0;
   }
   std::printf("profile: %s on %s, batch %lld, context %lld, %lld decode steps (after %lld warm-up)\n",
-              f.model.dummy_weights.empty() ? f.model.model_dir.c_str() : ("dummy " + f.model.dummy_weights).c_str(),
-              r.backend().name().c_str(), (long long)batch, (long long)context, (long long)steps, (long long)kWarmup);
+              p.model.c_str(), p.backend.c_str(), (long long)batch, (long long)context, (long long)steps,
+              (long long)p.warmup_steps);
   // 4.28 TB/s and 783 TFLOP/s on the H200, 24.1 GB/s and 18.9 GFLOP/s on a small CPU.
   auto rate = [](double v, const char* unit) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.3g %s%s", v >= 1e12 ? v / 1e12 : v / 1e9, v >= 1e12 ? "T" : "G", unit);
     return std::string(buf);
   };
-  std::printf("ceilings: %s, %s (%s)\n", rate(ceilings.bytes_per_s, "B/s").c_str(),
-              rate(ceilings.flops_per_s, "FLOP/s").c_str(), ceilings_source.c_str());
-  if (gpu) {
+  std::printf("ceilings: %s, %s (%s)\n", rate(p.bytes_per_s, "B/s").c_str(), rate(p.flops_per_s, "FLOP/s").c_str(),
+              p.ceilings_source.c_str());
+  if (p.gpu) {
     std::printf("capture: CUPTI activity (kernels incl. graph replays, copies, sets), steps run %s; %d of %lld steps "
                 "joined to plan calls%s%s\n",
-                r.graph_report().graphs > 0 ? "as CUDA graph replays" : "eagerly (--no-cuda-graphs)", joined.steps_joined,
-                (long long)steps, joined.steps_unmatched > 0 ? " (the rest: kernel sequence differed, unattributed)" : "",
-                dropped > 0 ? "; CUPTI DROPPED RECORDS: the trace is incomplete" : "");
-    std::printf("capture overhead: %.3f ms per step with CUPTI, %.3f ms without: %+.1f %%\n",
-                wall_ms / static_cast<double>(steps), wall_off_ms / static_cast<double>(steps),
-                100.0 * (wall_ms / std::max(1e-9, wall_off_ms) - 1.0));
+                p.cuda_graphs ? "as CUDA graph replays" : "eagerly (--no-cuda-graphs)", p.steps_joined,
+                (long long)steps, p.steps_unmatched > 0 ? " (the rest: kernel sequence differed, unattributed)" : "",
+                p.dropped_records > 0 ? "; CUPTI DROPPED RECORDS: the trace is incomplete" : "");
+    std::printf("capture overhead: %.3f ms per step with CUPTI, %.3f ms without: %+.1f %%\n", p.ms_per_step,
+                p.ms_per_step_untraced, 100.0 * (p.ms_per_step / std::max(1e-9, p.ms_per_step_untraced) - 1.0));
   } else {
     std::printf("capture: each plan call timed with the host clock (CPU backend)\n");
   }
-  std::printf("host wall time %.3f ms per step; the device windows below cover %.3f ms of it\n\n",
-              wall_ms / static_cast<double>(steps), report.total_ns / 1e6 / std::max(1, report.num_steps));
+  std::printf("host wall time %.3f ms per step; the device windows below cover %.3f ms of it\n\n", p.ms_per_step,
+              p.device_ms_per_step);
   auto write = [](const std::string& path, const std::string& text, const char* what) -> Status {
     std::ofstream out(path);
     out << text;
     if (!out) return roofline::io_error(std::string("cannot write the ") + what + " to '" + path + "'");
     return roofline::ok_status();
   };
-  std::printf("%s", roofline::format_report(report).c_str());
+  std::printf("%s", p.report.c_str());
   if (!outputs.json_path.empty()) {
-    if (Status s = write(outputs.json_path, roofline::report_json(report, ceilings), "report JSON"); !s.ok())
-      return fail(s);
+    if (Status s = write(outputs.json_path, p.report_json, "report JSON"); !s.ok()) return fail(s);
     std::printf("\nreport JSON: %s\n", outputs.json_path.c_str());
   }
   if (!outputs.svg_prefix.empty()) {
     const std::string chart = outputs.svg_prefix + ".roofline.svg", timeline = outputs.svg_prefix + ".timeline.svg";
-    if (Status s = write(chart, roofline::roofline_svg(report, models, ceilings), "roofline chart"); !s.ok())
-      return fail(s);
-    if (Status s = write(timeline, roofline::timeline_svg(events, static_cast<int>(steps - 1)), "timeline"); !s.ok())
-      return fail(s);
+    if (Status s = write(chart, p.roofline_svg, "roofline chart"); !s.ok()) return fail(s);
+    if (Status s = write(timeline, p.timeline_svg, "timeline"); !s.ok()) return fail(s);
     std::printf("\npictures: %s (each op against the roofline), %s (the last step)\n", chart.c_str(),
                 timeline.c_str());
   }
-  if (!trace_path.empty()) {
-    std::ofstream out(trace_path);
-    out << roofline::chrome_trace_json(events);
-    if (!out) return fail(roofline::io_error("cannot write the trace to '" + trace_path + "'"));
-    std::printf("\ntrace: %s (open in ui.perfetto.dev)\n", trace_path.c_str());
+  if (!outputs.trace_path.empty()) {
+    if (Status s = write(outputs.trace_path, p.trace_json, "trace"); !s.ok()) return fail(s);
+    std::printf("\ntrace: %s (open in ui.perfetto.dev)\n", outputs.trace_path.c_str());
   }
   return 0;
 }

@@ -1,0 +1,64 @@
+// roofline's profiler as a library call: what `roofline profile` prints, for a program.
+//
+// Example:
+//   roofline::ProfileOptions options;
+//   options.model.dummy_weights = "llama3-8b";
+//   options.model.device = "cuda";
+//   auto result = roofline::profile_decode(options);
+//   if (result.ok()) std::puts(result->report.c_str());
+//
+// It loads the model on a fresh runner, prefills `batch` sequences of `context` tokens, warms up,
+// and profiles `steps` decode steps. On the GPU CUPTI records every kernel, copy and set (CUDA-graph
+// replays included), joined to the plan calls through one eager learning step, and the same steps
+// run again without the tracer to measure its cost; on the CPU every plan call is timed with the
+// host clock. The events are analysed against the plan's analytic costs (busy share, idle gaps,
+// top kernels, each op's distance to the speed of light) and exported as text, JSON, a Chrome /
+// Perfetto trace and two SVG pictures.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "roofline/model.h"
+#include "roofline/status.h"
+
+namespace roofline {
+
+struct ProfileOptions {
+  ModelOptions model;
+  int64_t batch = 1;      // [1, 4096]
+  int64_t context = 512;  // tokens per sequence before the profiled steps (>= 1)
+  int64_t steps = 8;      // profiled decode steps, [1, 100000]
+  // The ceilings: calibrate measures this machine now and caches the result; otherwise the cached
+  // calibration of this device, else the H200's measured ones. A positive value overrides either.
+  bool calibrate = false;
+  double bandwidth_gbps = 0;
+  double peak_tflops = 0;
+};
+
+struct ProfileResult {
+  std::string model;            // "dummy llama3-8b" or the model path
+  std::string backend;          // e.g. "cuda:0 (NVIDIA H200)"
+  int64_t warmup_steps = 0;
+  double bytes_per_s = 0;       // the ceilings used
+  double flops_per_s = 0;
+  std::string ceilings_source;  // where they came from
+  bool gpu = false;
+  bool cuda_graphs = false;     // GPU: steps ran as graph replays
+  int steps_joined = 0;         // GPU: steps whose kernels were joined to plan calls
+  int64_t steps_unmatched = 0;
+  int64_t dropped_records = 0;  // GPU: CUPTI records lost (the trace is then incomplete)
+  double ms_per_step = 0;       // host wall time per profiled step
+  double ms_per_step_untraced = 0;  // GPU: the same steps without the tracer (0 on the CPU)
+  double device_ms_per_step = 0;    // what the analysed events cover per step
+  std::string report;           // the text report
+  std::string report_json;      // the report as JSON
+  std::string trace_json;       // Chrome / Perfetto trace (ui.perfetto.dev)
+  std::string roofline_svg;     // each op against the two ceilings
+  std::string timeline_svg;     // the last step
+};
+
+// InvalidArgument for options out of range; the model's and the device's errors otherwise.
+StatusOr<ProfileResult> profile_decode(const ProfileOptions& options);
+
+}  // namespace roofline

@@ -1,0 +1,200 @@
+// profile_decode (roofline/profile.h): the body of `roofline profile`, as a library call.
+#include "roofline/profile.h"
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "engine/decode_setup.h"
+#include "profiler/analysis.h"
+#include "profiler/cupti_tracer.h"
+#include "profiler/export.h"
+#include "profiler/join.h"
+#include "runtime/calibration.h"
+
+namespace roofline {
+
+namespace {
+
+// The ceilings a profile measures against: --calibrate measures this machine now (and caches the
+// result), else the cached calibration of this device, else the H200's measured defaults; explicit
+// --bandwidth-gbps / --peak-tflops override either.
+StatusOr<std::pair<Ceilings, std::string>> profile_ceilings(const std::string& device, bool calibrate,
+                                                           double bandwidth_gbps, double peak_tflops) {
+  Ceilings ceilings;  // H200 measured (shared/docs/HARDWARE.md)
+  std::string source = "H200 measured defaults; --calibrate measures this machine";
+  const std::string cache = default_ceilings_cache_path();
+  if (calibrate) {
+    std::fprintf(stderr, "calibrating %s (copy bandwidth, GEMM peak)...\n", device.c_str());
+    ROOFLINE_ASSIGN_OR_RETURN(CalibratedCeilings c, calibrate_ceilings(device));
+    ceilings = c.ceilings;
+    source = "calibrated now on " + c.device;
+    if (!cache.empty()) {
+      ROOFLINE_RETURN_IF_ERROR(save_cached_ceilings(cache, c));
+      source += ", cached in " + cache;
+    }
+  } else if (!cache.empty()) {
+    ROOFLINE_ASSIGN_OR_RETURN(std::string key, ceilings_device_key(device));
+    ROOFLINE_ASSIGN_OR_RETURN(std::optional<CalibratedCeilings> cached,
+                              load_cached_ceilings(cache, key));
+    if (cached) {
+      ceilings = cached->ceilings;
+      source = "calibrated " + cached->measured + " on " + key + " (" + cache + "; --calibrate to redo)";
+    }
+  }
+  if (bandwidth_gbps > 0) ceilings.bytes_per_s = bandwidth_gbps * 1e9;
+  if (peak_tflops > 0) ceilings.flops_per_s = peak_tflops * 1e12;
+  if (bandwidth_gbps > 0 || peak_tflops > 0) source += "; overridden by --bandwidth-gbps / --peak-tflops";
+  return std::make_pair(ceilings, source);
+}
+
+}  // namespace
+
+StatusOr<ProfileResult> profile_decode(const ProfileOptions& o) {
+  constexpr int64_t kWarmup = 3;
+  if (o.batch < 1 || o.batch > 4096) return invalid_argument("batch (--batch) must be in [1, 4096]");
+  if (o.context < 1) return invalid_argument("context (--context) must be positive");
+  if (o.steps < 1 || o.steps > 100000) return invalid_argument("--steps must be in [1, 100000]");
+  if (o.bandwidth_gbps < 0 || o.peak_tflops < 0)
+    return invalid_argument("the bandwidth and peak overrides must be positive (0: none)");
+  ModelOptions model = o.model;
+  const bool gpu = model.device.rfind("cuda", 0) == 0;
+  // Before the model loads: a calibration needs a few GiB of the device for a moment.
+  auto ceilings_or = profile_ceilings(model.device, o.calibrate, o.bandwidth_gbps, o.peak_tflops);
+  if (!ceilings_or.ok()) return ceilings_or.status();
+  const Ceilings ceilings = ceilings_or->first;
+  const std::string& ceilings_source = ceilings_or->second;
+  // On the GPU, CUPTI records every kernel, copy and set (graph replays included). It must be on
+  // before the runner captures its decode graphs, so it starts first.
+  std::unique_ptr<CuptiTracer> tracer;
+  if (gpu) {
+    auto t = CuptiTracer::start();
+    if (!t.ok()) return t.status();
+    tracer = std::move(*t);
+  }
+  // Steps: warm-up, one learning step (GPU), the profiled steps, the same again without CUPTI.
+  auto setup = prepare_decode(model, o.batch, o.context, 2 * o.steps + 1);
+  if (!setup.ok()) return setup.status();
+  ModelRunner& r = *setup->runner;
+  std::vector<StepEntry> entries;
+  for (int32_t seq : setup->seqs) entries.push_back({seq, {3}});
+  std::vector<float> logits;
+  for (int64_t i = 0; i < kWarmup; ++i) {
+    Status s = r.step(entries, false, &logits);
+    if (!s.ok()) return s;
+  }
+  using clock = std::chrono::steady_clock;
+  std::vector<TraceEvent> events;
+  double wall_ms = 0, wall_off_ms = 0;
+  JoinResult joined;
+  int64_t dropped = 0;
+  if (gpu) {
+    tracer->take();  // loading, capture and warm-up are not profiled
+    // The learning step: eager, with an event marker around every plan call and the host API
+    // records on (join.h).
+    if (Status s = tracer->set_api_recording(true); !s.ok()) return s;
+    r.set_record_call_times(true);
+    StepWindow learn_window{-1, CuptiTracer::now_ns(), 0};
+    Status s = r.step(entries, false, &logits);
+    r.set_record_call_times(false);
+    if (!s.ok()) return s;
+    learn_window.end_ns = CuptiTracer::now_ns();
+    if (Status st = tracer->set_api_recording(false); !st.ok()) return st;
+    const int num_calls = static_cast<int>(r.last_plan()->calls.size());
+    // The profiled steps, as a decode step runs: graph replays unless --no-cuda-graphs.
+    std::vector<StepWindow> windows;
+    for (int64_t step = 0; step < o.steps; ++step) {
+      const int64_t t0 = CuptiTracer::now_ns();
+      if (Status st = r.step(entries, false, &logits); !st.ok()) return st;
+      const int64_t t1 = CuptiTracer::now_ns();
+      windows.push_back({static_cast<int>(step), t0, t1});
+      wall_ms += static_cast<double>(t1 - t0) / 1e6;
+    }
+    CuptiTracer::Records rec = tracer->take();
+    dropped = rec.dropped;
+    const CallSequence seq = learn_call_sequence(rec.activity, rec.api, learn_window, num_calls);
+    if (seq.call_index.empty())
+      return internal_error("profile: the learning step's markers did not bracket its " +
+                            std::to_string(num_calls) + " plan calls; cannot join the trace");
+    joined = join_steps(rec.activity, windows, seq);
+    events = std::move(joined.events);
+    // Times from the first profiled event (the trace and pictures read better from zero).
+    int64_t t_zero = INT64_MAX;
+    for (const auto& e : events) t_zero = std::min(t_zero, e.start_ns);
+    for (auto& e : events) {
+      e.start_ns -= t_zero;
+      e.end_ns -= t_zero;
+    }
+    // The same steps without CUPTI: the tracer's own cost.
+    tracer->set_recording(false);
+    for (int64_t step = 0; step < o.steps; ++step) {
+      const auto t0 = clock::now();
+      if (Status st = r.step(entries, false, &logits); !st.ok()) return st;
+      wall_off_ms += std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+    }
+  } else {
+    // The CPU backend: each call timed with the host clock.
+    double offset_ms = 0;
+    r.set_record_call_times(true);
+    for (int64_t step = 0; step < o.steps; ++step) {
+      const auto t0 = clock::now();
+      Status s = r.step(entries, false, &logits);
+      if (!s.ok()) return s;
+      const double step_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+      const Plan& plan = *r.last_plan();
+      const auto& times = r.last_call_times();
+      for (size_t i = 0; i < plan.calls.size(); ++i) {
+        TraceEvent e;
+        e.name = plan.calls[i].name;
+        e.op = op_kind_name(plan.calls[i].op);
+        e.start_ns = static_cast<int64_t>((offset_ms + times[i].start_ms) * 1e6);
+        e.end_ns = static_cast<int64_t>((offset_ms + times[i].end_ms) * 1e6);
+        e.step = static_cast<int>(step);
+        e.call_index = static_cast<int>(i);
+        events.push_back(std::move(e));
+      }
+      offset_ms += step_ms;
+      wall_ms += step_ms;
+    }
+    r.set_record_call_times(false);
+  }
+  // Joined device activity carries its call index; the op name comes from the plan.
+  for (auto& e : events) {
+    if (e.call_index >= 0 && e.call_index < static_cast<int>(r.last_plan()->calls.size()))
+      e.op = op_kind_name(r.last_plan()->calls[static_cast<size_t>(e.call_index)].op);
+  }
+  std::vector<CallModel> models;
+  const auto costs = decode_step_costs(r, setup->seqs);
+  for (size_t i = 0; i < costs.size(); ++i)
+    models.push_back({r.last_plan()->calls[i].name, op_kind_name(r.last_plan()->calls[i].op),
+                      costs[i].bytes, costs[i].flops});
+  ProfileReport report = analyze(events, models, ceilings, AnalysisOptions{});
+
+  ProfileResult out;
+  out.model = o.model.dummy_weights.empty() ? o.model.model_dir : "dummy " + o.model.dummy_weights;
+  out.backend = r.backend().name();
+  out.warmup_steps = kWarmup;
+  out.bytes_per_s = ceilings.bytes_per_s;
+  out.flops_per_s = ceilings.flops_per_s;
+  out.ceilings_source = ceilings_source;
+  out.gpu = gpu;
+  out.cuda_graphs = r.graph_report().graphs > 0;
+  out.steps_joined = joined.steps_joined;
+  out.steps_unmatched = joined.steps_unmatched;
+  out.dropped_records = dropped;
+  out.ms_per_step = wall_ms / static_cast<double>(o.steps);
+  out.ms_per_step_untraced = gpu ? wall_off_ms / static_cast<double>(o.steps) : 0.0;
+  out.device_ms_per_step = report.total_ns / 1e6 / std::max(1, report.num_steps);
+  out.report = format_report(report);
+  out.report_json = report_json(report, ceilings);
+  out.trace_json = chrome_trace_json(events);
+  out.roofline_svg = roofline_svg(report, models, ceilings);
+  out.timeline_svg = timeline_svg(events, static_cast<int>(o.steps - 1));
+  return out;
+}
+
+}  // namespace roofline

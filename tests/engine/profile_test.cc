@@ -1,0 +1,76 @@
+// profile_decode (roofline/profile.h), the profiler as a library call, on the CPU backend: the
+// result carries the report in every form (text, JSON, Chrome trace, both pictures) for the steps
+// asked, with the explicit ceilings it was given; options out of range are InvalidArgument naming
+// the option, and a model that cannot load names the model.
+#include "roofline/profile.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace roofline {
+namespace {
+
+ProfileOptions tiny(int64_t steps) {
+  ProfileOptions o;
+  o.model.dummy_weights = "llama-tiny";
+  o.batch = 2;
+  o.context = 20;
+  o.steps = steps;
+  o.bandwidth_gbps = 20;  // explicit ceilings: no cache or calibration involved
+  o.peak_tflops = 0.02;
+  return o;
+}
+
+TEST(ProfileDecodeTest, ReportsEveryFormOnTheCpu) {
+  auto r = profile_decode(tiny(3));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_FALSE(r->gpu);
+  EXPECT_EQ(r->model, "dummy llama-tiny");
+  EXPECT_EQ(r->warmup_steps, 3);
+  EXPECT_DOUBLE_EQ(r->bytes_per_s, 20e9);
+  EXPECT_DOUBLE_EQ(r->flops_per_s, 0.02e12);
+  EXPECT_NE(r->ceilings_source.find("overridden"), std::string::npos) << r->ceilings_source;
+  EXPECT_GT(r->ms_per_step, 0.0);
+  EXPECT_EQ(r->ms_per_step_untraced, 0.0);  // only the GPU reruns the steps untraced
+  EXPECT_GT(r->device_ms_per_step, 0.0);
+  EXPECT_NE(r->report.find("measured"), std::string::npos) << r->report;
+  const auto report = nlohmann::json::parse(r->report_json);
+  EXPECT_TRUE(report.is_object());
+  const auto trace = nlohmann::json::parse(r->trace_json);
+  ASSERT_TRUE(trace.contains("traceEvents"));
+  EXPECT_FALSE(trace["traceEvents"].empty());
+  EXPECT_EQ(r->roofline_svg.rfind("<svg", 0), 0u);
+  EXPECT_EQ(r->timeline_svg.rfind("<svg", 0), 0u);
+}
+
+TEST(ProfileDecodeTest, OptionsOutOfRangeAreInvalidArguments) {
+  ProfileOptions o = tiny(0);
+  auto r = profile_decode(o);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().to_string().find("--steps"), std::string::npos) << r.status().to_string();
+  o = tiny(2);
+  o.batch = 0;
+  r = profile_decode(o);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().to_string().find("batch"), std::string::npos) << r.status().to_string();
+  o = tiny(2);
+  o.context = 0;
+  EXPECT_EQ(profile_decode(o).status().code(), StatusCode::kInvalidArgument);
+  o = tiny(2);
+  o.bandwidth_gbps = -1;
+  EXPECT_EQ(profile_decode(o).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ProfileDecodeTest, AModelThatCannotLoadIsNamed) {
+  ProfileOptions o = tiny(2);
+  o.model.dummy_weights = "no-such-shape";
+  auto r = profile_decode(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().to_string().find("no-such-shape"), std::string::npos)
+      << r.status().to_string();
+}
+
+}  // namespace
+}  // namespace roofline
