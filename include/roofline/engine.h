@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "roofline/model.h"
+#include "roofline/profile.h"
 #include "roofline/status.h"
 
 namespace roofline {
@@ -168,6 +169,20 @@ class Engine {
       const std::function<void(const std::vector<RequestOutput>&)>& on_step = {});
 
   EngineStats stats() const;
+
+  // Profiles the next `steps` steps that run, whatever they hold (roofline/profile.h's analysis
+  // of live traffic): every plan call is timed — with CUDA events on the GPU, so those steps run
+  // kernel by kernel instead of as graph replays; with the host clock on the CPU — and the steps
+  // are analysed together against their calls' analytic costs, the time between steps (scheduling,
+  // sampling, waiting for requests) counted as idle. Ceilings as ProfileOptions says (no
+  // calibration here: 0 takes the cached one or the H200's). Any thread; a new call replaces a
+  // profile not yet finished. InvalidArgument for steps outside [1, 10000] or negative ceilings.
+  Status start_profile(int64_t steps, double bandwidth_gbps = 0, double peak_tflops = 0);
+  // The finished profile (handed out once), or nothing while its steps are still to run (or none
+  // was started). Any thread.
+  std::optional<ProfileResult> take_profile();
+  // Forgets a profile not yet finished.
+  void cancel_profile();
 
  private:
   struct Impl;

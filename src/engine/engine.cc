@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <deque>
 #include <mutex>
@@ -24,6 +25,8 @@
 #include <unordered_set>
 
 #include "engine/loaded_model.h"
+#include "engine/profile_internal.h"
+#include "graph/plan.h"
 #include "runtime/model_runner.h"
 #include "runtime/sampler.h"
 
@@ -157,6 +160,14 @@ struct Engine::Impl {
   mutable std::mutex inbox_mu;
   std::vector<std::unique_ptr<Request>> inbox_requests;
   std::vector<RequestId> inbox_aborts;
+  // Live-traffic profiling (start_profile): armed from any thread, picked up by step().
+  struct ProfileRequest {
+    int64_t steps = 0;  // 0: cancel
+    Ceilings ceilings;
+    std::string ceilings_source;
+  };
+  std::optional<ProfileRequest> inbox_profile;
+  std::optional<ProfileResult> profile_done;  // finished, not yet taken (under inbox_mu)
   std::atomic<RequestId> next_id{0};
   std::atomic<int64_t> unfinished{0};
 
@@ -165,6 +176,18 @@ struct Engine::Impl {
   std::deque<std::unique_ptr<Request>> waiting;
   StepSampling sampling;  // the step's sampling rows and edits, rebuilt every step
   SampledRows sampled;
+  // The profile being recorded: steps still to record; every recorded call as one event of one
+  // long step (call indices run on across steps), with its analytic cost at that step's shape.
+  struct Recording {
+    ProfileRequest request;
+    int64_t left = 0;
+    int64_t recorded = 0;
+    std::chrono::steady_clock::time_point start;
+    double wall_ms = 0;  // summed over the recorded steps
+    std::vector<TraceEvent> events;
+    std::vector<CallModel> models;
+  };
+  std::optional<Recording> recording;
   EngineStats stats;
 
   // This step's outputs, one per request touched.
@@ -265,10 +288,21 @@ struct Engine::Impl {
   void drain_inbox() {
     std::vector<std::unique_ptr<Request>> added;
     std::vector<RequestId> aborts;
+    std::optional<ProfileRequest> profile;
     {
       std::lock_guard<std::mutex> lock(inbox_mu);
       added.swap(inbox_requests);
       aborts.swap(inbox_aborts);
+      profile.swap(inbox_profile);
+    }
+    if (profile) {
+      recording.reset();
+      if (profile->steps > 0) {
+        recording.emplace();
+        recording->request = *profile;
+        recording->left = profile->steps;
+        recording->start = std::chrono::steady_clock::now();
+      }
     }
     for (auto& r : added) {
       const std::string why = never_fits(*r);
@@ -365,6 +399,56 @@ struct Engine::Impl {
     return false;
   }
 
+  // Adds the step just run (its entries, started at step_start) to the recording: each call as an
+  // event placed at the step's host start time plus the call's own offset, and its analytic cost
+  // at this step's shape. The last recorded step analyses them and leaves the result for
+  // take_profile().
+  void record_step(const std::vector<StepEntry>& entries,
+                   std::chrono::steady_clock::time_point step_start) {
+    Recording& rec = *recording;
+    using ms = std::chrono::duration<double, std::milli>;
+    const double offset_ms = ms(step_start - rec.start).count();
+    rec.wall_ms += ms(std::chrono::steady_clock::now() - step_start).count();
+    const Plan& plan = *model.runner->last_plan();
+    const auto& times = model.runner->last_call_times();
+    StepShape shape;
+    shape.num_seqs = static_cast<int64_t>(entries.size());
+    for (const StepEntry& e : entries) {
+      const int64_t n = static_cast<int64_t>(e.tokens.size());
+      const int64_t len = model.runner->sequence_length(e.seq);  // after the step
+      shape.num_tokens += n;
+      shape.kv_tokens += len;
+      shape.attended_pairs += n * (len - n) + n * (n + 1) / 2;
+    }
+    const DType kv_dtype = model.runner->backend().kv_dtype();
+    for (size_t i = 0; i < plan.calls.size() && i < times.size(); ++i) {
+      const CallCost cost = call_cost(plan.calls[i], shape, kv_dtype);
+      TraceEvent e;
+      e.name = plan.calls[i].name;
+      e.op = op_kind_name(plan.calls[i].op);
+      e.start_ns = static_cast<int64_t>((offset_ms + times[i].start_ms) * 1e6);
+      e.end_ns = static_cast<int64_t>((offset_ms + times[i].end_ms) * 1e6);
+      e.step = 0;  // all recorded steps analysed as one: their calls index on
+      e.call_index = static_cast<int>(rec.models.size());
+      rec.events.push_back(std::move(e));
+      rec.models.push_back({plan.calls[i].name, op_kind_name(plan.calls[i].op), cost.bytes, cost.flops});
+    }
+    ++rec.recorded;
+    if (--rec.left > 0) return;
+    ProfileResult out;
+    out.model = model.info.architecture;
+    out.backend = model.runner->backend().name();
+    out.gpu = out.backend.rfind("cuda", 0) == 0;
+    out.ceilings_source = rec.request.ceilings_source;
+    out.ms_per_step = rec.wall_ms / static_cast<double>(rec.recorded);
+    analyse_into(rec.events, rec.models, rec.request.ceilings, 0, &out);
+    // The analysis saw one long step; per step, its device window is spread over the steps.
+    out.device_ms_per_step /= static_cast<double>(rec.recorded);
+    recording.reset();
+    std::lock_guard<std::mutex> lock(inbox_mu);
+    profile_done = std::move(out);
+  }
+
   struct Scheduled {
     Request* request;
     int64_t num_tokens;
@@ -424,7 +508,11 @@ struct Engine::Impl {
           sampling.rows.push_back(SamplingRowParams{});
         }
       }
+      model.runner->set_record_call_times(recording.has_value());
+      const auto step_start = std::chrono::steady_clock::now();
       status = model.runner->step(entries, sampling, &sampled);
+      model.runner->set_record_call_times(false);
+      if (status.ok() && recording) record_step(entries, step_start);
       if (status.ok()) break;
       if (status.code() != StatusCode::kResourceExhausted || running.size() < 2) break;
       // Out of KV blocks: free the newest request's and plan again without admitting anyone.
@@ -614,6 +702,33 @@ EngineStats Engine::stats() const {
   s.prefix_hit_blocks = kv.prefix_hit_blocks;
   s.prefix_miss_blocks = kv.prefix_miss_blocks;
   return s;
+}
+
+Status Engine::start_profile(int64_t steps, double bandwidth_gbps, double peak_tflops) {
+  if (steps < 1 || steps > 10000)
+    return invalid_argument("profile steps must be in [1, 10000], got " + std::to_string(steps));
+  if (bandwidth_gbps < 0 || peak_tflops < 0)
+    return invalid_argument("the profile's bandwidth and peak overrides must be positive (0: none)");
+  ROOFLINE_ASSIGN_OR_RETURN(auto ceilings,
+                            profile_ceilings(impl_->model.runner->options().device, false,
+                                             bandwidth_gbps, peak_tflops));
+  std::lock_guard<std::mutex> lock(impl_->inbox_mu);
+  impl_->inbox_profile = Impl::ProfileRequest{steps, ceilings.first, ceilings.second};
+  impl_->profile_done.reset();
+  return ok_status();
+}
+
+std::optional<ProfileResult> Engine::take_profile() {
+  std::lock_guard<std::mutex> lock(impl_->inbox_mu);
+  std::optional<ProfileResult> out;
+  out.swap(impl_->profile_done);
+  return out;
+}
+
+void Engine::cancel_profile() {
+  std::lock_guard<std::mutex> lock(impl_->inbox_mu);
+  impl_->inbox_profile = Impl::ProfileRequest{};  // steps 0: step() drops the recording
+  impl_->profile_done.reset();
 }
 
 }  // namespace roofline

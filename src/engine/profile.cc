@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/decode_setup.h"
+#include "engine/profile_internal.h"
 #include "profiler/analysis.h"
 #include "profiler/cupti_tracer.h"
 #include "profiler/export.h"
@@ -17,8 +18,6 @@
 #include "runtime/calibration.h"
 
 namespace roofline {
-
-namespace {
 
 // The ceilings a profile measures against: --calibrate measures this machine now (and caches the
 // result), else the cached calibration of this device, else the H200's measured defaults; explicit
@@ -52,7 +51,18 @@ StatusOr<std::pair<Ceilings, std::string>> profile_ceilings(const std::string& d
   return std::make_pair(ceilings, source);
 }
 
-}  // namespace
+void analyse_into(const std::vector<TraceEvent>& events, const std::vector<CallModel>& models,
+                  const Ceilings& ceilings, int timeline_step, ProfileResult* out) {
+  const ProfileReport report = analyze(events, models, ceilings, AnalysisOptions{});
+  out->bytes_per_s = ceilings.bytes_per_s;
+  out->flops_per_s = ceilings.flops_per_s;
+  out->device_ms_per_step = report.total_ns / 1e6 / std::max(1, report.num_steps);
+  out->report = format_report(report);
+  out->report_json = report_json(report, ceilings);
+  out->trace_json = chrome_trace_json(events);
+  out->roofline_svg = roofline_svg(report, models, ceilings);
+  out->timeline_svg = timeline_svg(events, timeline_step);
+}
 
 StatusOr<ProfileResult> profile_decode(const ProfileOptions& o) {
   constexpr int64_t kWarmup = 3;
@@ -172,14 +182,11 @@ StatusOr<ProfileResult> profile_decode(const ProfileOptions& o) {
   for (size_t i = 0; i < costs.size(); ++i)
     models.push_back({r.last_plan()->calls[i].name, op_kind_name(r.last_plan()->calls[i].op),
                       costs[i].bytes, costs[i].flops});
-  ProfileReport report = analyze(events, models, ceilings, AnalysisOptions{});
 
   ProfileResult out;
   out.model = o.model.dummy_weights.empty() ? o.model.model_dir : "dummy " + o.model.dummy_weights;
   out.backend = r.backend().name();
   out.warmup_steps = kWarmup;
-  out.bytes_per_s = ceilings.bytes_per_s;
-  out.flops_per_s = ceilings.flops_per_s;
   out.ceilings_source = ceilings_source;
   out.gpu = gpu;
   out.cuda_graphs = r.graph_report().graphs > 0;
@@ -188,12 +195,7 @@ StatusOr<ProfileResult> profile_decode(const ProfileOptions& o) {
   out.dropped_records = dropped;
   out.ms_per_step = wall_ms / static_cast<double>(o.steps);
   out.ms_per_step_untraced = gpu ? wall_off_ms / static_cast<double>(o.steps) : 0.0;
-  out.device_ms_per_step = report.total_ns / 1e6 / std::max(1, report.num_steps);
-  out.report = format_report(report);
-  out.report_json = report_json(report, ceilings);
-  out.trace_json = chrome_trace_json(events);
-  out.roofline_svg = roofline_svg(report, models, ceilings);
-  out.timeline_svg = timeline_svg(events, static_cast<int>(o.steps - 1));
+  analyse_into(events, models, ceilings, static_cast<int>(o.steps - 1), &out);
   return out;
 }
 

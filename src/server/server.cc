@@ -14,11 +14,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -96,6 +98,7 @@ struct State {
   EngineStats stats;
   std::atomic<int64_t> connections{0};
   Metrics metrics;
+  std::atomic<bool> profiling{false};  // a POST /v1/profile is waiting for its steps
 };
 
 void engine_loop(State& s) {
@@ -273,8 +276,9 @@ class Connection {
     const bool models = path == "/v1/models" || path.rfind("/v1/models/", 0) == 0;
     const bool completions = path == "/v1/completions";
     const bool chat = path == "/v1/chat/completions";
-    if (!models && !completions && !chat)
-      return send_error(404, "no such endpoint: this server has /v1/completions, /v1/chat/completions, /v1/models, /health and /metrics", "");
+    const bool profile = path == "/v1/profile";
+    if (!models && !completions && !chat && !profile)
+      return send_error(404, "no such endpoint: this server has /v1/completions, /v1/chat/completions, /v1/models, /v1/profile, /health and /metrics", "");
     if (!s_.ready.load()) return send_error(503, "the model is still loading: retry shortly", "", true, "Retry-After: 1\r\n");
     if (models) {
       if (req.method != "GET") return send_error(405, "use GET", "");
@@ -285,9 +289,78 @@ class Connection {
     }
     if (req.method != "POST") return send_error(405, "use POST", "");
     if (s_.stopping.load()) return send_error(503, "the server is shutting down", "", false);
+    if (profile) return run_profile(req.body);
     auto parsed = parse_api_request(req.body, chat, s_.api);
     if (!parsed.ok) return send_error(parsed.status, parsed.message, parsed.param);
     return run(*parsed.request);
+  }
+
+  // POST /v1/profile {"steps": 8, "timeout_s": 30, "trace": false, "bandwidth_gbps": 0,
+  // "peak_tflops": 0}: profiles the next `steps` engine steps of live traffic
+  // (Engine::start_profile) and answers with the report, its analysis as JSON and (with "trace")
+  // the Chrome trace. Steps only run while requests do, so it waits for them, up to timeout_s
+  // (then 504). One profile at a time (409 while one waits).
+  bool run_profile(const std::string& body) {
+    json j = json::object();
+    if (!body.empty()) {
+      j = json::parse(body, nullptr, false);
+      if (j.is_discarded() || !j.is_object())
+        return send_error(400, "the body must be a JSON object, e.g. {\"steps\": 8, \"timeout_s\": 30}", "");
+    }
+    int64_t steps = 8;
+    double timeout_s = 30, bandwidth_gbps = 0, peak_tflops = 0;
+    bool trace = false;
+    for (const auto& [key, value] : j.items()) {
+      if (key == "steps") {
+        if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > 10000)
+          return send_error(400, "'steps' must be an integer in [1, 10000]", "steps");
+        steps = value.get<int64_t>();
+      } else if (key == "timeout_s") {
+        if (!value.is_number() || !(value.get<double>() > 0) || value.get<double>() > 600)
+          return send_error(400, "'timeout_s' must be a number in (0, 600]", "timeout_s");
+        timeout_s = value.get<double>();
+      } else if (key == "trace") {
+        if (!value.is_boolean()) return send_error(400, "'trace' must be true or false", "trace");
+        trace = value.get<bool>();
+      } else if (key == "bandwidth_gbps" || key == "peak_tflops") {
+        if (!value.is_number() || !(value.get<double>() >= 0) || !std::isfinite(value.get<double>()))
+          return send_error(400, key + " must be a finite number >= 0 (0: the cached calibration or the H200's)", key);
+        (key == "bandwidth_gbps" ? bandwidth_gbps : peak_tflops) = value.get<double>();
+      } else {
+        // Not echoed (as no request field is): the known ones are named instead.
+        return send_error(400, "unknown field in the profile body (known: steps, timeout_s, trace, bandwidth_gbps, peak_tflops)", "");
+      }
+    }
+    if (s_.profiling.exchange(true)) return send_error(409, "a profile is already waiting for its steps: retry when it has answered", "");
+    struct Done {
+      std::atomic<bool>& flag;
+      ~Done() { flag.store(false); }
+    } done{s_.profiling};
+    if (Status st = s_.engine->start_profile(steps, bandwidth_gbps, peak_tflops); !st.ok())
+      return send_error(400, st.to_string(), "");
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    while (true) {
+      if (std::optional<ProfileResult> p = s_.engine->take_profile()) {
+        json out{{"object", "profile"},
+                 {"steps", steps},
+                 {"backend", p->backend},
+                 {"ms_per_step", p->ms_per_step},
+                 {"device_ms_per_step", p->device_ms_per_step},
+                 {"ceilings", {{"bytes_per_s", p->bytes_per_s}, {"flops_per_s", p->flops_per_s}, {"source", p->ceilings_source}}},
+                 {"report", p->report},
+                 {"analysis", json::parse(p->report_json, nullptr, false)}};
+        if (trace) out["trace"] = json::parse(p->trace_json, nullptr, false);
+        return send_json(200, out);
+      }
+      if (s_.stopping.load() || std::chrono::steady_clock::now() > deadline) {
+        s_.engine->cancel_profile();
+        if (s_.stopping.load()) return send_error(503, "the server is shutting down", "", false);
+        return send_error(504, "fewer than " + std::to_string(steps) + " engine steps ran within " + json(timeout_s).dump() +
+                                   " s: a profile records the next steps the engine runs, so send it while requests are running",
+                          "");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   }
 
   json model_card() const {

@@ -488,3 +488,71 @@ TEST(Engine, TextStreamsAndStopsAtStopStrings) {
 
 }  // namespace
 }  // namespace roofline
+
+namespace roofline {
+namespace {
+
+// Profiling live traffic: the next N steps, whatever they hold, timed call by call and analysed
+// together; the outputs are the same as without the profile.
+TEST(EngineProfile, RecordsTheNextStepsAndLeavesTheOutputsAlone) {
+  auto plain = make_engine(EngineSetup{});
+  auto profiled = make_engine(EngineSetup{});
+  ASSERT_TRUE(plain && profiled);
+  EXPECT_FALSE(profiled->take_profile().has_value());  // none started
+  ASSERT_TRUE(profiled->start_profile(4, 20, 0.02).ok());
+  SamplingParams params;
+  params.max_tokens = 6;
+  params.ignore_eos = true;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(plain->add_request(make_prompt(9 + i, i), params).ok());
+    ASSERT_TRUE(profiled->add_request(make_prompt(9 + i, i), params).ok());
+  }
+  const auto want = plain->run_to_completion();
+  std::optional<ProfileResult> got;
+  std::map<RequestId, std::vector<int32_t>> tokens;
+  int steps = 0;
+  while (profiled->has_unfinished()) {
+    for (const RequestOutput& o : profiled->step())
+      tokens[o.id].insert(tokens[o.id].end(), o.new_token_ids.begin(), o.new_token_ids.end());
+    ++steps;
+    if (steps < 4) {
+      EXPECT_FALSE(profiled->take_profile().has_value()) << "after step " << steps;
+    } else if (steps == 4) {
+      got = profiled->take_profile();
+    }
+  }
+  ASSERT_EQ(want.size(), 3u);
+  for (const RequestResult& w : want) EXPECT_EQ(tokens[w.id], w.token_ids) << "request " << w.id;
+  ASSERT_TRUE(got.has_value());
+  EXPECT_FALSE(got->gpu);
+  EXPECT_DOUBLE_EQ(got->bytes_per_s, 20e9);
+  EXPECT_GT(got->ms_per_step, 0.0);
+  EXPECT_GT(got->device_ms_per_step, 0.0);
+  EXPECT_NE(got->report.find("measured"), std::string::npos) << got->report;
+  EXPECT_NE(got->trace_json.find("traceEvents"), std::string::npos);
+  EXPECT_FALSE(profiled->take_profile().has_value());  // handed out once
+  EXPECT_EQ(steps, 6);  // 1 prefill step + 5 more tokens each
+}
+
+TEST(EngineProfile, BadStepsOrCeilingsAreInvalidArguments) {
+  auto e = make_engine(EngineSetup{});
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->start_profile(0).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(e->start_profile(10001).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(e->start_profile(3, -1).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(EngineProfile, CancelledBeforeItsStepsNothingComesBack) {
+  auto e = make_engine(EngineSetup{});
+  ASSERT_TRUE(e);
+  ASSERT_TRUE(e->start_profile(2, 20, 0.02).ok());
+  e->cancel_profile();
+  SamplingParams params;
+  params.max_tokens = 4;
+  ASSERT_TRUE(e->add_request(make_prompt(8, 1), params).ok());
+  e->run_to_completion();
+  EXPECT_FALSE(e->take_profile().has_value());
+}
+
+}  // namespace
+}  // namespace roofline

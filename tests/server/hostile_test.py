@@ -139,6 +139,54 @@ class HostileTest(unittest.TestCase):
 
     # ---- the API layer ----
 
+    # ---- POST /v1/profile: the next engine steps of live traffic, analysed (Engine::start_profile).
+
+    def profile(self, body, timeout=10.0):
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        return self.send(build_request("POST", "/v1/profile", data), timeout=timeout)
+
+    def test_profile_bad_bodies(self):
+        cases = [({"steps": 0}, "steps"), ({"steps": 10001}, "steps"), ({"steps": 1.5}, "steps"),
+                 ({"steps": "8"}, "steps"), ({"timeout_s": 0}, "timeout_s"), ({"timeout_s": 601}, "timeout_s"),
+                 ({"trace": 1}, "trace"), ({"bandwidth_gbps": -1}, "bandwidth_gbps"),
+                 ({"peak_tflops": "x"}, "peak_tflops"), ({MARKER: 1}, None)]
+        for body, param in cases:
+            self.assert_error(self.profile(body), 400, "profile %r" % (body,), param=param)
+        self.assert_error(self.profile(b"[1, 2]"), 400, "array body")
+        self.assert_error(self.profile(b"{\"steps\": "), 400, "truncated body")
+        self.assert_error(self.send(build_request("GET", "/v1/profile")), 405, "GET")
+
+    def test_profile_without_traffic_times_out(self):
+        t0 = time.monotonic()
+        self.assert_error(self.profile({"steps": 2, "timeout_s": 0.3}), 504, "idle server")
+        self.assertLess(time.monotonic() - t0, 5.0)
+
+    def test_profile_of_live_traffic(self):
+        result = {}
+
+        def run():
+            result["r"] = self.profile({"steps": 3, "timeout_s": 30, "trace": True}, timeout=40)
+
+        t = threading.Thread(target=run)
+        t.start()
+        time.sleep(0.3)  # armed before the request's steps run
+        # A second profile while the first waits: 409.
+        self.assert_error(self.profile({"steps": 1, "timeout_s": 1}), 409, "second profile")
+        r = self.send(completion({"prompt": [1, 2, 3], "max_tokens": 8, "temperature": 0}), timeout=30)
+        self.assertEqual(r.status, 200, r)
+        t.join(40)
+        pr = result.get("r")
+        self.assertIsNotNone(pr)
+        self.assertEqual(pr.status, 200, pr)
+        body = json.loads(pr.body.decode("utf-8"))
+        self.assertEqual(body["object"], "profile")
+        self.assertEqual(body["steps"], 3)
+        self.assertIn("measured", body["report"])
+        self.assertIsInstance(body["analysis"], dict)
+        self.assertGreater(body["ms_per_step"], 0)
+        self.assertIn("traceEvents", body["trace"])
+        self.assertTrue(body["trace"]["traceEvents"])
+
     def test_malformed_and_truncated_json(self):
         m = MARKER
         valid = json.dumps({"prompt": [1, 2, 3], "max_tokens": 2, "user": m})

@@ -1,0 +1,28 @@
+// What profile_decode (roofline/profile.h) and the engine's live-traffic profile
+// (Engine::start_profile) share: where the ceilings come from, and the analysis and exports of a
+// set of timed calls.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "profiler/analysis.h"
+#include "roofline/profile.h"
+#include "roofline/status.h"
+
+namespace roofline {
+
+// The ceilings and a line saying where they came from: calibrate measures this machine now (and
+// caches it), else the cached calibration of `device`, else the H200's measured ones; a positive
+// bandwidth_gbps / peak_tflops overrides either.
+StatusOr<std::pair<Ceilings, std::string>> profile_ceilings(const std::string& device, bool calibrate,
+                                                           double bandwidth_gbps, double peak_tflops);
+
+// Analyses `events` against `models` (one per call index) under `ceilings` and fills out's
+// ceilings, device time per step, report, JSON, trace and pictures (the timeline shows
+// timeline_step).
+void analyse_into(const std::vector<TraceEvent>& events, const std::vector<CallModel>& models,
+                  const Ceilings& ceilings, int timeline_step, ProfileResult* out);
+
+}  // namespace roofline
