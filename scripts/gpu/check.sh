@@ -66,6 +66,16 @@ for args in "--dummy-weights llama3-8b --batch 1 --context 512" \
       >> "$out/decode_bench.txt" 2>&1 || echo "(exit $?)" >> "$out/decode_bench.txt"
   done
 done
+# Programmatic dependent launch (off by default until measured): the same bs=1 steps with it on,
+# after the model-level tests that must hold with it (graph vs eager bit-identical, device sampling).
+for t in tests/runtime/cuda_graph_test tests/runtime/sampled_step_test; do
+  echo "== ROOFLINE_PDL=1 $t: $(ROOFLINE_PDL=1 timeout 120 build/cuda/$t --gtest_brief=1 2>&1 | grep -E 'PASSED|FAILED' | tr '\n' ' ')" >> "$out/decode_bench.txt"
+done
+for m in llama3-8b qwen2.5-0.5b; do
+  echo "== ROOFLINE_PDL=1 roofline bench --dummy-weights $m --batch 1 --context 512 --device cuda --steps 32" >> "$out/decode_bench.txt"
+  ROOFLINE_PDL=1 timeout 120 build/cuda/tools/cli/roofline bench --dummy-weights $m --batch 1 --context 512 \
+    --device cuda --steps 32 >> "$out/decode_bench.txt" 2>&1 || echo "(exit $?)" >> "$out/decode_bench.txt"
+done
 # Issue 13's before: the same llama3-8b bs=1 step with every GEMM on cuBLASLt.
 echo "== ROOFLINE_MATMUL_IMPL=cublas roofline bench --dummy-weights llama3-8b --batch 1 --context 512 --device cuda --steps 32" >> "$out/decode_bench.txt"
 ROOFLINE_MATMUL_IMPL=cublas timeout 120 build/cuda/tools/cli/roofline bench --dummy-weights llama3-8b --batch 1 \
