@@ -277,8 +277,19 @@ class CudaBackend final : public Backend {
 
   void execute(const Plan& plan, const StepBuffers& step, std::vector<float>* logits,
                std::vector<CallTime>* call_times) override {
-    const int64_t bucket = stage_step(plan, step, nullptr);
-    const bool fixed_shape = bucket > 0;
+    ROOFLINE_CHECK(step.num_tokens <= setup_.max_tokens && step.num_seqs <= setup_.max_seqs &&
+                   step.block_table_width <= setup_.max_blocks_per_seq);
+    // A decode step runs at its bucket's fixed shape (decode_padding.h), graphs or not, so the
+    // same kernels see the same shapes either way.
+    const StepBuffers* run = &step;
+    const int64_t bucket = is_decode_step(step) ? decode_bucket(buckets_, step.num_seqs) : 0;
+    const bool fixed_shape = bucket > 0 && bucket <= plan.max_seqs && bucket <= plan.max_tokens;
+    if (fixed_shape) {
+      pad_decode_step(step, bucket, setup_.max_blocks_per_seq, &padded_);
+      run = &padded_;
+    }
+    upload(*run);
+    set_shape(*run, step, fixed_shape);
     // NVTX: a range per step (and per plan call when eager) for nsys and other NVTX tools; free
     // when no tool is attached.
     nvtxRangePushA(fixed_shape ? "roofline decode step" : "roofline step");
@@ -314,6 +325,8 @@ class CudaBackend final : public Backend {
 
   Status execute_sampled(const Plan& plan, const StepBuffers& step, const StepSampling& sampling,
                          SampledRows* out, std::vector<CallTime>* call_times) override {
+    ROOFLINE_CHECK(step.num_tokens <= setup_.max_tokens && step.num_seqs <= setup_.max_seqs &&
+                   step.block_table_width <= setup_.max_blocks_per_seq);
     const auto rows = static_cast<int64_t>(sampling.rows.size());
     ROOFLINE_CHECK_MSG(rows == step.num_seqs && rows > 0,
                        "execute_sampled: one sampling row per step entry");
@@ -321,9 +334,16 @@ class CudaBackend final : public Backend {
     if (static_cast<int64_t>(sampling.edits.size()) > edit_capacity_) {
       ROOFLINE_RETURN_IF_ERROR(reserve_edits(static_cast<int64_t>(sampling.edits.size())));
     }
-    int64_t run_rows = 0;  // a padded decode step samples its padding rows too
-    const int64_t bucket = stage_step(plan, step, &run_rows);
-    const bool fixed_shape = bucket > 0;
+    const StepBuffers* run = &step;
+    const int64_t bucket = is_decode_step(step) ? decode_bucket(buckets_, step.num_seqs) : 0;
+    const bool fixed_shape = bucket > 0 && bucket <= plan.max_seqs && bucket <= plan.max_tokens;
+    if (fixed_shape) {
+      pad_decode_step(step, bucket, setup_.max_blocks_per_seq, &padded_);
+      run = &padded_;
+    }
+    upload(*run);
+    set_shape(*run, step, fixed_shape);
+    const int64_t run_rows = run->num_seqs;  // a padded decode step samples its padding rows too
     upload_sampling(&sampling, run_rows);
     nvtxRangePushA(fixed_shape ? "roofline decode step" : "roofline step");
     if (fixed_shape && setup_.cuda_graphs && !call_times) {
@@ -468,26 +488,6 @@ class CudaBackend final : public Backend {
     p.top_logprobs = reinterpret_cast<float*>(out + 4 * B * 4 + B * kMaxTopLogprobs * 4);
     p.max_top_logprobs = kMaxTopLogprobs;
     sample_rows_cuda(p, stream_);
-  }
-
-  // Readies `step` to run: a decode step at its bucket's fixed shape (decode_padding.h), graphs
-  // or not, so the same kernels see the same shapes either way; its inputs uploaded and the op
-  // context's shape set. Returns the bucket (0: not a fixed-shape decode step); run_rows (if
-  // given) receives the rows the step runs, padding included.
-  int64_t stage_step(const Plan& plan, const StepBuffers& step, int64_t* run_rows) {
-    ROOFLINE_CHECK(step.num_tokens <= setup_.max_tokens && step.num_seqs <= setup_.max_seqs &&
-                   step.block_table_width <= setup_.max_blocks_per_seq);
-    const StepBuffers* run = &step;
-    const int64_t bucket = is_decode_step(step) ? decode_bucket(buckets_, step.num_seqs) : 0;
-    const bool fixed_shape = bucket > 0 && bucket <= plan.max_seqs && bucket <= plan.max_tokens;
-    if (fixed_shape) {
-      pad_decode_step(step, bucket, setup_.max_blocks_per_seq, &padded_);
-      run = &padded_;
-    }
-    upload(*run);
-    set_shape(*run, step, fixed_shape);
-    if (run_rows) *run_rows = run->num_seqs;
-    return fixed_shape ? bucket : 0;
   }
 
   // The op context's step shape and attention bounds for the step `run` (padded to its bucket when
