@@ -10,8 +10,13 @@
 // the front of `waiting`, recomputed later from prompt + generated tokens) and the step is
 // planned again, admitting no one new.
 //
-// Threads: add_request / abort touch only the inbox (under inbox_mu_) and the atomic counters;
-// step() drains the inbox at its start and owns everything else.
+// Threads: add_request / abort / start_profile / take_profile / cancel_profile touch only the
+// inbox (under inbox_mu_) and the atomic counters; step() drains the inbox at its start and owns
+// everything else.
+//
+// Sampling: each step hands the runner a sampling row per entry (the request's next draw, or an
+// inert greedy row for a prefill chunk that does not finish its prompt) and gets tokens back; the
+// backend samples where the logits are (on the GPU inside the decode step's graph).
 #include "roofline/engine.h"
 
 #include <algorithm>
