@@ -1,13 +1,16 @@
 // The skinny-M weight-streaming GEMM of the CUDA backend (matmul_skinny_cuda.cu): its tile
 // constants, its domain (matmul_skinny_unsupported_reason) and its launch plan
-// (matmul_skinny_launch: the split-K choice). Everything here is a pure host function, tested on
-// the CPU (matmul_skinny_test.cc) and used by both the CUDA dispatch (matmul_cuda.cu) and the
-// launcher, so the "supported?" query and the launch can never disagree.
+// (matmul_skinny_launch: the split-K choice and the persistent grid). Everything here is a pure
+// host function, tested on the CPU (matmul_skinny_test.cc) and used by both the CUDA dispatch
+// (matmul_cuda.cu) and the launcher, so the "supported?" query and the launch can never disagree.
 //
-// Tiling (see matmul_skinny_cuda.cu): a block of kMatmulSkinnyWarps warps owns
-// kMatmulSkinnyBlockRows weight rows (output columns) and one K split; its warps interleave over
-// the split's kMatmulSkinnyChunkK-wide K chunks. A split count > 1 sends fp32 partials through the
-// context's workspace, reduced by the last block of each column block to arrive.
+// Tiling (see matmul_skinny_cuda.cu): a tile is kMatmulSkinnyBlockRows weight rows (output
+// columns) × one K split; a split is a run of kMatmulSkinnyChunkK-wide K chunks, and a chunk is one
+// stage of the block's shared-memory ring (filled with cp.async by all threads; each of the
+// kMatmulSkinnyWarps warps multiplies an eighth of its K). The grid is persistent: at most one
+// block per SM, each taking tiles blockIdx.x, + gridDim.x, ... so its ring streams across tile
+// boundaries. A split count > 1 sends fp32 partials through the context's workspace, reduced by
+// the last block of each column block to arrive.
 #pragma once
 
 #include <algorithm>
@@ -22,26 +25,50 @@ namespace roofline {
 // Most rows (tokens) the kernel takes: 8 mma tiles of 8 tokens. Larger m is compute bound and
 // belongs to cuBLASLt.
 inline constexpr int64_t kMatmulSkinnyMaxM = 64;
-// Weight rows per block: two 16-row mma tiles per warp, so every x fragment loaded feeds two MMAs.
-inline constexpr int64_t kMatmulSkinnyBlockRows = 32;
-// K per chunk: one 16-byte load per thread per weight row covers 4 threads × 8 elements = 32.
-inline constexpr int64_t kMatmulSkinnyChunkK = 32;
-inline constexpr int kMatmulSkinnyWarps = 4;
-// Chunks each warp loads before it multiplies: 2 chunks × 4 weight rows = 8 16-byte loads in flight
-// per thread (128 B), 16 KB per block, which with >= 3 resident blocks per SM covers the ~20-30 KB
-// per SM that 4.28 TB/s × ~1 µs of DRAM latency needs (Little's law, 132 SMs).
-inline constexpr int kMatmulSkinnyUnroll = 2;
-// Blocks per SM the split-K choice aims for: 4 resident 128-thread blocks per SM keep enough loads
-// in flight; more splits only add partial traffic. (ptxas, CUDA 13: 44, 72, 96, 135 registers per
-// thread for 1, 2, 4, 8 token tiles, no spills: 3 resident blocks per SM at m > 32, more below.)
-inline constexpr int kMatmulSkinnyTargetBlocksPerSm = 4;
-// A split never gets fewer chunks than one full unrolled iteration of every warp.
-inline constexpr int64_t kMatmulSkinnyMinChunksPerSplit =
-    int64_t{kMatmulSkinnyWarps} * kMatmulSkinnyUnroll;
+// Weight rows per tile: one 16-row mma tile, shared by the warps, which split each chunk's K.
+// Eight warps: with four, a block streamed ~25 GB/s whatever the ring's depth (H200), below the
+// 32 GB/s per SM that 4.28 TB/s needs.
+inline constexpr int kMatmulSkinnyWarps = 8;
+inline constexpr int64_t kMatmulSkinnyBlockRows = 16;
+// K per chunk (one ring stage): 1 KB of each weight row, read as one contiguous run (64 cp.async
+// of 16 bytes by consecutive threads). Measured on the H200: 256-byte runs per row (64 rows × 128
+// k per stage) capped a block at ~24 GB/s whatever the ring's depth.
+inline constexpr int64_t kMatmulSkinnyChunkK = 512;
+// Bytes of one shared-memory row of a stage (weight rows, then token rows of x): unpadded; odd rows
+// swap the 64-byte halves of each 128-byte window, so the two rows a quarter-warp's 16-byte reads
+// touch (g and g + 1) never share a bank.
+inline constexpr int64_t kMatmulSkinnyRowBytes = kMatmulSkinnyChunkK * 2;
+// Shared memory the ring may take: one block per SM, most of its 228 KB (the warps' reduction
+// buffer, at most 32 KB, and the runtime's reserve take the rest).
+inline constexpr int64_t kMatmulSkinnySmemBudget = 200 * 1024;
+inline constexpr int kMatmulSkinnyMaxStages = 8;
+
+// The ring's stages for `m_tiles` token tiles: a stage holds the 16 weight rows and the 8·m_tiles
+// token rows of one chunk. 8 / 6 / 4 / 2 stages for 1 / 2 / 4 / 8 tiles: 112 / 80 / 48 / 16 KB of
+// weights in flight per SM while one stage is multiplied; at 1–2 tiles that is 10–15 MB over 132
+// SMs, above the ~6 MB that 4.28 TB/s × ~1.5 µs of loaded DRAM latency needs (Little's law).
+constexpr int matmul_skinny_stages(int m_tiles) {
+  const int64_t stage_bytes =
+      (kMatmulSkinnyBlockRows + 8 * int64_t{m_tiles}) * kMatmulSkinnyRowBytes;
+  const int64_t stages = kMatmulSkinnySmemBudget / stage_bytes;
+  return static_cast<int>(stages < kMatmulSkinnyMaxStages ? stages : kMatmulSkinnyMaxStages);
+}
+constexpr int64_t matmul_skinny_smem_bytes(int m_tiles) {
+  return matmul_skinny_stages(m_tiles) * (kMatmulSkinnyBlockRows + 8 * int64_t{m_tiles}) *
+         kMatmulSkinnyRowBytes;
+}
+// The warps' fp32 accumulators met at the end of a tile: [warps][16 rows][8·m_tiles tokens].
+constexpr int64_t matmul_skinny_reduce_bytes(int m_tiles) {
+  return kMatmulSkinnyWarps * kMatmulSkinnyBlockRows * 8 * int64_t{m_tiles} * 4;
+}
+
+// A split never gets fewer chunks than this (below it the partials' traffic and the reduction cost
+// more than the parallelism brings).
+inline constexpr int64_t kMatmulSkinnyMinChunksPerSplit = 2;
 inline constexpr int kMatmulSkinnyMaxSplits = 16;
 // The context's split-K workspace: fp32 partials [splits, m, n] and one arrival counter per column
 // block. 16 MiB holds 16 splits of m = 64 rows of n = 4096 (more than any choice below needs at
-// decode sizes); the counters cover n up to 16384 · 32 = 524288 columns.
+// decode sizes); the counters cover n up to 16384 · 16 columns.
 inline constexpr int64_t kMatmulSkinnyPartialBytes = int64_t{16} << 20;
 inline constexpr int64_t kMatmulSkinnyMaxCounters = 16384;
 
@@ -72,10 +99,12 @@ inline const char* matmul_skinny_unsupported_reason(const MatmulParams& p,
 
 struct MatmulSkinnyLaunch {
   int m_tiles = 0;               // 1, 2, 4 or 8: 8-row mma tiles of x the kernel is built for
-  int64_t n_blocks = 0;          // ceil(n / kMatmulSkinnyBlockRows): grid x
+  int64_t n_blocks = 0;          // ceil(n / kMatmulSkinnyBlockRows): column blocks
   int64_t num_chunks = 0;        // ceil(k / kMatmulSkinnyChunkK)
-  int splits = 0;                // K splits: grid y; > 1 goes through the workspace
+  int splits = 0;                // K splits; > 1 goes through the workspace
   int64_t chunks_per_split = 0;  // every split but the last has exactly this many chunks
+  int64_t tiles = 0;             // n_blocks · splits
+  int64_t grid = 0;              // persistent blocks: min(tiles, SMs)
 };
 
 // The token tiles the kernel is built for: m / 8 rounded up to a power of two.
@@ -100,36 +129,32 @@ inline int64_t matmul_skinny_max_splits(int64_t m, int64_t n, int64_t k) {
 }
 
 // The launch for an m × n × k problem on `num_sms` SMs. `requested_splits` 0 chooses: no split
-// when the column blocks alone reach kMatmulSkinnyTargetBlocksPerSm per SM, otherwise just enough
-// splits to reach it, within matmul_skinny_max_splits. A requested count (tests, benchmark sweeps)
-// is clamped to the same limits. With several splits, chunks_per_split is then rounded up to whole
-// warp steps (kMatmulSkinnyMinChunksPerSplit chunks: every warp of a block loads in every step, no
-// warp idles through the last one) and the splits recounted, so none is empty; this may drop a
-// split (llama3-8b's o: 5 splits of 26 chunks become 4 of 32).
+// when the column blocks alone give every SM a tile, otherwise as many splits as keep the tiles
+// within one per SM (all tiles the same size, all running at once: no block waits on a second
+// tile while others idle), within matmul_skinny_max_splits. A requested count (tests, benchmark
+// sweeps) is clamped to the same limits. chunks_per_split is then ceil(chunks / splits) and the
+// splits recounted, so none is empty (qwen2.5-0.5b's down: 2 splits of 5 chunks on 132 SMs). The
+// grid is one persistent block per SM, or one per tile when there are fewer tiles.
 inline MatmulSkinnyLaunch matmul_skinny_launch(int64_t m, int64_t n, int64_t k, int num_sms,
                                                int requested_splits = 0) {
   MatmulSkinnyLaunch l;
+  const int64_t sms = std::max(num_sms, 1);
   l.m_tiles = matmul_skinny_m_tiles(m);
   l.n_blocks = (n + kMatmulSkinnyBlockRows - 1) / kMatmulSkinnyBlockRows;
   l.num_chunks = (k + kMatmulSkinnyChunkK - 1) / kMatmulSkinnyChunkK;
   int64_t splits = requested_splits;
-  if (splits <= 0) {
-    const int64_t target_blocks = int64_t{std::max(num_sms, 1)} * kMatmulSkinnyTargetBlocksPerSm;
-    splits = (target_blocks + l.n_blocks - 1) / l.n_blocks;
-  }
+  if (splits <= 0) splits = l.n_blocks >= sms ? 1 : sms / l.n_blocks;
   splits = std::clamp<int64_t>(splits, 1, matmul_skinny_max_splits(m, n, k));
   l.chunks_per_split = (l.num_chunks + splits - 1) / splits;
-  if (splits > 1) {
-    const int64_t step = kMatmulSkinnyMinChunksPerSplit;
-    l.chunks_per_split = (l.chunks_per_split + step - 1) / step * step;
-  }
   l.splits = static_cast<int>((l.num_chunks + l.chunks_per_split - 1) / l.chunks_per_split);
+  l.tiles = l.n_blocks * l.splits;
+  l.grid = std::min(l.tiles, sms);
   return l;
 }
 
 // Whether `l` is a launch the kernel can run for m × n × k: the tiles and blocks of the problem,
-// every chunk in exactly one non-empty split, and the workspace limits when it splits. The
-// launcher checks every launch with it (a planned one or a caller's).
+// every chunk in exactly one non-empty split, a grid of 1 to `tiles` blocks, and the workspace
+// limits when it splits. The launcher checks every launch with it (a planned one or a caller's).
 inline bool matmul_skinny_launch_valid(const MatmulSkinnyLaunch& l, int64_t m, int64_t n,
                                        int64_t k) {
   if (l.m_tiles != matmul_skinny_m_tiles(m)) return false;
@@ -138,6 +163,8 @@ inline bool matmul_skinny_launch_valid(const MatmulSkinnyLaunch& l, int64_t m, i
   if (l.splits < 1 || l.splits > kMatmulSkinnyMaxSplits || l.chunks_per_split < 1) return false;
   if ((l.splits - 1) * l.chunks_per_split >= l.num_chunks) return false;  // an empty split
   if (l.splits * l.chunks_per_split < l.num_chunks) return false;         // chunks left over
+  if (l.tiles != l.n_blocks * l.splits || l.grid < 1 || l.grid > l.tiles) return false;
+  if (l.grid > (int64_t{1} << 31) - 1) return false;
   return l.splits == 1 || (l.n_blocks <= kMatmulSkinnyMaxCounters &&
                            l.splits * m * n * 4 <= kMatmulSkinnyPartialBytes);
 }

@@ -3,32 +3,44 @@
 //
 // Bound: it must read n·k·2 bytes of weights and does 2·m·n·k FLOPs: at m <= 64 that is <= 64
 // FLOP/byte, far below the H200's ~180 FLOP/byte ridge — memory bound; the goal is the 4.28 TB/s
-// copy ceiling. x (m·k·2 bytes) is re-read once per column block from L2, i.e. m / 32 times the
-// weight bytes in L2 traffic (3 % at m = 1, 25 % at m = 8, 2x at m = 64: why large m may lose to
-// cuBLASLt, and why the selector measures).
+// copy ceiling. x (m·k·2 bytes) is re-read from L2 once per 16-row tile: m / 16 times the weight
+// bytes (6 % at m = 1, 50 % at m = 8, 400 % at m = 64: why m >= 8 loses to cuBLASLt today, and
+// why the selector measures).
 //
-// Algorithm. The grid is (column blocks, K splits). A block of 4 warps owns 32 weight rows (two
-// 16-row mma tiles) and the K chunks of its split; its warps take interleaved 2-chunk steps, so the
-// four warps together read 4·2·64 = 512 contiguous bytes of each weight row per step. Each thread
-// issues its 8 weight loads (4 rows × 2 chunks, 16 bytes each, L1-bypassing, 256-byte L2 prefetch)
-// before it multiplies, so 128 bytes per thread are in flight.
-//   MMA without shared memory: mma.sync m16n8k16 with the weight tile as A (16 weight rows × 16 k)
-// and x as B (16 k × 8 tokens). The sum over k does not care in which order k is enumerated as
-// long as A and B agree, so we pick the order that makes both fragments plain 16-byte loads: lane
-// (g = lane / 4, t = lane % 4) loads W[row g][8t, 8t + 8) and W[row g + 8][8t, 8t + 8) of a 32-wide
-// chunk and x[token g][8t, 8t + 8); PTX's logical columns {2t, 2t+1} / {2t+8, 2t+9} of the first
-// MMA map to physical 8t + {0,1} / {2,3}, and the second MMA's to 8t + {4,5} / {6,7}.
-//   Reduction: the 4 warps' fp32 accumulators meet in shared memory. With one split the block then
-// writes y. With several, every block writes its fp32 partial [split][m][n] (2·splits·m / k of the
-// weight bytes, L2-resident: 0.2 % at m = 1, 16 % at m = 64 for llama3-8b's o with 5 splits) to
-// the context's workspace, fences, and bumps the column block's arrival counter; the last block to
-// arrive sums the partials in split order (deterministic) from L2 and writes y, then resets the
-// counter to zero, so the next launch — or a CUDA-graph replay — starts clean. There is no second
-// kernel and no second pass over memory.
+// Algorithm: a persistent block per SM takes tiles (16 weight rows × one K split) in turn and
+// streams them through a ring of matmul_skinny_stages shared-memory stages (2–8), one 512-wide K
+// chunk each: the chunk's 16 weight rows (1 KB contiguous from each) and its token rows of x,
+// copied with cp.async by all 256 threads (4 of the weights' 1,024 16-byte pieces each, plus x's).
+// While the 8 warps multiply one stage — each an eighth of its K — the others are in flight
+// (112 KB of weights per SM at m <= 8), with one block barrier per stage; the ring runs on from
+// one tile into the next without draining. Nothing in the multiply waits on global memory.
+// Measured on the H200 and replaced on the way here: one 256-byte Hopper bulk copy per weight row
+// streamed 0.8 TB/s (the copy engine's issue rate for copies that small); reading x from global
+// memory at multiply time put an L2 round trip on every stage (1.7 TB/s); 64 rows × 256 bytes per
+// stage capped each block at ~24 GB/s whatever the ring's depth (2.2–3.1 TB/s).
+//   Programmatic dependent launch: weights are constants, so the weight copies of the ring's first
+// stages are issued before griddepcontrol.wait, while the kernel before this one still runs; x is
+// what that kernel wrote, so the first stages' x is loaded after the wait (plain loads, once per
+// launch, while those weights are in flight) and every later stage's x travels with its weights.
+// y, the residual and the workspace are touched only after the wait.
+//   MMA without ldmatrix: mma.sync m16n8k16 with the weight tile as A (16 weight rows × 16 k per
+// warp) and x as B (16 k × 8 tokens). The sum over k does not care in which order k is enumerated
+// as long as A and B agree, so we pick the order that makes both fragments plain 16-byte loads:
+// lane (g = lane / 4, t = lane % 4) reads W[row g][8t, 8t + 8), W[row g + 8][8t, 8t + 8) and
+// x[token g][8t, 8t + 8) of each 32-wide K step of its warp's share of the stage; PTX's logical
+// columns {2t, 2t+1} / {2t+8, 2t+9} of the first MMA map to physical 8t + {0,1} / {2,3}, and the
+// second MMA's to 8t + {4,5} / {6,7}. Weight rows past n and K past k are zero-filled; token rows
+// past m are never written and only reach outputs that are not stored.
+//   Reduction: at the end of a tile the 8 warps' accumulators meet in shared memory and are summed
+// in warp order. With one split the block then writes its 16 × m outputs. With several, every tile
+// writes its fp32 partial [split][m][n] (L2-resident) to the context's workspace, fences, and bumps
+// the column block's arrival counter; the last tile to arrive sums the partials in split order
+// (deterministic) and writes y, then resets the counter to zero, so the next launch — or a
+// CUDA-graph replay — starts clean. No second kernel, no second pass over memory.
 //
 // Numerics: products of bf16 values are exact in fp32; sums in fp32 (tensor-core order within an
-// MMA, chunk order within a warp, warp order within a block, split order across blocks); bias or
-// residual added in fp32; one rounding to bf16.
+// MMA, K order within a tile, split order across tiles); bias or residual added in fp32; one
+// rounding to bf16.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -36,19 +48,34 @@
 
 #include "core/check.h"
 #include "core/cuda_check.h"
+#include "ops/common/cuda_async.cuh"
+#include "ops/common/cuda_launch.cuh"
+#include "ops/common/cuda_mma.cuh"
 #include "ops/matmul/matmul_skinny.h"
 
 namespace roofline {
 
 namespace {
 
-constexpr int kThreads = kMatmulSkinnyWarps * 32;
-constexpr int kTilesPerWarp = static_cast<int>(kMatmulSkinnyBlockRows / 16);  // 16-row mma tiles
+constexpr int kWarps = kMatmulSkinnyWarps;
+constexpr int kThreads = kWarps * 32;
+constexpr int kRows = static_cast<int>(kMatmulSkinnyBlockRows);
 constexpr int kChunkK = static_cast<int>(kMatmulSkinnyChunkK);
-constexpr int kUnroll = kMatmulSkinnyUnroll;
+constexpr int kRowBytes = static_cast<int>(kMatmulSkinnyRowBytes);
+constexpr int kPiecesPerRow = kChunkK * 2 / 16;                  // 16-byte pieces of a stage row
+constexpr int kWeightCopies = kRows * kPiecesPerRow / kThreads;  // per thread per stage
+constexpr int kWarpK = kChunkK / kWarps;                         // each warp's share of a chunk's K
 
-static_assert(kChunkK == 32, "a chunk is 4 lanes × 8 bf16: the fragment layout above");
-static_assert(kMatmulSkinnyBlockRows % 16 == 0, "the block's rows are whole 16-row mma tiles");
+static_assert(kWarpK % 32 == 0, "the warps step through their K 32 at a time");
+static_assert(kRows == 16, "one 16-row mma tile per tile");
+static_assert(kRows * kPiecesPerRow % kThreads == 0, "every thread copies the same count");
+static_assert(kRowBytes % 128 == 0, "rows start at the same bank; the swizzle separates them");
+
+// Byte offset of 16-byte piece p of stage row r: odd rows swap the 64-byte halves of each 128-byte
+// window (p ^ 4), so rows g and g + 1 of a quarter-warp's reads (pieces 4j..4j+3) never collide.
+__device__ __forceinline__ int piece_offset(int r, int p) {
+  return r * kRowBytes + ((p ^ ((r & 1) << 2)) << 4);
+}
 
 struct SkinnyArgs {
   const __nv_bfloat16* x;         // [m, k]
@@ -65,181 +92,243 @@ struct SkinnyArgs {
   int splits;
   int chunks_per_split;
   int num_chunks;
+  int tiles;
 };
 
-// 16 bytes of weights that no other block reads: skip L1, prefetch the rest of the 256-byte L2
-// line pair (the next chunks of the same row).
-__device__ __forceinline__ uint4 load_weights(const __nv_bfloat16* ptr) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(ptr));
-  return v;
+// A block's walk over its chunks: tiles blockIdx.x, + gridDim.x, ..., each a column block and a
+// split, each split a run of chunks. The loads and the multiplies walk it in the same order, the
+// loads kStages - 1 chunks ahead.
+struct Cursor {
+  int tile;
+  int col_block;
+  int split;
+  int chunk;
+  int chunk_end;
+
+  __device__ void start(const SkinnyArgs& a, int t) {
+    tile = t;
+    if (t >= a.tiles) return;
+    col_block = t / a.splits;
+    split = t % a.splits;
+    chunk = split * a.chunks_per_split;
+    chunk_end = min(chunk + a.chunks_per_split, a.num_chunks);
+  }
+  __device__ bool valid(const SkinnyArgs& a) const { return tile < a.tiles; }
+  // Next chunk; true when it starts a new tile (or ends the walk).
+  __device__ bool advance(const SkinnyArgs& a) {
+    if (++chunk < chunk_end) return false;
+    start(a, tile + static_cast<int>(gridDim.x));
+    return true;
+  }
+};
+
+// This thread's cp.async of chunk c's weight rows into `stage`: pieces tid, tid + 128, ..., so
+// consecutive threads copy consecutive pieces of a row (256 contiguous bytes). Rows past n and K
+// past k are zero-filled.
+__device__ __forceinline__ void load_weights(const SkinnyArgs& a, const Cursor& c, uint8_t* stage) {
+  const int row0 = c.col_block * kRows;
+  const int64_t k0 = static_cast<int64_t>(c.chunk) * kChunkK;
+#pragma unroll
+  for (int j = 0; j < kWeightCopies; ++j) {
+    const int piece = static_cast<int>(threadIdx.x) + j * kThreads;
+    const int r = piece / kPiecesPerRow;
+    const int p = piece % kPiecesPerRow;
+    const int64_t kk = k0 + p * 8;
+    const bool valid = row0 + r < a.n && kk < a.k;
+    const __nv_bfloat16* src = valid ? a.w + static_cast<int64_t>(row0 + r) * a.k + kk : a.w;
+    cuda::cp_async_16(stage + piece_offset(r, p), src, valid);
+  }
 }
 
-// 16 bytes of x: read by every column block, so let L1 and L2 keep it.
-__device__ __forceinline__ uint4 load_x(const __nv_bfloat16* ptr) {
-  return __ldg(reinterpret_cast<const uint4*>(ptr));
+// The token rows of chunk c into the stage's x rows (after its kRows weight rows): with cp.async
+// (`async`), or with plain loads and stores (the first stages of a launch, right after the PDL
+// wait). K past k is zero; tokens past m are not written.
+__device__ __forceinline__ void load_tokens(const SkinnyArgs& a, const Cursor& c, uint8_t* stage,
+                                            bool async) {
+  uint8_t* x_stage = stage + kRows * kRowBytes;
+  const int64_t k0 = static_cast<int64_t>(c.chunk) * kChunkK;
+  for (int piece = threadIdx.x; piece < a.m * kPiecesPerRow; piece += kThreads) {
+    const int token = piece / kPiecesPerRow;
+    const int p = piece % kPiecesPerRow;
+    const int64_t kk = k0 + p * 8;
+    const bool valid = kk < a.k;
+    const __nv_bfloat16* src = valid ? a.x + static_cast<int64_t>(token) * a.k + kk : a.x;
+    uint8_t* dst = x_stage + piece_offset(token, p);
+    if (async) {
+      cuda::cp_async_16(dst, src, valid);
+    } else {
+      *reinterpret_cast<uint4*>(dst) =
+          valid ? *reinterpret_cast<const uint4*>(src) : make_uint4(0, 0, 0, 0);
+    }
+  }
 }
 
-__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                         uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
+// The ring's stages per token tiles, as a constant device code may use.
+template <int kMTiles>
+constexpr int kStagesFor = matmul_skinny_stages(kMTiles);
 
 // kMTiles: 8-token mma tiles of x (1, 2, 4, 8: m rounded up to 8 · a power of two).
 template <int kMTiles>
-__global__ void __launch_bounds__(kThreads) matmul_skinny_kernel(const SkinnyArgs a) {
-  static_assert(kMTiles == 1 || kMTiles == 2 || kMTiles == 4 || kMTiles == 8, "m tiles");
-  constexpr int kTokens = kMTiles * 8;
-  constexpr int kRows = static_cast<int>(kMatmulSkinnyBlockRows);
-  // +1: the reduction below reads along rows; an odd stride keeps those reads conflict-free.
-  __shared__ float red[kMatmulSkinnyWarps][kRows][kTokens + 1];
+__global__ void __launch_bounds__(kThreads, 1) matmul_skinny_kernel(const SkinnyArgs a) {
+  constexpr int kStages = kStagesFor<kMTiles>;
+  constexpr int kTokens = 8 * kMTiles;
+  constexpr int kStageBytes = (kRows + kTokens) * kRowBytes;
+  static_assert(kStages >= 2, "the ring needs two stages");
+  extern __shared__ __align__(128) uint8_t ring[];
+  // The warps' accumulators at the end of a tile, after the ring: [warp][row][token].
+  float* red = reinterpret_cast<float*>(ring + kStages * kStageBytes);
   __shared__ bool is_last;
 
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int g = lane / 4;
   const int t = lane % 4;
-  const int row0 = blockIdx.x * kRows;
-  const int split = blockIdx.y;
-  const int chunk_begin = split * a.chunks_per_split;
-  const int chunk_end = min(chunk_begin + a.chunks_per_split, a.num_chunks);
 
-  // This lane's 4 weight rows: tile j, rows g and g + 8. Rows past n read nothing (zeros).
-  const __nv_bfloat16* w_row[kTilesPerWarp][2];
-  bool row_ok[kTilesPerWarp][2];
+  // The weights of the ring's first kStages - 1 stages, before the PDL wait: one commit group per
+  // stage.
+  Cursor load;
+  load.start(a, static_cast<int>(blockIdx.x));
+  const Cursor first = load;
 #pragma unroll
-  for (int j = 0; j < kTilesPerWarp; ++j) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = row0 + j * 16 + h * 8 + g;
-      row_ok[j][h] = row < a.n;
-      w_row[j][h] = a.w + static_cast<int64_t>(row_ok[j][h] ? row : 0) * a.k + 8 * t;
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (load.valid(a)) {
+      load_weights(a, load, ring + s * kStageBytes);
+      load.advance(a);
     }
+    cuda::cp_async_commit();
   }
-  // This lane's x rows: token tile mt, token g. Tokens past m read nothing.
-  const __nv_bfloat16* x_row[kMTiles];
-  bool token_ok[kMTiles];
-#pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt) {
-    const int token = mt * 8 + g;
-    token_ok[mt] = token < a.m;
-    x_row[mt] = a.x + static_cast<int64_t>(token_ok[mt] ? token : 0) * a.k + 8 * t;
+  // x, y, the residual and the workspace may belong to the kernel before this one.
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
+  {
+    Cursor c = first;
+    for (int s = 0; s < kStages - 1 && c.valid(a); ++s, c.advance(a))
+      load_tokens(a, c, ring + s * kStageBytes, false);
   }
 
-  float acc[kTilesPerWarp][kMTiles][4];
-#pragma unroll
-  for (int j = 0; j < kTilesPerWarp; ++j)
+  // This lane's 16 bytes of a 32-wide K step of the warp's share in weight rows g and g + 8
+  // (same parity, same swizzle) and in token row g of each token tile.
+  const auto piece_of = [&](int k32) { return (warp * kWarpK + k32) / 8 + t; };
+  const auto w_at = [&](int k32) { return piece_offset(g, piece_of(k32)); };
+  const auto x_at = [&](int mt, int k32) {
+    return kRows * kRowBytes + piece_offset(mt * 8 + g, piece_of(k32));
+  };
+
+  Cursor c = first;
+  int i = 0;
+  while (c.valid(a)) {
+    float acc[kMTiles][4];
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) acc[j][mt][e] = 0.0f;
+      for (int e = 0; e < 4; ++e) acc[mt][e] = 0.0f;
+    const int col_block = c.col_block;
+    const int split = c.split;
+    bool tile_done = false;
+    while (!tile_done) {
+      // Stage i has landed for this thread; the barrier makes it (and the plain-stored x of the
+      // first stages) everyone's, and frees the slot of stage i - 1 (every warp is past it) for
+      // the load kStages - 1 chunks ahead.
+      cuda::cp_async_wait<kStages - 2>();
+      __syncthreads();
+      if (load.valid(a)) {
+        uint8_t* slot = ring + ((i + kStages - 1) % kStages) * kStageBytes;
+        load_weights(a, load, slot);
+        load_tokens(a, load, slot, true);
+        load.advance(a);
+      }
+      cuda::cp_async_commit();
 
-  const uint4 zero = make_uint4(0, 0, 0, 0);
-  for (int c0 = chunk_begin + warp * kUnroll; c0 < chunk_end; c0 += kMatmulSkinnyWarps * kUnroll) {
-    // All weight loads of the step first: they are what must be in flight.
-    uint4 wv[kUnroll][kTilesPerWarp][2];
-    bool k_ok[kUnroll];
-    int kk[kUnroll];
+      const uint8_t* stage = ring + (i % kStages) * kStageBytes;
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      kk[u] = (c0 + u) * kChunkK;
-      // k % 8 == 0, so an 8-element group is wholly inside K or wholly past it.
-      k_ok[u] = c0 + u < chunk_end && kk[u] + 8 * t < a.k;
+      for (int k32 = 0; k32 < kWarpK; k32 += 32) {
+        const uint4 lo = *reinterpret_cast<const uint4*>(stage + w_at(k32));                  // g
+        const uint4 hi = *reinterpret_cast<const uint4*>(stage + w_at(k32) + 8 * kRowBytes);  // +8
+        const uint32_t a0[4] = {lo.x, hi.x, lo.y, hi.y};
+        const uint32_t a1[4] = {lo.z, hi.z, lo.w, hi.w};
 #pragma unroll
-      for (int j = 0; j < kTilesPerWarp; ++j)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          wv[u][j][h] = (k_ok[u] && row_ok[j][h]) ? load_weights(w_row[j][h] + kk[u]) : zero;
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-#pragma unroll
-      for (int mt = 0; mt < kMTiles; ++mt) {
-        const uint4 xv = (k_ok[u] && token_ok[mt]) ? load_x(x_row[mt] + kk[u]) : zero;
-#pragma unroll
-        for (int j = 0; j < kTilesPerWarp; ++j) {
-          const uint4 lo = wv[u][j][0];  // row g
-          const uint4 hi = wv[u][j][1];  // row g + 8
-          mma_bf16(acc[j][mt], lo.x, hi.x, lo.y, hi.y, xv.x, xv.y);
-          mma_bf16(acc[j][mt], lo.z, hi.z, lo.w, hi.w, xv.z, xv.w);
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          const uint4 xv = *reinterpret_cast<const uint4*>(stage + x_at(mt, k32));
+          cuda::mma_bf16(acc[mt], a0, xv.x, xv.y);
+          cuda::mma_bf16(acc[mt], a1, xv.z, xv.w);
         }
       }
+      ++i;
+      tile_done = c.advance(a) || !c.valid(a);
     }
-  }
 
-  // C fragment: acc[e] is (weight row g + 8·(e / 2), token 2t + e % 2) of its tile.
-#pragma unroll
-  for (int j = 0; j < kTilesPerWarp; ++j)
+    // C fragment: acc[mt][e] is (weight row g + 8·(e / 2), token mt·8 + 2t + e % 2). The warps'
+    // sums meet in shared memory; thread o then owns output (token o / 16, row o % 16), so
+    // consecutive threads store consecutive columns.
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        red[warp][j * 16 + g + 8 * (e / 2)][mt * 8 + 2 * t + e % 2] = acc[j][mt][e];
-  __syncthreads();
-
-  // Element i of the block's [m, 32] output: consecutive threads take consecutive columns, so the
-  // stores of a row are contiguous.
-  const int num_out = a.m * kRows;
-  const auto epilogue = [&](int token, int col, float sum) {
-    if (a.bias) sum += __bfloat162float(a.bias[col]);
-    const int64_t at = static_cast<int64_t>(token) * a.y_row_stride + col;
-    if (a.residual) sum += __bfloat162float(a.residual[at]);
-    a.y[at] = __float2bfloat16(sum);
-  };
-
-  if (a.splits == 1) {
-    for (int i = threadIdx.x; i < num_out; i += kThreads) {
-      const int token = i / kRows;
-      const int r = i % kRows;
-      const int col = row0 + r;
-      if (col >= a.n) continue;
+        red[(warp * kRows + g + 8 * (e / 2)) * kTokens + mt * 8 + 2 * t + e % 2] = acc[mt][e];
+    __syncthreads();
+    const int row0 = col_block * kRows;
+    const auto warp_sum = [&](int o) {
       float sum = 0.0f;
 #pragma unroll
-      for (int w = 0; w < kMatmulSkinnyWarps; ++w) sum += red[w][r][token];
+      for (int w = 0; w < kWarps; ++w) sum += red[(w * kRows + o % kRows) * kTokens + o / kRows];
+      return sum;
+    };
+    const auto epilogue = [&](int token, int col, float sum) {
+      if (a.bias) sum += __bfloat162float(a.bias[col]);
+      const int64_t at = static_cast<int64_t>(token) * a.y_row_stride + col;
+      if (a.residual) sum += __bfloat162float(a.residual[at]);
+      a.y[at] = __float2bfloat16(sum);
+    };
+    if (a.splits == 1) {
+      for (int o = threadIdx.x; o < a.m * kRows; o += kThreads) {
+        const int col = row0 + o % kRows;
+        if (col < a.n) epilogue(o / kRows, col, warp_sum(o));
+      }
+      continue;
+    }
+    float* my_partial = a.partials + static_cast<int64_t>(split) * a.m * a.n;
+    for (int o = threadIdx.x; o < a.m * kRows; o += kThreads) {
+      const int col = row0 + o % kRows;
+      if (col < a.n) __stcg(my_partial + static_cast<int64_t>(o / kRows) * a.n + col, warp_sum(o));
+    }
+    // Release: every thread's partial is visible device-wide before the tile announces itself.
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const uint32_t arrived = atomicAdd(a.counters + col_block, 1u);
+      is_last = arrived == static_cast<uint32_t>(a.splits - 1);
+    }
+    __syncthreads();
+    if (!is_last) continue;  // block-uniform
+    // Acquire: the other splits' partials (read from L2, never from a stale L1 line).
+    __threadfence();
+    for (int o = threadIdx.x; o < a.m * kRows; o += kThreads) {
+      const int token = o / kRows;
+      const int col = row0 + o % kRows;
+      if (col >= a.n) continue;
+      float sum = 0.0f;
+      for (int sp = 0; sp < a.splits; ++sp)
+        sum += __ldcg(a.partials + (static_cast<int64_t>(sp) * a.m + token) * a.n + col);
       epilogue(token, col, sum);
     }
-    return;
+    // Every split has arrived, so no tile of this launch touches the counter again.
+    if (threadIdx.x == 0) a.counters[col_block] = 0;
   }
+  cuda::cp_async_wait_all();  // (only empty groups remain; nothing may be in flight at exit)
+}
 
-  float* my_partial = a.partials + static_cast<int64_t>(split) * a.m * a.n;
-  for (int i = threadIdx.x; i < num_out; i += kThreads) {
-    const int token = i / kRows;
-    const int r = i % kRows;
-    const int col = row0 + r;
-    if (col >= a.n) continue;
-    float sum = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kMatmulSkinnyWarps; ++w) sum += red[w][r][token];
-    __stcg(my_partial + static_cast<int64_t>(token) * a.n + col, sum);
-  }
-  // Release: every thread's partial is visible device-wide before the block announces itself.
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const uint32_t arrived = atomicAdd(a.counters + blockIdx.x, 1u);
-    is_last = arrived == static_cast<uint32_t>(a.splits - 1);
-  }
-  __syncthreads();
-  if (!is_last) return;
-  // Acquire: the other splits' partials (read from L2, never from a stale L1 line).
-  __threadfence();
-  for (int i = threadIdx.x; i < num_out; i += kThreads) {
-    const int token = i / kRows;
-    const int col = row0 + i % kRows;
-    if (col >= a.n) continue;
-    float sum = 0.0f;
-    for (int s = 0; s < a.splits; ++s)
-      sum += __ldcg(a.partials + (static_cast<int64_t>(s) * a.m + token) * a.n + col);
-    epilogue(token, col, sum);
-  }
-  // Every split has arrived, so no block of this launch touches the counter again.
-  if (threadIdx.x == 0) a.counters[blockIdx.x] = 0;
+template <int kMTiles>
+void launch_skinny(const SkinnyArgs& a, int grid, cudaStream_t stream) {
+  constexpr int smem =
+      static_cast<int>(matmul_skinny_smem_bytes(kMTiles) + matmul_skinny_reduce_bytes(kMTiles));
+  static const bool configured = [] {
+    ROOFLINE_CUDA_CHECK(cudaFuncSetAttribute(matmul_skinny_kernel<kMTiles>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    return true;
+  }();
+  (void)configured;
+  cuda::launch_pdl(matmul_skinny_kernel<kMTiles>, dim3(static_cast<unsigned>(grid)), dim3(kThreads),
+                   static_cast<size_t>(smem), stream, a);
 }
 
 }  // namespace
@@ -250,11 +339,7 @@ void matmul_skinny_cuda(const MatmulParams& p, MatmulEpilogue epilogue,
   const char* unsupported = matmul_skinny_unsupported_reason(p, epilogue);
   ROOFLINE_CHECK_MSG(unsupported == nullptr, unsupported);
   ROOFLINE_CHECK(p.y != nullptr);
-  const MatmulSkinnyLaunch expected = matmul_skinny_launch(p.m, p.n, p.k, 1, launch.splits);
-  ROOFLINE_CHECK_MSG(launch.m_tiles == expected.m_tiles && launch.n_blocks == expected.n_blocks &&
-                         launch.num_chunks == expected.num_chunks &&
-                         launch.splits == expected.splits &&
-                         launch.chunks_per_split == expected.chunks_per_split,
+  ROOFLINE_CHECK_MSG(matmul_skinny_launch_valid(launch, p.m, p.n, p.k),
                      "the skinny launch was planned for another problem");
   ROOFLINE_CHECK(launch.splits == 1 ||
                  (workspace.partials != nullptr && workspace.counters != nullptr));
@@ -275,20 +360,21 @@ void matmul_skinny_cuda(const MatmulParams& p, MatmulEpilogue epilogue,
   a.splits = launch.splits;
   a.chunks_per_split = static_cast<int>(launch.chunks_per_split);
   a.num_chunks = static_cast<int>(launch.num_chunks);
+  a.tiles = static_cast<int>(launch.tiles);
 
-  const dim3 grid(static_cast<unsigned>(launch.n_blocks), static_cast<unsigned>(launch.splits));
+  const int grid = static_cast<int>(launch.grid);
   switch (launch.m_tiles) {
     case 1:
-      matmul_skinny_kernel<1><<<grid, kThreads, 0, stream>>>(a);
+      launch_skinny<1>(a, grid, stream);
       break;
     case 2:
-      matmul_skinny_kernel<2><<<grid, kThreads, 0, stream>>>(a);
+      launch_skinny<2>(a, grid, stream);
       break;
     case 4:
-      matmul_skinny_kernel<4><<<grid, kThreads, 0, stream>>>(a);
+      launch_skinny<4>(a, grid, stream);
       break;
     case 8:
-      matmul_skinny_kernel<8><<<grid, kThreads, 0, stream>>>(a);
+      launch_skinny<8>(a, grid, stream);
       break;
     default:
       ROOFLINE_CHECK_MSG(false, "skinny matmul: m_tiles must be 1, 2, 4 or 8");

@@ -1,12 +1,14 @@
 // The skinny CUDA matmul's host side on the CPU: its domain (matmul_skinny_unsupported_reason, fed
 // made-up addresses — nothing is dereferenced) and its launch plan (matmul_skinny_launch): token
-// tiles, column blocks, and the split-K choice with its invariants (no empty split, whole warp
-// steps per split, partials within the workspace), which matmul_skinny_launch_valid — the
-// launcher's check — accepts, while it rejects launches that do not fit the problem.
+// tiles, column blocks, the ring's stages, and the split-K choice with its invariants (no empty
+// split, partials within the workspace, a persistent grid of at most one block per SM), which
+// matmul_skinny_launch_valid — the launcher's check — accepts, while it rejects launches that do
+// not fit the problem.
 #include "ops/matmul/matmul_skinny.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -103,32 +105,46 @@ TEST(MatmulSkinnyLaunch, TokenTilesAndColumnBlocks) {
     EXPECT_EQ(matmul_skinny_launch(c.m, 4096, 4096, 132).m_tiles, c.tiles) << "m " << c.m;
   }
   EXPECT_EQ(matmul_skinny_launch(1, 1, 8, 132).n_blocks, 1);
-  EXPECT_EQ(matmul_skinny_launch(1, 32, 8, 132).n_blocks, 1);
-  EXPECT_EQ(matmul_skinny_launch(1, 33, 8, 132).n_blocks, 2);
-  EXPECT_EQ(matmul_skinny_launch(1, 6144, 4096, 132).n_blocks, 192);
-  EXPECT_EQ(matmul_skinny_launch(1, 4096, 72, 132).num_chunks, 3);  // 72 = 2·32 + 8
+  EXPECT_EQ(matmul_skinny_launch(1, 16, 8, 132).n_blocks, 1);
+  EXPECT_EQ(matmul_skinny_launch(1, 17, 8, 132).n_blocks, 2);
+  EXPECT_EQ(matmul_skinny_launch(1, 6144, 4096, 132).n_blocks, 384);
+  EXPECT_EQ(matmul_skinny_launch(1, 4096, 72, 132).num_chunks, 1);
+  EXPECT_EQ(matmul_skinny_launch(1, 4096, 1032, 132).num_chunks, 3);  // 1032 = 2·512 + 8
+  EXPECT_EQ(matmul_skinny_launch(1, 4096, 4096, 132).num_chunks, 8);
 }
 
-TEST(MatmulSkinnyLaunch, SplitsLlamaProjectionsOnlyWhereColumnsCannotFillTheGpu) {
+TEST(MatmulSkinnyLaunch, RingAndReductionFitOneBlockPerSm) {
+  // 8 / 6 / 4 / 2 stages of 16 weight rows + 8·m_tiles token rows, each ring within the budget,
+  // and with the warps' reduction buffer within the 227 KB a block may take.
+  const int expected_stages[] = {8, 6, 4, 2};
+  int i = 0;
+  for (const int m_tiles : {1, 2, 4, 8}) {
+    EXPECT_EQ(matmul_skinny_stages(m_tiles), expected_stages[i++]) << "m_tiles " << m_tiles;
+    EXPECT_LE(matmul_skinny_smem_bytes(m_tiles), kMatmulSkinnySmemBudget);
+    EXPECT_LE(matmul_skinny_smem_bytes(m_tiles) + matmul_skinny_reduce_bytes(m_tiles), 227 * 1024);
+  }
+}
+
+TEST(MatmulSkinnyLaunch, SplitsOnlyWhereColumnsCannotFillTheGpu) {
   constexpr int kSms = 132;  // the H200
-  const int64_t target = int64_t{kSms} * kMatmulSkinnyTargetBlocksPerSm;
-  // gate_up: 896 column blocks already fill the GPU.
-  EXPECT_EQ(matmul_skinny_launch(1, 28672, 4096, kSms).splits, 1);
-  EXPECT_EQ(matmul_skinny_launch(1, 128256, 4096, kSms).splits, 1);  // lm_head
-  // qkv (192 blocks), o and down (128 blocks): split towards the target, in whole warp steps.
-  const struct {
-    int64_t n, k;
-    int splits;
-    int64_t chunks_per_split;
-  } cases[] = {{6144, 4096, 3, 48}, {4096, 4096, 4, 32}, {4096, 14336, 5, 96}};
-  for (const auto& c : cases) {
-    for (const int64_t m : {1, 8, 64}) {
-      const MatmulSkinnyLaunch l = matmul_skinny_launch(m, c.n, c.k, kSms);
-      EXPECT_EQ(l.splits, c.splits) << c.n << "x" << c.k << " m " << m;
-      EXPECT_EQ(l.chunks_per_split, c.chunks_per_split) << c.n << "x" << c.k << " m " << m;
-      EXPECT_LT(l.n_blocks * (l.splits - 1), target) << "more splits than the target needs";
+  // Every llama3-8b projection has at least 256 column blocks of 16 rows: no split, one
+  // persistent block per SM.
+  for (const int64_t n : {6144, 4096, 28672, 128256}) {
+    for (const int64_t k : {4096, 14336}) {
+      for (const int64_t m : {1, 8, 64}) {
+        const MatmulSkinnyLaunch l = matmul_skinny_launch(m, n, k, kSms);
+        EXPECT_EQ(l.splits, 1) << n << "x" << k << " m " << m;
+        EXPECT_EQ(l.grid, kSms) << n << "x" << k << " m " << m;
+      }
     }
   }
+  // qwen2.5-0.5b's down (896 × 4864: 56 column blocks, 10 chunks): two splits of 5 chunks, one
+  // tile per SM at most; its o (896 × 896: 2 chunks) cannot split (splits of >= 2 chunks only).
+  const MatmulSkinnyLaunch down = matmul_skinny_launch(1, 896, 4864, kSms);
+  EXPECT_EQ(down.splits, 2);
+  EXPECT_EQ(down.chunks_per_split, 5);
+  EXPECT_EQ(down.grid, 112);
+  EXPECT_EQ(matmul_skinny_launch(1, 896, 896, kSms).splits, 1);
 }
 
 TEST(MatmulSkinnyLaunch, InvariantsHoldForEveryShapeAndRequest) {
@@ -154,9 +170,9 @@ TEST(MatmulSkinnyLaunch, InvariantsHoldForEveryShapeAndRequest) {
             if (requested > 0) {
               ASSERT_LE(l.splits, requested) << what;
             }
-            if (l.splits > 1) {
-              ASSERT_EQ(l.chunks_per_split % kMatmulSkinnyMinChunksPerSplit, 0) << what;
-            }
+            // Persistent: never more blocks than SMs or tiles, at least one.
+            ASSERT_EQ(l.tiles, l.n_blocks * l.splits) << what;
+            ASSERT_EQ(l.grid, std::min<int64_t>(l.tiles, sms)) << what;
             ASSERT_TRUE(matmul_skinny_launch_valid(l, m, n, k)) << what;
           }
         }
@@ -169,10 +185,11 @@ TEST(MatmulSkinnyLaunch, ValidityCheckRejectsLaunchesThatDoNotFit) {
   const MatmulSkinnyLaunch good = matmul_skinny_launch(8, 4096, 4096, 132);
   ASSERT_TRUE(matmul_skinny_launch_valid(good, 8, 4096, 4096));
   EXPECT_FALSE(matmul_skinny_launch_valid(good, 9, 4096, 4096));  // two token tiles needed
-  EXPECT_FALSE(matmul_skinny_launch_valid(good, 8, 4128, 4096));  // one more column block
-  EXPECT_FALSE(matmul_skinny_launch_valid(good, 8, 4096, 4128));  // one more chunk
+  EXPECT_FALSE(matmul_skinny_launch_valid(good, 8, 4112, 4096));  // one more column block
+  EXPECT_FALSE(matmul_skinny_launch_valid(good, 8, 4096, 4104));  // one more chunk
   MatmulSkinnyLaunch l = good;
   l.splits += 1;  // the last split would be empty
+  l.tiles = l.n_blocks * l.splits;
   EXPECT_FALSE(matmul_skinny_launch_valid(l, 8, 4096, 4096));
   l = good;
   l.chunks_per_split -= 1;  // chunks left over
@@ -180,14 +197,23 @@ TEST(MatmulSkinnyLaunch, ValidityCheckRejectsLaunchesThatDoNotFit) {
   l = good;
   l.splits = 0;
   EXPECT_FALSE(matmul_skinny_launch_valid(l, 8, 4096, 4096));
+  l = good;
+  l.grid = l.tiles + 1;  // a block without a tile
+  EXPECT_FALSE(matmul_skinny_launch_valid(l, 8, 4096, 4096));
+  l.grid = 0;
+  EXPECT_FALSE(matmul_skinny_launch_valid(l, 8, 4096, 4096));
+  l = good;
+  l.tiles += 1;  // tiles that are not column blocks × splits
+  EXPECT_FALSE(matmul_skinny_launch_valid(l, 8, 4096, 4096));
   // 16 splits of 64 × 8192 fp32 partials need 32 MiB: more than the workspace; at 32 rows, 16 MiB
   // fit.
-  l = matmul_skinny_launch(64, 8192, 4096, 132, 1);
+  l = matmul_skinny_launch(64, 8192, 16384, 132, 1);
   l.splits = 16;
-  l.chunks_per_split = 8;
-  EXPECT_FALSE(matmul_skinny_launch_valid(l, 64, 8192, 4096));
+  l.chunks_per_split = 2;
+  l.tiles = l.n_blocks * l.splits;
+  EXPECT_FALSE(matmul_skinny_launch_valid(l, 64, 8192, 16384));
   l.m_tiles = matmul_skinny_m_tiles(32);
-  EXPECT_TRUE(matmul_skinny_launch_valid(l, 32, 8192, 4096));
+  EXPECT_TRUE(matmul_skinny_launch_valid(l, 32, 8192, 16384));
 }
 
 TEST(MatmulSkinnyLaunch, LargeNNeverSplitsBeyondTheCounters) {
