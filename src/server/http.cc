@@ -2,6 +2,8 @@
 #include "server/http.h"
 
 #include <cctype>
+#include <optional>
+#include <string>
 
 namespace roofline {
 
@@ -24,6 +26,34 @@ HttpParseResult error(int status, std::string message) {
   r.status = status;
   r.message = std::move(message);
   return r;
+}
+
+// The longest method accepted: the standard ones have at most 7 bytes; extension methods get room.
+constexpr size_t kMaxMethodBytes = 32;
+
+std::string method_too_long() {
+  return "the method exceeds " + std::to_string(kMaxMethodBytes) + " bytes";
+}
+
+std::string target_too_long(const HttpLimits& limits) {
+  return "the request target exceeds " + std::to_string(limits.max_target_bytes) + " bytes";
+}
+
+// The errors a request line still arriving (`line`: everything before its CR so far) already
+// has for certain: a method, target or version already longer than any complete request may
+// have. Only what the complete parse rejects too, so a prefix of a valid request never errs.
+std::optional<HttpParseResult> partial_request_line_error(std::string_view line,
+                                                          const HttpLimits& limits) {
+  const size_t sp1 = line.find(' ');
+  if (line.substr(0, sp1).size() > kMaxMethodBytes) return error(400, method_too_long());
+  if (sp1 == std::string_view::npos) return std::nullopt;
+  const size_t sp2 = line.find(' ', sp1 + 1);
+  if (line.substr(sp1 + 1, sp2 == std::string_view::npos ? sp2 : sp2 - sp1 - 1).size() >
+      limits.max_target_bytes)
+    return error(414, target_too_long(limits));
+  if (sp2 != std::string_view::npos && line.size() - sp2 - 1 > 8)
+    return error(400, "malformed HTTP version");
+  return std::nullopt;
 }
 
 std::string lower(std::string_view s) {
@@ -57,9 +87,8 @@ HttpParseResult parse_http_request(std::string_view data, const HttpLimits& limi
     if (data.size() > limits.max_header_bytes)
       return error(431, "the request line and headers exceed " +
                             std::to_string(limits.max_header_bytes) + " bytes");
-    // The request line alone over the target limit.
-    if (data.find("\r\n") == std::string_view::npos && data.size() > limits.max_target_bytes + 64)
-      return error(414, "the request target exceeds " + std::to_string(limits.max_target_bytes) + " bytes");
+    // (up to the first CR: the line's CRLF may be half there)
+    if (auto e = partial_request_line_error(data.substr(0, data.find('\r')), limits)) return *e;
     return incomplete;
   }
   const size_t head_bytes = end + 4;
@@ -81,10 +110,10 @@ HttpParseResult parse_http_request(std::string_view data, const HttpLimits& limi
   const std::string_view method = line.substr(0, sp1);
   const std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
   const std::string_view version = line.substr(sp2 + 1);
+  if (method.size() > kMaxMethodBytes) return error(400, method_too_long());
   for (unsigned char c : method)
     if (!is_tchar(c)) return error(400, "malformed method");
-  if (target.size() > limits.max_target_bytes)
-    return error(414, "the request target exceeds " + std::to_string(limits.max_target_bytes) + " bytes");
+  if (target.size() > limits.max_target_bytes) return error(414, target_too_long(limits));
   if (target.empty() || target.front() != '/') return error(400, "the request target must start with '/'");
   for (unsigned char c : target)
     if (c <= 0x20 || c >= 0x7f) return error(400, "the request target holds a control or non-ASCII byte");

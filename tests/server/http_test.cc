@@ -61,18 +61,21 @@ TEST(HttpParserTest, RefusesWhatItCannotServeWithTheRightStatus) {
     int status;
   };
   const Case cases[] = {
-      {"GET /\nHost: a\r\n\r\n", 400},                                   // bare LF
-      {"GET / HTTP/1.1\r\nHost: x\n\n", 400},                            // bare LF later
-      {"GET / HTTP/1.1\r\n folded: x\r\n\r\n", 400},                     // folded header
+      {"GET /\nHost: a\r\n\r\n", 400},                // bare LF
+      {"GET / HTTP/1.1\r\nHost: x\n\n", 400},         // bare LF later
+      {"GET / HTTP/1.1\r\n folded: x\r\n\r\n", 400},  // folded header
       {"GET / HTTP/1.1\r\nNo colon\r\n\r\n", 400},
       {"GET / HTTP/1.1\r\nBad Name: x\r\n\r\n", 400},
-      {"GET / HTTP/1.1\r\nX: a\x01" "b\r\n\r\n", 400},                     // control byte
-      {"GET  / HTTP/1.1\r\n\r\n", 400},                                  // double space
+      {"GET / HTTP/1.1\r\nX: a\x01"
+       "b\r\n\r\n",
+       400},                             // control byte
+      {"GET  / HTTP/1.1\r\n\r\n", 400},  // double space
       {"GET relative HTTP/1.1\r\n\r\n", 400},
       {"G(T / HTTP/1.1\r\n\r\n", 400},
       {"GET / HTTQ/1.1\r\n\r\n", 400},
       {"GET / HTTP/2.0\r\n\r\n", 505},
       {"GET /" + std::string(100, 'a') + " HTTP/1.1\r\n\r\n", 414},
+      {std::string(33, 'M') + " / HTTP/1.1\r\n\r\n", 400},  // a method over 32 bytes
       {"GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\n\r\n", 431},
       {"GET / HTTP/1.1\r\nX: " + std::string(300, 'v') + "\r\n\r\n", 431},
       {"POST / HTTP/1.1\r\nContent-Length: 11\r\n\r\n", 413},
@@ -92,6 +95,28 @@ TEST(HttpParserTest, RefusesWhatItCannotServeWithTheRightStatus) {
   // Still arriving, but already too long to ever fit.
   HttpRequest req;
   EXPECT_EQ(parse(std::string(300, 'G'), &req, small).status, 431);
+  EXPECT_EQ(parse(std::string(33, 'G'), &req, small).status, 400);  // the method
+  EXPECT_EQ(parse("GET /" + std::string(64, 'a'), &req, small).status, 414);
+  EXPECT_EQ(parse("GET / HTTP/1.1x", &req, small).status, 400);
+}
+
+TEST(HttpParserTest, EveryPrefixOfAValidRequestIsIncomplete) {
+  // The longest method and target the limits allow (found by the fuzzer: a long method once made
+  // a prefix fail as "target too long" while the whole request parsed).
+  HttpLimits small;
+  small.max_header_bytes = 256;
+  small.max_target_bytes = 64;
+  const std::string request =
+      std::string(32, 'M') + " /" + std::string(63, 't') + " HTTP/1.1\r\nHost: x\r\n\r\n";
+  HttpRequest req;
+  const auto whole = parse(request, &req, small);
+  ASSERT_EQ(whole.state, HttpParse::kComplete) << whole.message;
+  EXPECT_EQ(req.method, std::string(32, 'M'));
+  for (size_t n = 0; n < request.size(); ++n) {
+    HttpRequest partial;
+    const auto r = parse(request.substr(0, n), &partial, small);
+    EXPECT_EQ(r.state, HttpParse::kIncomplete) << n << " bytes: " << r.message;
+  }
 }
 
 }  // namespace
