@@ -52,39 +52,31 @@ const char* step_input_name(StepInput s) {
   return "?";
 }
 
-int Graph::add_step_input(StepInput which, DType dtype, SymShape shape) {
+Value& Graph::push_value(ValueKind kind, std::string name, DType dtype, SymShape shape) {
   Value v;
   v.id = static_cast<int>(values_.size());
-  v.name = step_input_name(which);
-  v.kind = ValueKind::kStepInput;
+  v.name = std::move(name);
+  v.kind = kind;
   v.dtype = dtype;
   v.shape = std::move(shape);
-  v.step_input = which;
   values_.push_back(std::move(v));
-  return values_.back().id;
+  return values_.back();
+}
+
+int Graph::add_step_input(StepInput which, DType dtype, SymShape shape) {
+  Value& v = push_value(ValueKind::kStepInput, step_input_name(which), dtype, std::move(shape));
+  v.step_input = which;
+  return v.id;
 }
 
 int Graph::add_weight(const std::string& weight_name, DType dtype, SymShape shape) {
-  Value v;
-  v.id = static_cast<int>(values_.size());
-  v.name = weight_name;
-  v.kind = ValueKind::kWeight;
-  v.dtype = dtype;
-  v.shape = std::move(shape);
+  Value& v = push_value(ValueKind::kWeight, weight_name, dtype, std::move(shape));
   v.weight_name = weight_name;
-  values_.push_back(std::move(v));
-  return values_.back().id;
+  return v.id;
 }
 
 int Graph::add_activation(const std::string& name, SymShape shape, DType dtype) {
-  Value v;
-  v.id = static_cast<int>(values_.size());
-  v.name = name;
-  v.kind = ValueKind::kActivation;
-  v.dtype = dtype;
-  v.shape = std::move(shape);
-  values_.push_back(std::move(v));
-  return values_.back().id;
+  return push_value(ValueKind::kActivation, name, dtype, std::move(shape)).id;
 }
 
 int Graph::add_node(OpKind op, const std::string& name, NodeAttrs attrs, std::vector<int> inputs,

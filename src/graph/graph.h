@@ -115,6 +115,9 @@ class Graph {
   std::string to_string() const;  // one line per node, for --dump-graph and tests
 
  private:
+  // Appends a value with the next id; the add_* functions fill in what is particular to its kind.
+  Value& push_value(ValueKind kind, std::string name, DType dtype, SymShape shape);
+
   std::vector<Value> values_;
   std::vector<Node> nodes_;
   std::vector<int> outputs_;

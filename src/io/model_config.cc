@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "core/mapped_file.h"
+#include "io/json_kind.h"
 
 namespace roofline {
 namespace {
@@ -49,20 +50,6 @@ std::string supported_architectures() {
     s += e.name;
   }
   return s;
-}
-
-std::string json_kind(const json& v) {
-  switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::object: return "an object";
-    case json::value_t::array: return "an array";
-    case json::value_t::string: return "a string";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "an integer";
-    case json::value_t::number_float: return "a non-integer number";
-    default: return "an unsupported JSON value";
-  }
 }
 
 // Reads typed fields of one JSON object; `scope` is "" for the top level or e.g. "rope_scaling"

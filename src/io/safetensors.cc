@@ -12,27 +12,14 @@
 #include <set>
 #include <utility>
 
+#include "io/json_kind.h"
+
 namespace roofline {
 namespace {
 
 using nlohmann::json;
 
 constexpr const char* kSupportedDtypes = "F32, F16, BF16, I32, I64, U8";
-
-// Describes a JSON value's type for error messages ("a string", "a number").
-std::string json_kind(const json& v) {
-  switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::object: return "an object";
-    case json::value_t::array: return "an array";
-    case json::value_t::string: return "a string";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "an integer";
-    case json::value_t::number_float: return "a non-integer number";
-    default: return "an unsupported JSON value";
-  }
-}
 
 // A JSON integer that fits a non-negative int64 (nlohmann stores non-negative literals as
 // unsigned, negative ones as signed; floats like 3.0 are rejected: writers emit plain integers).

@@ -37,6 +37,22 @@ struct Weights {
   }
 };
 
+// The params of y[m, n] (row stride y_row_stride) = x · Wᵀ for W stored as `w` in `w_dtype`:
+// what every test fills before adding what is particular to it.
+MatmulParams params_for(const float* x, const void* w, DType w_dtype, float* y, int64_t m,
+                        int64_t n, int64_t k, int64_t y_row_stride) {
+  MatmulParams p;
+  p.x = x;
+  p.w = w;
+  p.w_dtype = w_dtype;
+  p.y = y;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.y_row_stride = y_row_stride;
+  return p;
+}
+
 Weights make_weights(DType dtype, int64_t count, std::mt19937_64& rng) {
   Weights w{dtype, random_vector(count, rng), {}};
   if (dtype == DType::kF32) return w;
@@ -81,15 +97,7 @@ TEST_P(MatmulTest, MatchesReference) {
   const Weights w = make_weights(dtype, n * k, rng);
   std::vector<float> y(static_cast<size_t>(m * n));
   poison(y);
-  MatmulParams p;
-  p.x = x.data();
-  p.w = w.data();
-  p.w_dtype = dtype;
-  p.y = y.data();
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.y_row_stride = n;
+  MatmulParams p = params_for(x.data(), w.data(), dtype, y.data(), m, n, k, n);
   matmul_cpu(p);
   EXPECT_TRUE(all_close(y, reference_matmul(x, w.values, nullptr, m, n, k), atol_for(k), kRtol));
 
@@ -115,17 +123,9 @@ TEST_P(MatmulTest, BiasMatchesReference) {
   const Weights bias = make_weights(dtype, n, rng);  // biases come in the checkpoint's dtype
   std::vector<float> y(static_cast<size_t>(m * n));
   poison(y);
-  MatmulParams p;
-  p.x = x.data();
-  p.w = w.data();
-  p.w_dtype = dtype;
+  MatmulParams p = params_for(x.data(), w.data(), dtype, y.data(), m, n, k, n);
   p.bias = bias.data();
   p.bias_dtype = dtype;
-  p.y = y.data();
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.y_row_stride = n;
   matmul_bias_cpu(p);
   EXPECT_TRUE(
       all_close(y, reference_matmul(x, w.values, &bias.values, m, n, k), atol_for(k), kRtol));
@@ -161,16 +161,8 @@ TEST_P(MatmulTest, ResidualMatchesReferenceAlsoInPlace) {
         for (int64_t j = 0; j < n; ++j)
           y[static_cast<size_t>(i * stride + kLeft + j)] = std::nanf("");
     }
-    MatmulParams p;
-    p.x = x.data();
-    p.w = w.data();
-    p.w_dtype = dtype;
+    MatmulParams p = params_for(x.data(), w.data(), dtype, y.data() + kLeft, m, n, k, stride);
     p.residual = (in_place ? y.data() : residual.data()) + kLeft;
-    p.y = y.data() + kLeft;
-    p.m = m;
-    p.n = n;
-    p.k = k;
-    p.y_row_stride = stride;
     matmul_residual_cpu(p);
     std::vector<float> written;
     for (int64_t i = 0; i < m; ++i) {
@@ -199,15 +191,7 @@ TEST_P(MatmulTest, RowStrideWritesOnlyItsColumns) {
   auto x = random_vector(m * k, rng);
   const Weights w = make_weights(dtype, n * k, rng);
   std::vector<float> y(static_cast<size_t>(m * stride), kSentinel);
-  MatmulParams p;
-  p.x = x.data();
-  p.w = w.data();
-  p.w_dtype = dtype;
-  p.y = y.data() + kLeft;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.y_row_stride = stride;
+  const MatmulParams p = params_for(x.data(), w.data(), dtype, y.data() + kLeft, m, n, k, stride);
   matmul_cpu(p);
   const auto expected = reference_matmul(x, w.values, nullptr, m, n, k);
   std::vector<float> written;
@@ -245,15 +229,7 @@ TEST(MatmulTest, HalfWeightSpecialValuesConvertExactly) {
   std::vector<float> y16(static_cast<size_t>(kM * kN)), y32(y16.size());
   poison(y16);
   poison(y32);
-  MatmulParams p;
-  p.x = x.data();
-  p.w = w16.data();
-  p.w_dtype = DType::kF16;
-  p.y = y16.data();
-  p.m = kM;
-  p.n = kN;
-  p.k = kK;
-  p.y_row_stride = kN;
+  MatmulParams p = params_for(x.data(), w16.data(), DType::kF16, y16.data(), kM, kN, kK, kN);
   matmul_cpu(p);
   p.w = w32.data();
   p.w_dtype = DType::kF32;
