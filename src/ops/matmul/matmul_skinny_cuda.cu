@@ -122,9 +122,9 @@ struct Cursor {
   }
 };
 
-// This thread's cp.async of chunk c's weight rows into `stage`: pieces tid, tid + 128, ..., so
-// consecutive threads copy consecutive pieces of a row (256 contiguous bytes). Rows past n and K
-// past k are zero-filled.
+// This thread's cp.async of chunk c's weight rows into `stage`: pieces tid, tid + 256, ..., so
+// consecutive threads copy consecutive pieces of a row (1 KB contiguous). Rows past n and K past k
+// are zero-filled.
 __device__ __forceinline__ void load_weights(const SkinnyArgs& a, const Cursor& c, uint8_t* stage) {
   const int row0 = c.col_block * kRows;
   const int64_t k0 = static_cast<int64_t>(c.chunk) * kChunkK;
