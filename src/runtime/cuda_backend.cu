@@ -275,21 +275,35 @@ class CudaBackend final : public Backend {
     return ok_status();
   }
 
-  void execute(const Plan& plan, const StepBuffers& step, std::vector<float>* logits,
-               std::vector<CallTime>* call_times) override {
+  // A step on the device: the buffers it runs with (the caller's, or padded_ for a decode step at
+  // its bucket's fixed shape) and that bucket (0: eager, at the step's own shape).
+  struct StagedStep {
+    const StepBuffers* run;
+    int64_t bucket;
+    bool fixed_shape;
+  };
+
+  // Checks the step against the set-up sizes, pads a decode step to its bucket (decode_padding.h)
+  // — graphs or not, so the same kernels see the same shapes either way — and uploads its inputs.
+  StagedStep stage_step(const Plan& plan, const StepBuffers& step) {
     ROOFLINE_CHECK(step.num_tokens <= setup_.max_tokens && step.num_seqs <= setup_.max_seqs &&
                    step.block_table_width <= setup_.max_blocks_per_seq);
-    // A decode step runs at its bucket's fixed shape (decode_padding.h), graphs or not, so the
-    // same kernels see the same shapes either way.
-    const StepBuffers* run = &step;
-    const int64_t bucket = is_decode_step(step) ? decode_bucket(buckets_, step.num_seqs) : 0;
-    const bool fixed_shape = bucket > 0 && bucket <= plan.max_seqs && bucket <= plan.max_tokens;
-    if (fixed_shape) {
-      pad_decode_step(step, bucket, setup_.max_blocks_per_seq, &padded_);
-      run = &padded_;
+    StagedStep staged{&step, is_decode_step(step) ? decode_bucket(buckets_, step.num_seqs) : 0,
+                      false};
+    staged.fixed_shape =
+        staged.bucket > 0 && staged.bucket <= plan.max_seqs && staged.bucket <= plan.max_tokens;
+    if (staged.fixed_shape) {
+      pad_decode_step(step, staged.bucket, setup_.max_blocks_per_seq, &padded_);
+      staged.run = &padded_;
     }
-    upload(*run);
-    set_shape(*run, step, fixed_shape);
+    upload(*staged.run);
+    set_shape(*staged.run, step, staged.fixed_shape);
+    return staged;
+  }
+
+  void execute(const Plan& plan, const StepBuffers& step, std::vector<float>* logits,
+               std::vector<CallTime>* call_times) override {
+    const auto [run, bucket, fixed_shape] = stage_step(plan, step);
     // NVTX: a range per step (and per plan call when eager) for nsys and other NVTX tools; free
     // when no tool is attached.
     nvtxRangePushA(fixed_shape ? "roofline decode step" : "roofline step");
@@ -325,8 +339,6 @@ class CudaBackend final : public Backend {
 
   Status execute_sampled(const Plan& plan, const StepBuffers& step, const StepSampling& sampling,
                          SampledRows* out, std::vector<CallTime>* call_times) override {
-    ROOFLINE_CHECK(step.num_tokens <= setup_.max_tokens && step.num_seqs <= setup_.max_seqs &&
-                   step.block_table_width <= setup_.max_blocks_per_seq);
     const auto rows = static_cast<int64_t>(sampling.rows.size());
     ROOFLINE_CHECK_MSG(rows == step.num_seqs && rows > 0,
                        "execute_sampled: one sampling row per step entry");
@@ -334,15 +346,7 @@ class CudaBackend final : public Backend {
     if (static_cast<int64_t>(sampling.edits.size()) > edit_capacity_) {
       ROOFLINE_RETURN_IF_ERROR(reserve_edits(static_cast<int64_t>(sampling.edits.size())));
     }
-    const StepBuffers* run = &step;
-    const int64_t bucket = is_decode_step(step) ? decode_bucket(buckets_, step.num_seqs) : 0;
-    const bool fixed_shape = bucket > 0 && bucket <= plan.max_seqs && bucket <= plan.max_tokens;
-    if (fixed_shape) {
-      pad_decode_step(step, bucket, setup_.max_blocks_per_seq, &padded_);
-      run = &padded_;
-    }
-    upload(*run);
-    set_shape(*run, step, fixed_shape);
+    const auto [run, bucket, fixed_shape] = stage_step(plan, step);
     const int64_t run_rows = run->num_seqs;  // a padded decode step samples its padding rows too
     upload_sampling(&sampling, run_rows);
     nvtxRangePushA(fixed_shape ? "roofline decode step" : "roofline step");
