@@ -117,16 +117,34 @@ double time_attention(const AttentionShape& shape, cudaStream_t stream, double* 
   return ms / kLaunchesPerSample;
 }
 
-// One decode shape only (for a profiler run): attention_cuda_bench B L.
-int run_one(int64_t batch, int64_t seq_len) {
+// Times one causal prefill shape and prints its TFLOP/s over the attended (query, key) pairs.
+void print_prefill(const AttentionShape& shape, const std::string& name, cudaStream_t stream) {
+  double kv_bytes = 0;
+  const double ms = time_attention(shape, stream, &kv_bytes);
+  double pairs = 0;
+  for (const auto& s : shape.seqs) {  // query j of q_len attends seq_len - q_len + j + 1 keys
+    const double q = static_cast<double>(s.q_len), ctx = static_cast<double>(s.seq_len - s.q_len);
+    pairs += q * ctx + q * (q + 1) / 2.0;
+  }
+  bench::print_flops(name.c_str(), ms,
+                     4.0 * pairs * static_cast<double>(shape.head_dim * shape.num_heads));
+}
+
+// One shape only (for a profiler run): attention_cuda_bench B L (decode) or prefill L.
+int run_one(int64_t batch, int64_t seq_len, bool prefill) {
   cudaStream_t stream;
   ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  double kv_bytes = 0;
-  const double ms =
-      time_attention(attention_cuda_decode_bench_shape(batch, seq_len), stream, &kv_bytes);
-  const std::string name =
-      "decode 32/8 heads d128 B=" + std::to_string(batch) + " L=" + std::to_string(seq_len);
-  bench::print_bandwidth(name.c_str(), ms, kv_bytes);
+  if (prefill) {
+    print_prefill(attention_cuda_prefill_bench_shape(seq_len),
+                  "prefill 32/8 heads d128 L=" + std::to_string(seq_len), stream);
+  } else {
+    double kv_bytes = 0;
+    const double ms =
+        time_attention(attention_cuda_decode_bench_shape(batch, seq_len), stream, &kv_bytes);
+    const std::string name =
+        "decode 32/8 heads d128 B=" + std::to_string(batch) + " L=" + std::to_string(seq_len);
+    bench::print_bandwidth(name.c_str(), ms, kv_bytes);
+  }
   ROOFLINE_CUDA_CHECK(cudaStreamDestroy(stream));
   return 0;
 }
@@ -149,20 +167,12 @@ int run(bool decode) {
     }
   }
   std::printf("prefill (causal, batch 1, then a ragged batch; FLOPs over attended pairs):\n");
-  auto prefill = [&](const AttentionShape& shape, const std::string& name) {
-    double kv_bytes = 0;
-    const double ms = time_attention(shape, stream, &kv_bytes);
-    double pairs = 0;
-    for (const auto& s : shape.seqs) {  // query j of q_len attends seq_len - q_len + j + 1 keys
-      const double q = static_cast<double>(s.q_len), ctx = static_cast<double>(s.seq_len - s.q_len);
-      pairs += q * ctx + q * (q + 1) / 2.0;
-    }
-    bench::print_flops(name.c_str(), ms,
-                       4.0 * pairs * static_cast<double>(shape.head_dim * shape.num_heads));
-  };
-  for (const int64_t len : kAttentionCudaBenchPrefillLens)
-    prefill(attention_cuda_prefill_bench_shape(len), "prefill 32/8 heads d128 L=" + std::to_string(len));
-  prefill(attention_cuda_ragged_prefill_bench_shape(), "prefill ragged 8 seqs (16384 tokens)");
+  for (const int64_t len : kAttentionCudaBenchPrefillLens) {
+    print_prefill(attention_cuda_prefill_bench_shape(len),
+                  "prefill 32/8 heads d128 L=" + std::to_string(len), stream);
+  }
+  print_prefill(attention_cuda_ragged_prefill_bench_shape(), "prefill ragged 8 seqs (16384 tokens)",
+                stream);
   ROOFLINE_CUDA_CHECK(cudaStreamDestroy(stream));
   return 0;
 }
@@ -176,18 +186,20 @@ int main(int argc, char** argv) {
     std::printf("attention_cuda_bench: no CUDA device on this machine, nothing to time\n");
     return 0;
   }
+  constexpr const char* kUsage =
+      "usage: attention_cuda_bench [prefill [L] | B L]  (1 <= B <= 4096, 1 <= L <= 2^20)\n";
   if (argc == 2 && std::string(argv[1]) == "prefill") return roofline::run(/*decode=*/false);
   if (argc == 3) {
-    const long long batch = std::atoll(argv[1]), seq_len = std::atoll(argv[2]);
+    const bool prefill = std::string(argv[1]) == "prefill";
+    const long long batch = prefill ? 1 : std::atoll(argv[1]), seq_len = std::atoll(argv[2]);
     if (batch < 1 || batch > 4096 || seq_len < 1 || seq_len > (1 << 20)) {
-      std::fprintf(stderr,
-                   "usage: attention_cuda_bench [prefill | B L]  (1 <= B <= 4096, 1 <= L <= 2^20)\n");
+      std::fprintf(stderr, "%s", kUsage);
       return 2;
     }
-    return roofline::run_one(batch, seq_len);
+    return roofline::run_one(batch, seq_len, prefill);
   }
   if (argc != 1) {
-    std::fprintf(stderr, "usage: attention_cuda_bench [prefill | B L]\n");
+    std::fprintf(stderr, "%s", kUsage);
     return 2;
   }
   return roofline::run(/*decode=*/true);

@@ -18,9 +18,14 @@
 //   one k16 step).
 // - mma.sync kernel (head_dim 32, 64, 256; the sm_80-style version): padded shared-memory tiles,
 //   K fragments by ldmatrix, V fragments by ldmatrix.trans, each warp 16·m_tiles rows.
-// - wgmma kernel (head_dim 128): Hopper's warpgroup MMA, operands read by the tensor cores from
-//   128-byte-swizzled shared memory through descriptors, P from registers; two warpgroups per
-//   block share each K/V tile.
+// - wgmma kernel (head_dim 128), warp-specialised as FlashAttention-3 is: a producer warpgroup
+//   only gathers K/V (cp.async into a 2-stage ring whose mbarriers the copies complete; consumers
+//   release a stage through another mbarrier) and gives most of its registers to two consumer
+//   warpgroups of 64 rows. They issue Hopper's warpgroup MMA, operands read by the tensor cores
+//   from 128-byte-swizzled shared memory through descriptors, P from registers; tile j's Q·Kᵀ
+//   and tile j-1's P·V are issued together and the turn passes to the other warpgroup (named
+//   barriers), so each softmax runs while the tensor cores work for the other warpgroup or on
+//   this one's P·V.
 // - Epilogue: O / rowsum, rounded to bf16, staged through shared memory, written as 16-byte row
 //   chunks.
 //
@@ -46,6 +51,7 @@
 #include "ops/attention/attention.h"
 #include "ops/attention/attention_prefill_plan.h"
 #include "ops/common/cuda_async.cuh"
+#include "ops/common/cuda_barrier.cuh"
 #include "ops/common/cuda_mma.cuh"
 
 // The head_dim 128 kernel is built on wgmma, which only sm_90a has (CMakePresets.json builds 90a).
@@ -159,14 +165,15 @@ __device__ __forceinline__ int64_t kv_row_offset(const PrefillArgs& a, const Blo
          static_cast<int64_t>(b.kv_head) * head_dim;
 }
 
-// The block's Q tile -> shared memory with cp.async, 16-byte chunks; dst(row, chunk) is the
-// chunk's shared-memory address. Rows past the sequence's queries are zero-filled.
+// Rows [row_begin, row_begin + kRows) of the block's Q tile -> shared memory with cp.async,
+// 16-byte chunks; dst(row, chunk) is the chunk's shared-memory address (row counted in the
+// block). Rows past the sequence's queries are zero-filled.
 template <int kRows, int kHeadDim, int kThreads, typename Dst>
 __device__ __forceinline__ void load_q_tile(const PrefillArgs& a, const BlockRows& b, int tid,
-                                            Dst dst) {
+                                            Dst dst, int row_begin = 0) {
   constexpr int kChunks = kHeadDim / 8;
   for (int idx = tid; idx < kRows * kChunks; idx += kThreads) {
-    const int row = idx / kChunks;
+    const int row = row_begin + idx / kChunks;
     const int chunk = idx % kChunks;
     const int gr = b.r0 + row;
     const bool valid = gr < b.rows_total;
@@ -206,14 +213,15 @@ __device__ __forceinline__ void load_kv_tile(const PrefillArgs& a, const BlockRo
 // needs it, folds it into the row's running max m (of raw scores) and sum l, and leaves the
 // probabilities exp2((s - m)·scale·log2e) in place. Returns the factor the row's output must be
 // rescaled by. Scores stay unscaled until the exponent: one FFMA per score (scale > 0 keeps the
-// order of the maximum).
-template <int kTiles>
-__device__ __forceinline__ float softmax_row(float (&s)[kTiles][4], int h, bool masked, int gr,
-                                             int tile_start, int lane, const PrefillArgs& a,
-                                             const BlockRows& b, float& m, float& l) {
+// order of the maximum). The mask is a template argument: the tiles inside every row's range
+// (all but one or two per block) run straight-line code with no per-score compare.
+template <bool kMasked, int kTiles>
+__device__ __forceinline__ float softmax_row(float (&s)[kTiles][4], int h, int gr, int tile_start,
+                                             int lane, const PrefillArgs& a, const BlockRows& b,
+                                             float& m, float& l) {
   int pos = 0, first = 0;
   uint64_t tree = 0;
-  if (masked) {
+  if constexpr (kMasked) {
     const int t = gr / a.group;  // past q_len for padding rows: harmless, never written
     pos = b.ctx0 + t;
     first = a.sliding_window > 0 ? max(0, pos - a.sliding_window + 1) : 0;
@@ -225,7 +233,7 @@ __device__ __forceinline__ float softmax_row(float (&s)[kTiles][4], int h, bool 
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
       float x = s[n][2 * h + c];
-      if (masked) {
+      if constexpr (kMasked) {
         const int kp = tile_start + n * 8 + (lane % 4) * 2 + c;
         bool attended = kp < b.kv_end && kp >= first;
         if (a.tree_mask != nullptr) {
@@ -418,8 +426,10 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int i = 2 * mt + h;
-        const float alpha = softmax_row(s[mt], h, masked, thread_row0 + 8 * i, tile_start, lane, a,
-                                        b, m[i], l[i]);
+        const int gr = thread_row0 + 8 * i;
+        const float alpha =
+            masked ? softmax_row<true>(s[mt], h, gr, tile_start, lane, a, b, m[i], l[i])
+                   : softmax_row<false>(s[mt], h, gr, tile_start, lane, a, b, m[i], l[i]);
 #pragma unroll
         for (int n = 0; n < kDimTiles; ++n) {
           o[mt][n][2 * h] *= alpha;
@@ -484,6 +494,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 // P to bf16 as the register A operand and accumulates O += P·V with 8 more wgmma steps, V read
 // MN-major (transposed) from the same row-major tile layout as K.
 constexpr int kWgHeadDim = 128;
+constexpr int kWsStages = static_cast<int>(prefill_tile(kWgHeadDim).stages);
 __host__ __device__ constexpr int wg_col_block_bytes(int rows) { return rows * 128; }
 
 // Byte offset of 16-byte chunk `chunk` (0..15) of row `row` in a swizzled tile of `rows` rows.
@@ -504,11 +515,13 @@ __device__ __forceinline__ void wgmma_fence() {
 __device__ __forceinline__ void wgmma_commit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
-__device__ __forceinline__ void wgmma_wait_all() {
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+// Waits until at most N of this warpgroup's committed wgmma groups are still running.
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
-// Makes this thread's completed generic-proxy writes to shared memory (cp.async) visible to the
-// async proxy (wgmma operand reads); a barrier then publishes them to the other threads.
+// Orders generic-proxy writes to shared memory (cp.async) that this thread has completed or
+// acquired (through a barrier) before its later async-proxy reads (wgmma operands).
 __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
@@ -557,48 +570,115 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs_tb(float (&d)[64], const uin
 }
 
 
-template <int kWarpGroups, int kWgKeys>
-__global__ void __launch_bounds__(128 * kWarpGroups, kWarpGroups == 1 ? 2 : 1)
-    flash_prefill_wgmma_kernel(const PrefillArgs a) {
-  constexpr int kWgRows = 64 * kWarpGroups;
-  constexpr int kWgThreads = 128 * kWarpGroups;
-  constexpr int kWgQBytes = kWgRows * kWgHeadDim * 2;
-  constexpr int kWgKvTileBytes = kWgKeys * kWgHeadDim * 2;
-  constexpr int kChunks = kWgHeadDim / 8;  // 16-byte chunks of a row
-  constexpr int kKeyTiles = kWgKeys / 8;   // n8 tiles of S per warp
-  constexpr int kDimTiles = kWgHeadDim / 8;
-  static_assert(kWgKeys == 128, "S = Q·Kᵀ is one wgmma.m64n128k16 per k-step");
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  // 1024-byte alignment for the swizzle atoms (the launch allocates 1 KiB of slack).
-  const unsigned raw_addr = smem_addr(smem_raw);
-  unsigned char* smem = smem_raw + ((1024 - (raw_addr % 1024)) % 1024);
-  unsigned char* q_s = smem;                                   // kWgQBytes
-  unsigned char* k_s = smem + kWgQBytes;                       // 2 stages
-  unsigned char* v_s = smem + kWgQBytes + 2 * kWgKvTileBytes;  // 2 stages
-  const unsigned q_addr = smem_addr(q_s);
-  const unsigned k_addr = smem_addr(k_s);
-  const unsigned v_addr = smem_addr(v_s);
+// wgmma's accumulators are written asynchronously: these empty asm statements tie every register
+// to the point where they stand, so the compiler neither reads an accumulator before the wait
+// that completes it nor moves its writes past the next issue.
+template <int N>
+__device__ __forceinline__ void fence_registers(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
 
-  BlockRows b;
-  if (!block_rows<kWgRows>(a, &b)) return;
-  const int tid = static_cast<int>(threadIdx.x);
-  const int wg = tid / 128;           // warpgroup: rows 64·wg ...
-  const int warp = (tid % 128) / 32;  // warp within the warpgroup: its 16 rows
+// The warp-specialised kernel's shape: a producer warpgroup (warpgroup 0) and two consumer
+// warpgroups of 64 rows, 128-key K/V tiles in a ring of kWsStages stages.
+constexpr int kWsKeys = 128;
+constexpr int kWsRows = 128;
+constexpr int kWsThreads = 384;
+constexpr int kWsQBytes = kWsRows * kWgHeadDim * 2;
+constexpr int kWsTileBytes = kWsKeys * kWgHeadDim * 2;
+// Registers per thread after the hand-over: 128 · 40 + 256 · 232 <= 64 K. The producer keeps only
+// its loop state and one K/V row offset at a time.
+constexpr int kWsProducerRegs = 40;
+constexpr int kWsConsumerRegs = 232;
+// Named barriers: 1 + w is consumer w's turn on the tensor cores, 3 + w its warpgroup-local sync.
+constexpr int kWsTurnBarrier = 1;
+constexpr int kWsLocalBarrier = 3;
+
+struct WsBarriers {
+  uint64_t full_k[kWsStages];   // a K tile has landed (128 producer arrivals)
+  uint64_t full_v[kWsStages];
+  uint64_t empty_k[kWsStages];  // both consumers' MMAs have read it (8 consumer-warp arrivals)
+  uint64_t empty_v[kWsStages];
+};
+
+// The producer: tile j's K into stage j % kWsStages once both consumers have released it, then
+// tile j-1's V (the order the consumers use them in: tile j's Q·Kᵀ issues with tile j-1's P·V).
+// Thread t gathers chunk t % 16 of keys t / 16 + 8i, i < 16: a warp covers two whole 256-byte
+// rows per i. Each tile's block-table lookups and 64-bit row offsets are done once, one key per
+// lane (lane L: key 2·warp + L % 2 + 8·(L / 2)), and passed to the lanes that copy the key's
+// row by shuffles; K and V share them. The copies complete the stage's full barrier by
+// themselves.
+__device__ __forceinline__ void ws_produce(const PrefillArgs& a, const BlockRows& b, int tid,
+                                           int num_tiles, unsigned char* k_s, unsigned char* v_s,
+                                           WsBarriers* bars) {
+  constexpr int kChunks = kWgHeadDim / 8;
+  constexpr int kThreadRows = kWsKeys * kChunks / 128;
+  static_assert(kChunks == 16 && kThreadRows == 16, "two rows per warp and i; 32 keys per warp");
+  const int warp = tid / 32;
   const int lane = tid % 32;
-  // This thread's rows: 64·wg + 16·warp + lane/4 (+ 8 for h = 1).
-  const int thread_row0 = b.r0 + wg * 64 + warp * 16 + lane / 4;
-
-  load_q_tile<kWgRows, kWgHeadDim, kWgThreads>(
-      a, b, tid, [&](int row, int chunk) { return q_s + swizzled_chunk(row, chunk, kWgRows); });
-  cuda::cp_async_commit();
-  auto load_kv = [&](int stage, int tile_start) {
-    unsigned char* kd = k_s + stage * kWgKvTileBytes;
-    unsigned char* vd = v_s + stage * kWgKvTileBytes;
-    load_kv_tile<kWgKeys, kWgHeadDim, kWgThreads>(
-        a, b, tid, tile_start,
-        [&](int key, int chunk) { return kd + swizzled_chunk(key, chunk, kWgKeys); },
-        [&](int key, int chunk) { return vd + swizzled_chunk(key, chunk, kWgKeys); });
+  const int chunk = lane % kChunks;
+  const int half = lane / kChunks;  // which of the warp's two rows per i
+  // This lane's key's row offset in the cache (0 past the block's keys: never read).
+  auto lane_offset = [&](int tile_start) -> int64_t {
+    const int kp = tile_start + 2 * warp + (lane % 2) + 8 * (lane / 2);
+    return kp < b.kv_end ? kv_row_offset(a, b, kp, kWgHeadDim) : 0;
   };
+  auto gather = [&](const __nv_bfloat16* cache, unsigned char* dst, int tile_start,
+                    int64_t offsets) {
+#pragma unroll 4
+    for (int i = 0; i < kThreadRows; ++i) {
+      const int key = 2 * warp + half + 8 * i;
+      const int64_t row = __shfl_sync(0xffffffffu, offsets, 2 * i + half);
+      cuda::cp_async_16(dst + swizzled_chunk(key, chunk, kWsKeys), cache + row + chunk * 8,
+                        tile_start + key < b.kv_end);
+    }
+  };
+  auto produce_v = [&](int j, int64_t offsets) {
+    const int stage = j % kWsStages;
+    cuda::mbarrier_wait(&bars->empty_v[stage], ((j / kWsStages) & 1) ^ 1);
+    gather(a.v_cache, v_s + stage * kWsTileBytes, b.kv_begin + j * kWsKeys, offsets);
+    cuda::cp_async_mbarrier_arrive(&bars->full_v[stage]);
+  };
+  int64_t prev_offsets = 0;
+  for (int j = 0; j < num_tiles; ++j) {
+    const int stage = j % kWsStages;
+    const int64_t offsets = lane_offset(b.kv_begin + j * kWsKeys);
+    cuda::mbarrier_wait(&bars->empty_k[stage], ((j / kWsStages) & 1) ^ 1);
+    gather(a.k_cache, k_s + stage * kWsTileBytes, b.kv_begin + j * kWsKeys, offsets);
+    cuda::cp_async_mbarrier_arrive(&bars->full_k[stage]);
+    if (j > 0) produce_v(j - 1, prev_offsets);
+    prev_offsets = offsets;
+  }
+  produce_v(num_tiles - 1, prev_offsets);
+  cuda::cp_async_wait_all();  // nothing in flight from a thread that has left
+}
+
+// Consumer warpgroup w (rows 64w ... of the block; tid its thread in the warpgroup): Q from
+// shared memory, then for each K/V tile
+// S = Q·Kᵀ, the masked online softmax, O += P·V, FlashAttention-3's order: tile j's Q·Kᵀ and tile
+// j-1's P·V are issued together in this warpgroup's turn, the turn passes to the other
+// warpgroup, and tile j's softmax runs while both MMAs (and then the other warpgroup's) execute.
+__device__ __forceinline__ void ws_consume(const PrefillArgs& a, const BlockRows& b, int w,
+                                           int tid, int num_tiles, unsigned char* q_s,
+                                           unsigned q_addr, unsigned k_addr, unsigned v_addr,
+                                           WsBarriers* bars) {
+  constexpr int kChunks = kWgHeadDim / 8;
+  constexpr int kKeyTiles = kWsKeys / 8;  // n8 tiles of S per warp
+  constexpr int kDimTiles = kWgHeadDim / 8;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int thread_row0 = b.r0 + w * 64 + warp * 16 + lane / 4;
+  const int turn = kWsTurnBarrier + w;
+  const int other_turn = kWsTurnBarrier + (1 - w);
+
+  load_q_tile<64, kWgHeadDim, 128>(
+      a, b, tid, [&](int row, int chunk) { return q_s + swizzled_chunk(row, chunk, kWsRows); },
+      w * 64);
+  cuda::cp_async_commit();
+  cuda::cp_async_wait_all();
+  fence_proxy_async_shared();
+  cuda::named_barrier_sync(kWsLocalBarrier + w, 128);
+  if (w == 0) cuda::named_barrier_arrive(turn, 256);  // consumer 0 takes the first turn
 
   float m[2] = {-INFINITY, -INFINITY};
   float l[2] = {0.0f, 0.0f};
@@ -606,89 +686,160 @@ __global__ void __launch_bounds__(128 * kWarpGroups, kWarpGroups == 1 ? 2 : 1)
   float s[kKeyTiles][4];
 #pragma unroll
   for (int n = 0; n < kDimTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-#pragma unroll
-  for (int n = 0; n < kKeyTiles; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-  auto& s_flat = reinterpret_cast<float(&)[kWgKeys / 2]>(s);
+  auto& s_flat = reinterpret_cast<float(&)[kWsKeys / 2]>(s);
   auto& o_flat = reinterpret_cast<float(&)[64]>(o);
+  uint32_t pa[kWsKeys / 16][4];  // the previous tile's P, bf16 A fragments
 
-  const int num_tiles = (b.kv_end - b.kv_begin + kWgKeys - 1) / kWgKeys;
-  load_kv(0, b.kv_begin);
-  cuda::cp_async_commit();
-
-  for (int j = 0; j < num_tiles; ++j) {
-    const int stage = j & 1;
-    const int tile_start = b.kv_begin + j * kWgKeys;
-    if (j + 1 < num_tiles) {
-      load_kv(stage ^ 1, tile_start + kWgKeys);
-      cuda::cp_async_commit();
-      cuda::cp_async_wait<1>();
-    } else {
-      cuda::cp_async_wait<0>();
-    }
-    fence_proxy_async_shared();
-    __syncthreads();
-
-    // ---- S = Q·Kᵀ: 8 k16 steps; a step within a 64-column block moves the start by 32 bytes.
-    const unsigned k_stage = k_addr + stage * kWgKvTileBytes;
+  // S = Q·Kᵀ: 8 k16 steps; a step within a 64-column block moves the start by 32 bytes.
+  auto issue_qk = [&](int stage) {
+    const unsigned k_stage = k_addr + stage * kWsTileBytes;
+    fence_registers(s_flat);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kWgHeadDim / 16; ++ks) {
       const unsigned qa =
-          q_addr + (ks / 4) * wg_col_block_bytes(kWgRows) + wg * 64 * 128 + (ks % 4) * 32;
-      const unsigned kb = k_stage + (ks / 4) * wg_col_block_bytes(kWgKeys) + (ks % 4) * 32;
+          q_addr + (ks / 4) * wg_col_block_bytes(kWsRows) + w * 64 * 128 + (ks % 4) * 32;
+      const unsigned kb = k_stage + (ks / 4) * wg_col_block_bytes(kWsKeys) + (ks % 4) * 32;
       wgmma_m64n128k16_ss(s_flat, wgmma_desc(qa, 16, 1024), wgmma_desc(kb, 16, 1024),
                           ks > 0 ? 1 : 0);
     }
     wgmma_commit();
-    wgmma_wait_all();
-
-    // ---- Mask, online softmax, rescale O.
-    const bool masked = tile_needs_mask<kWgKeys>(b, tile_start);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float alpha =
-          softmax_row(s, h, masked, thread_row0 + 8 * h, tile_start, lane, a, b, m[h], l[h]);
-#pragma unroll
-      for (int n = 0; n < kDimTiles; ++n) {
-        o[n][2 * h] *= alpha;
-        o[n][2 * h + 1] *= alpha;
-      }
-    }
-
-    // ---- O += P·V: P as bf16 A fragments, V MN-major: 64-column blocks wg_col_block_bytes
-    // apart (LBO), 8-key groups 1024 bytes apart (SBO).
-    uint32_t pa[kWgKeys / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < kWgKeys / 16; ++kk) p_fragment(s, kk, pa[kk]);
-    const unsigned v_stage = v_addr + stage * kWgKvTileBytes;
+  };
+  // O += P·V: V MN-major, 64-column blocks wg_col_block_bytes apart (LBO), 8-key groups 1024
+  // bytes apart (SBO).
+  auto issue_pv = [&](int stage) {
+    const unsigned v_stage = v_addr + stage * kWsTileBytes;
+    fence_registers(o_flat);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kWgKeys / 16; ++kk) {
+    for (int kk = 0; kk < kWsKeys / 16; ++kk) {
       wgmma_m64n128k16_rs_tb(o_flat, pa[kk],
-                             wgmma_desc(v_stage + kk * 16 * 128, wg_col_block_bytes(kWgKeys), 1024));
+                             wgmma_desc(v_stage + kk * 16 * 128, wg_col_block_bytes(kWsKeys), 1024));
     }
     wgmma_commit();
-    wgmma_wait_all();
-    __syncthreads();  // every warpgroup is done with this stage before the next load
-  }
+  };
+  auto release = [&](uint64_t* bar) {
+    __syncwarp();
+    if (lane == 0) cuda::mbarrier_arrive(bar);
+  };
+  // Mask and online softmax of tile j's S; returns each row's rescale factor and leaves P in pa.
+  auto softmax = [&](int j, float (&alpha)[2]) {
+    const int tile_start = b.kv_begin + j * kWsKeys;
+    if (tile_needs_mask<kWsKeys>(b, tile_start)) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        alpha[h] = softmax_row<true>(s, h, thread_row0 + 8 * h, tile_start, lane, a, b, m[h], l[h]);
+    } else {
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        alpha[h] = softmax_row<false>(s, h, thread_row0 + 8 * h, tile_start, lane, a, b, m[h], l[h]);
+    }
+  };
+  auto rescale_and_pack = [&](const float (&alpha)[2]) {
+#pragma unroll
+    for (int n = 0; n < kDimTiles; ++n) {
+      o[n][0] *= alpha[0];
+      o[n][1] *= alpha[0];
+      o[n][2] *= alpha[1];
+      o[n][3] *= alpha[1];
+    }
+#pragma unroll
+    for (int kk = 0; kk < kWsKeys / 16; ++kk) p_fragment(s, kk, pa[kk]);
+  };
 
-  // ---- Normalise; stage the rows in the Q tile (same swizzle), then 16-byte row chunks out.
+  // Tile 0: Q·Kᵀ alone.
+  float alpha[2];
+  cuda::mbarrier_wait(&bars->full_k[0], 0);
+  fence_proxy_async_shared();
+  issue_qk(0);
+  wgmma_wait<0>();
+  fence_registers(s_flat);
+  release(&bars->empty_k[0]);
+  softmax(0, alpha);
+  rescale_and_pack(alpha);
+
+  for (int j = 1; j < num_tiles; ++j) {
+    const int stage = j % kWsStages;
+    const int prev = (j - 1) % kWsStages;
+    cuda::mbarrier_wait(&bars->full_k[stage], (j / kWsStages) & 1);
+    fence_proxy_async_shared();
+    cuda::named_barrier_sync(turn, 256);
+    issue_qk(stage);
+    cuda::mbarrier_wait(&bars->full_v[prev], ((j - 1) / kWsStages) & 1);
+    fence_proxy_async_shared();
+    issue_pv(prev);
+    cuda::named_barrier_arrive(other_turn, 256);
+    wgmma_wait<1>();  // Q·Kᵀ done (groups complete in order); P·V still running
+    fence_registers(s_flat);
+    release(&bars->empty_k[stage]);
+    softmax(j, alpha);
+    wgmma_wait<0>();
+    fence_registers(o_flat);
+    release(&bars->empty_v[prev]);
+    rescale_and_pack(alpha);
+  }
+  // The last tile's P·V.
+  const int last = (num_tiles - 1) % kWsStages;
+  cuda::mbarrier_wait(&bars->full_v[last], ((num_tiles - 1) / kWsStages) & 1);
+  fence_proxy_async_shared();
+  issue_pv(last);
+  wgmma_wait<0>();
+  fence_registers(o_flat);
+  release(&bars->empty_v[last]);
+
+  // Normalise; stage the warpgroup's rows in its own rows of the Q tile (same swizzle; its
+  // Q·Kᵀ reads are complete), then 16-byte row chunks out.
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int gr = thread_row0 + 8 * h;
     const float inv = row_normaliser(l[h], gr, b);
 #pragma unroll
     for (int n = 0; n < kDimTiles; ++n) {
-      *reinterpret_cast<__nv_bfloat162*>(q_s + swizzled_chunk(gr - b.r0, n, kWgRows) +
+      *reinterpret_cast<__nv_bfloat162*>(q_s + swizzled_chunk(gr - b.r0, n, kWsRows) +
                                          (lane % 4) * 4) =
           __floats2bfloat162_rn(o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
     }
   }
+  cuda::named_barrier_sync(kWsLocalBarrier + w, 128);
+  for (int idx = tid; idx < 64 * kChunks; idx += 128) {
+    store_out_row<kWgHeadDim>(a, b, w * 64 + idx / kChunks, idx % kChunks,
+                              [&](int row, int chunk) {
+                                return q_s + swizzled_chunk(row, chunk, kWsRows);
+                              });
+  }
+}
+
+__global__ void __launch_bounds__(kWsThreads, 1) flash_prefill_ws_kernel(const PrefillArgs a) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  // 1024-byte alignment for the swizzle atoms (the launch allocates 1 KiB of slack).
+  const unsigned raw_addr = smem_addr(smem_raw);
+  unsigned char* smem = smem_raw + ((1024 - (raw_addr % 1024)) % 1024);
+  unsigned char* q_s = smem;
+  unsigned char* k_s = smem + kWsQBytes;
+  unsigned char* v_s = k_s + kWsStages * kWsTileBytes;
+  auto* bars = reinterpret_cast<WsBarriers*>(v_s + kWsStages * kWsTileBytes);
+
+  BlockRows b;
+  if (!block_rows<kWsRows>(a, &b)) return;  // uniform: the whole block leaves
+  const int tid = static_cast<int>(threadIdx.x);
+  if (tid == 0) {
+    for (int st = 0; st < kWsStages; ++st) {
+      cuda::mbarrier_init(&bars->full_k[st], 128);
+      cuda::mbarrier_init(&bars->full_v[st], 128);
+      cuda::mbarrier_init(&bars->empty_k[st], 8);
+      cuda::mbarrier_init(&bars->empty_v[st], 8);
+    }
+  }
   __syncthreads();
-  for (int idx = tid; idx < kWgRows * kChunks; idx += kWgThreads) {
-    store_out_row<kWgHeadDim>(a, b, idx / kChunks, idx % kChunks, [&](int row, int chunk) {
-      return q_s + swizzled_chunk(row, chunk, kWgRows);
-    });
+  const int num_tiles = (b.kv_end - b.kv_begin + kWsKeys - 1) / kWsKeys;
+  const int wg = tid / 128;
+  if (wg == 0) {
+    cuda::setmaxnreg_dec<kWsProducerRegs>();
+    ws_produce(a, b, tid, num_tiles, k_s, v_s, bars);
+  } else {
+    cuda::setmaxnreg_inc<kWsConsumerRegs>();
+    ws_consume(a, b, wg - 1, tid % 128, num_tiles, q_s, smem_addr(q_s), smem_addr(k_s),
+               smem_addr(v_s), bars);
   }
 }
 
@@ -710,8 +861,7 @@ template <int kHeadDim>
 auto prefill_kernel_for() {
   constexpr PrefillTile kTile = prefill_tile(kHeadDim);
   if constexpr (kTile.wgmma) {
-    return flash_prefill_wgmma_kernel<static_cast<int>(kTile.warps / 4),
-                                      static_cast<int>(kTile.keys)>;
+    return flash_prefill_ws_kernel;
   } else {
     return flash_prefill_kernel<kHeadDim, static_cast<int>(kTile.warps),
                                 static_cast<int>(kTile.m_tiles), static_cast<int>(kTile.keys),
@@ -723,9 +873,13 @@ template <int kHeadDim>
 void launch(const PagedAttentionParams& p, int64_t max_q_len, cudaStream_t stream) {
   constexpr PrefillTile kTile = prefill_tile(kHeadDim);
   static_assert(kTile.head_dim == kHeadDim, "a kPrefillTiles row for every head dim launched");
-  static_assert(!kTile.wgmma || (kHeadDim == kWgHeadDim && kTile.warps % 4 == 0 &&
-                                  kTile.m_tiles == 1),
-                "wgmma tiles: head_dim 128, whole warpgroups of 64 rows");
+  static_assert(!kTile.wgmma ||
+                    (kHeadDim == kWgHeadDim && 32 * kTile.warps == kWsThreads &&
+                     prefill_rows(kTile) == kWsRows && kTile.keys == kWsKeys &&
+                     kTile.stages == kWsStages &&
+                     prefill_smem_bytes(kTile) ==
+                         1024 + kWsQBytes + 2 * kWsStages * kWsTileBytes + sizeof(WsBarriers)),
+                "the wgmma row of kPrefillTiles describes flash_prefill_ws_kernel");
   auto* kernel = prefill_kernel_for<kHeadDim>();
   constexpr int64_t kSmem = prefill_smem_bytes(kTile);
   int device = 0;

@@ -1,12 +1,13 @@
-// The tile shapes of the FlashAttention prefill kernel (attention_prefill_cuda.cu), one row per head
-// dim, with the reasons, and the shared-memory and grid arithmetic the launcher uses. Pure host
-// functions, tested on the CPU (attention_prefill_plan_test.cc).
+// The tile shapes of the FlashAttention prefill kernel (attention_prefill_cuda.cu), one row per
+// head dim, with the reasons, and the shared-memory and grid arithmetic the launcher uses. Pure
+// host functions, tested on the CPU (attention_prefill_plan_test.cc).
 //
 // A block serves one (sequence, KV head, tile of rows), where a row is one (query token, query head
 // of the GQA group) pair, token-major: the group's heads of one token are adjacent rows, so every
-// K/V tile a block stages serves all the query heads that share it. K/V tiles of `keys` positions are double-buffered in shared
-// memory (cp.async gathers through the block table while the previous tile is computed).
-// Each warp owns 16 · m_tiles rows.
+// K/V tile a block stages serves all the query heads that share it. K/V tiles of `keys` positions
+// are double-buffered in shared memory (cp.async gathers through the block table while the previous
+// tile is computed). Each MMA warp owns 16 · m_tiles rows. The head_dim 128 kernel is
+// warp-specialised: one producer warpgroup only gathers K/V, the other warpgroups only compute.
 #pragma once
 
 #include <cstdint>
@@ -18,8 +19,8 @@ namespace roofline {
 
 struct PrefillTile {
   int64_t head_dim = 0;
-  int64_t warps = 0;    // warps per block
-  int64_t m_tiles = 0;  // m16 row tiles per warp: rows per block = 16 · m_tiles · warps
+  int64_t warps = 0;    // warps per block, producer warps included
+  int64_t m_tiles = 0;  // m16 row tiles per MMA warp: rows = 16 · m_tiles · (warps - producer)
   int64_t keys = 0;     // K/V positions per shared-memory tile
   // Keep the warp's Q fragments in registers for the whole key loop (m_tiles · head_dim / 4
   // registers per thread) instead of re-reading them from shared memory for every K tile.
@@ -27,6 +28,10 @@ struct PrefillTile {
   // Hopper warpgroup MMA on 128-byte-swizzled tiles (head_dim 128 only, whole warpgroups, 128
   // keys) instead of mma.sync on padded tiles.
   bool wgmma = false;
+  // Warps that only gather K/V (a whole warpgroup, or 0: every warp gathers and computes).
+  int64_t producer_warps = 0;
+  // K/V tiles in flight: shared-memory stages of one K and one V tile each.
+  int64_t stages = 2;
 };
 
 // Why these shapes (H200: 227 KiB of shared memory and 64 K registers per SM; measured steps in
@@ -43,16 +48,20 @@ struct PrefillTile {
 // - head_dim 256 (Gemma): the output of one m16 tile alone is 128 registers per thread, so one
 //   tile per warp (64 rows) and 32-key tiles (101 KiB of shared memory per block).
 // - head_dim 32 and 64: registers to spare, so Q stays in registers.
-// - head_dim 128 on Hopper: two warpgroups of 64 rows share 128-key K/V tiles and issue wgmma
-//   (S = Q·Kᵀ and O += P·V as m64n128k16: 64 + 64 accumulator registers per thread); 161 KiB of
-//   shared memory, one block per SM. Measured (L=8192): 232 TFLOP/s, against 216 for mma.sync.
-//   One warpgroup per block on 64-key tiles (two blocks per SM, so one's softmax could overlap
-//   the other's MMAs) measured 170: the kernel issues more instructions (the K/V gather's address
-//   arithmetic, the softmax) than its MMAs take time, and smaller tiles spend more of them.
+// - head_dim 128 on Hopper (FlashAttention-3's structure): a producer warpgroup gathers K/V
+//   through the block table with cp.async into a 2-stage ring (mbarriers: full when its copies
+//   land, empty when both consumers' MMAs have read it); two consumer warpgroups of 64 rows each
+//   issue wgmma (S = Q·Kᵀ and O += P·V as m64n128k16: 64 + 64 accumulator registers, plus 32 for
+//   the previous tile's P) and take turns on the tensor cores (named barriers), so one's softmax
+//   runs under the other's MMAs; within a warpgroup, tile j's Q·Kᵀ and tile j-1's P·V are in
+//   flight together while tile j's softmax runs. 128 + 4·128 rows of 256 bytes: 161 KiB of
+//   shared memory, one block per SM. The single-role version (every warp gathered and computed,
+//   both warpgroups in one phase) measured 232-262 TFLOP/s at L=8192: the gather's address
+//   arithmetic and the softmax left the tensor cores idle (ncu: ALU the busiest pipe).
 inline constexpr PrefillTile kPrefillTiles[] = {
     {32, 4, 2, 64, true, false},
     {64, 4, 2, 64, true, false},
-    {128, 8, 1, 128, false, true},
+    {128, 12, 1, 128, false, true, 4, 2},
     {256, 4, 1, 32, false, false},
 };
 
@@ -63,7 +72,9 @@ constexpr PrefillTile prefill_tile(int64_t head_dim) {
   return PrefillTile{};
 }
 
-constexpr int64_t prefill_rows(const PrefillTile& t) { return 16 * t.m_tiles * t.warps; }
+constexpr int64_t prefill_rows(const PrefillTile& t) {
+  return 16 * t.m_tiles * (t.warps - t.producer_warps);
+}
 
 // mma.sync tiles pad shared-memory rows by 8 bf16 (16 bytes) so that the 8 row addresses of one
 // ldmatrix phase fall in 8 distinct 16-byte bank groups; wgmma tiles are swizzled instead.
@@ -71,9 +82,15 @@ constexpr int64_t prefill_row_stride(const PrefillTile& t) {
   return t.wgmma ? t.head_dim : t.head_dim + 8;
 }
 
-// Q tile + two stages of K and V tiles, bf16 (+ 1 KiB to align wgmma's swizzle atoms).
+// Bytes of the mbarriers after the tiles: full and empty, for K and for V, per stage.
+constexpr int64_t prefill_barrier_bytes(const PrefillTile& t) {
+  return t.producer_warps > 0 ? 4 * t.stages * 8 : 0;
+}
+
+// Q tile + the stages of K and V tiles, bf16 (+ 1 KiB to align wgmma's swizzle atoms) + barriers.
 constexpr int64_t prefill_smem_bytes(const PrefillTile& t) {
-  return (prefill_rows(t) + 4 * t.keys) * prefill_row_stride(t) * 2 + (t.wgmma ? 1024 : 0);
+  return (prefill_rows(t) + 2 * t.stages * t.keys) * prefill_row_stride(t) * 2 +
+         (t.wgmma ? 1024 : 0) + prefill_barrier_bytes(t);
 }
 
 // Blocks along the rows of one (sequence, KV head) for the longest sequence.

@@ -28,12 +28,16 @@ TEST(PrefillPlanTest, TilesAreWholeTensorCoreStepsAndCopies) {
     EXPECT_EQ(t.keys % 16, 0);      // k-steps of P·V, n-tile pairs of Q·Kᵀ
     EXPECT_GE(t.warps, 1);
     EXPECT_GE(t.m_tiles, 1);
-    // Each thread issues the same number of 16-byte K/V chunks per tile.
-    EXPECT_EQ(t.keys * (t.head_dim / 8) % (32 * t.warps), 0);
+    // Each gathering thread issues the same number of 16-byte K/V chunks per tile.
+    const int64_t gatherers = t.producer_warps > 0 ? t.producer_warps : t.warps;
+    EXPECT_EQ(t.keys * (t.head_dim / 8) % (32 * gatherers), 0);
+    EXPECT_GE(t.stages, 2);
     if (t.wgmma) {
-      // The wgmma kernel: 128-byte swizzle rows, whole warpgroups of 64 rows, 128 keys.
+      // The wgmma kernel: 128-byte swizzle rows, a producer warpgroup, consumer warpgroups of 64
+      // rows (the named barriers that alternate them are written for two), 128 keys.
       EXPECT_EQ(t.head_dim, 128);
-      EXPECT_EQ(t.warps % 4, 0);
+      EXPECT_EQ(t.producer_warps, 4);
+      EXPECT_EQ(t.warps, 12);
       EXPECT_EQ(t.m_tiles, 1);
       EXPECT_EQ(t.keys, 128);
       EXPECT_EQ(prefill_row_stride(t) * 2 % 128, 0);
@@ -41,6 +45,8 @@ TEST(PrefillPlanTest, TilesAreWholeTensorCoreStepsAndCopies) {
       // Rows padded by 16 bytes: 16-byte aligned, not a multiple of 128 bytes (bank spread).
       EXPECT_EQ(prefill_row_stride(t) * 2 % 16, 0);
       EXPECT_NE(prefill_row_stride(t) * 2 % 128, 0);
+      EXPECT_EQ(t.producer_warps, 0);
+      EXPECT_EQ(t.stages, 2);  // the mma.sync kernel double-buffers
     }
   }
 }
@@ -52,8 +58,9 @@ TEST(PrefillPlanTest, BlocksFitInAnH200SmsSharedMemory) {
     // mma.sync tiles are sized for two blocks per SM; the wgmma tile for one.
     EXPECT_LE((t.wgmma ? 1 : 2) * (prefill_smem_bytes(t) + kReservedPerBlock), kSmemPerSm);
   }
-  // wgmma: Q 128 rows + 2 stages × (K, V) × 128 keys, 256-byte rows, 1 KiB alignment slack.
-  EXPECT_EQ(prefill_smem_bytes(prefill_tile(128)), (128 + 4 * 128) * 128 * 2 + 1024);
+  // wgmma: Q 128 rows + 2 stages × (K, V) × 128 keys, 256-byte rows, 1 KiB alignment slack,
+  // 2 stages × 4 mbarriers.
+  EXPECT_EQ(prefill_smem_bytes(prefill_tile(128)), (128 + 4 * 128) * 128 * 2 + 1024 + 64);
   // mma.sync: Q 128 rows + 2 stages × (K, V) × 64 keys, rows of 72 bf16.
   EXPECT_EQ(prefill_smem_bytes(prefill_tile(64)), (128 + 4 * 64) * 72 * 2);
 }
@@ -67,7 +74,7 @@ TEST(PrefillPlanTest, RowTilesCoverTheLongestSequencesRows) {
   EXPECT_EQ(prefill_row_tiles(t, 2048, 4), 64);
   EXPECT_EQ(prefill_row_tiles(t, 19, 7), 2);   // 133 rows
   EXPECT_EQ(prefill_rows(prefill_tile(256)), 64);
-  EXPECT_EQ(prefill_rows(prefill_tile(128)), 128);  // two warpgroups
+  EXPECT_EQ(prefill_rows(prefill_tile(128)), 128);  // two consumer warpgroups
   EXPECT_EQ(prefill_row_tiles(prefill_tile(128), 2048, 4), 64);
 }
 

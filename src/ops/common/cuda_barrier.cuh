@@ -1,0 +1,71 @@
+// Block-level synchronisation for warp-specialised kernels (sm_90): mbarriers in shared memory
+// (a producer's copies complete a phase, consumers wait on its parity), named barriers (a subset
+// of the block's warps syncs or only arrives), and the register reallocation between warpgroups
+// (setmaxnreg). Include only from .cu files.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace roofline::cuda {
+
+__device__ __forceinline__ unsigned barrier_addr(const uint64_t* bar) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(bar));
+}
+
+// An mbarrier whose phase completes after `count` arrivals. One thread initialises; a block-wide
+// barrier must follow before any other thread uses it.
+__device__ __forceinline__ void mbarrier_init(uint64_t* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(barrier_addr(bar)), "r"(count)
+               : "memory");
+}
+
+// One arrival, releasing this thread's prior writes (and, after a wgmma wait, its operand reads)
+// to whoever waits on the phase.
+__device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];\n" ::"r"(barrier_addr(bar))
+               : "memory");
+}
+
+// One arrival once every cp.async this thread has issued so far has landed (.noinc: the
+// barrier's count includes it). The thread does not wait.
+__device__ __forceinline__ void cp_async_mbarrier_arrive(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(barrier_addr(bar))
+               : "memory");
+}
+
+// Waits until the phase of parity `parity` has completed. A fresh barrier is in phase 0, so
+// waiting on parity 1 returns at once (the "previous" phase): a producer's first wait for an
+// empty slot passes.
+__device__ __forceinline__ void mbarrier_wait(uint64_t* bar, unsigned parity) {
+  asm volatile(
+      "{\n.reg .pred done;\n"
+      "wait_loop:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra wait_loop;\n}\n" ::"r"(barrier_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
+
+// Named barrier `id` (1 ... 15; 0 is __syncthreads) over `threads` threads (a multiple of 32):
+// sync waits for all of them, arrive counts this warp and goes on.
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Hands registers back to / takes them from the SM's pool, per warpgroup (every warp of the
+// warpgroup executes it). kRegs: a multiple of 8 in [24, 256].
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+
+}  // namespace roofline::cuda
