@@ -19,7 +19,7 @@
 // - mma.sync kernel (head_dim 32, 64, 256; the sm_80-style version): padded shared-memory tiles,
 //   K fragments by ldmatrix, V fragments by ldmatrix.trans, each warp 16·m_tiles rows.
 // - wgmma kernel (head_dim 128), warp-specialised as FlashAttention-3 is: a producer warpgroup
-//   only gathers K/V (cp.async into a 2-stage ring whose mbarriers the copies complete; consumers
+//   only gathers K/V (cp.async into a 3-stage ring whose mbarriers the copies complete; consumers
 //   release a stage through another mbarrier) and gives most of its registers to two consumer
 //   warpgroups of 64 rows. They issue Hopper's warpgroup MMA, operands read by the tensor cores
 //   from 128-byte-swizzled shared memory through descriptors, P from registers; tile j's Q·Kᵀ
@@ -603,34 +603,41 @@ struct WsBarriers {
 
 // The producer: tile j's K into stage j % kWsStages once both consumers have released it, then
 // tile j-1's V (the order the consumers use them in: tile j's Q·Kᵀ issues with tile j-1's P·V).
-// Thread t gathers chunk t % 16 of keys t / 16 + 8i, i < 16: a warp covers two whole 256-byte
-// rows per i. Each tile's block-table lookups and 64-bit row offsets are done once, one key per
-// lane (lane L: key 2·warp + L % 2 + 8·(L / 2)), and passed to the lanes that copy the key's
-// row by shuffles; K and V share them. The copies complete the stage's full barrier by
-// themselves.
+// Lane L of warp w copies 16-byte chunks c and c + 8 (c = L % 8: the same place in both 64-column
+// blocks) of keys 4w + L/8 + 16i, i < 8: a warp covers four 128-byte half rows per copy. Each
+// tile's block-table lookups and 64-bit row offsets are done once, one key per lane (lane L: key
+// 4w + L % 4 + 16·(L / 4)), and passed to the lanes that copy the key's row by shuffles; K and V
+// share them. The copies complete the stage's full barrier by themselves.
 __device__ __forceinline__ void ws_produce(const PrefillArgs& a, const BlockRows& b, int tid,
                                            int num_tiles, unsigned char* k_s, unsigned char* v_s,
                                            WsBarriers* bars) {
-  constexpr int kChunks = kWgHeadDim / 8;
-  constexpr int kThreadRows = kWsKeys * kChunks / 128;
-  static_assert(kChunks == 16 && kThreadRows == 16, "two rows per warp and i; 32 keys per warp");
+  constexpr int kRowsPerCopy = 16;  // keys one copy instruction of the warpgroup covers
+  constexpr int kCopies = kWsKeys / kRowsPerCopy;
+  static_assert(kWgHeadDim == 128 && kCopies == 8, "8 lanes per 256-byte row, 32 keys per warp");
   const int warp = tid / 32;
   const int lane = tid % 32;
-  const int chunk = lane % kChunks;
-  const int half = lane / kChunks;  // which of the warp's two rows per i
+  const int chunk = lane % 8;
+  const int row_in_warp = lane / 8;
+  const int key0 = 4 * warp + row_in_warp;
   // This lane's key's row offset in the cache (0 past the block's keys: never read).
   auto lane_offset = [&](int tile_start) -> int64_t {
-    const int kp = tile_start + 2 * warp + (lane % 2) + 8 * (lane / 2);
+    const int kp = tile_start + 4 * warp + (lane % 4) + kRowsPerCopy * (lane / 4);
     return kp < b.kv_end ? kv_row_offset(a, b, kp, kWgHeadDim) : 0;
   };
+  // Key key0 + 16i sits at row%8 = key0 % 8 for every i: one swizzle per thread, its rows 2 KiB
+  // apart, its second chunk one column block on.
+  const int dst0 = swizzled_chunk(key0, chunk, kWsKeys);
   auto gather = [&](const __nv_bfloat16* cache, unsigned char* dst, int tile_start,
                     int64_t offsets) {
+    const __nv_bfloat16* src = cache + chunk * 8;
+    const int keys_left = b.kv_end - tile_start - key0;  // copies with 16i < this
 #pragma unroll 4
-    for (int i = 0; i < kThreadRows; ++i) {
-      const int key = 2 * warp + half + 8 * i;
-      const int64_t row = __shfl_sync(0xffffffffu, offsets, 2 * i + half);
-      cuda::cp_async_16(dst + swizzled_chunk(key, chunk, kWsKeys), cache + row + chunk * 8,
-                        tile_start + key < b.kv_end);
+    for (int i = 0; i < kCopies; ++i) {
+      const __nv_bfloat16* row = src + __shfl_sync(0xffffffffu, offsets, 4 * i + row_in_warp);
+      const bool valid = kRowsPerCopy * i < keys_left;
+      unsigned char* d = dst + dst0 + i * kRowsPerCopy * 128;
+      cuda::cp_async_16(d, row, valid);
+      cuda::cp_async_16(d + wg_col_block_bytes(kWsKeys), row + 64, valid);
     }
   };
   auto produce_v = [&](int j, int64_t offsets) {

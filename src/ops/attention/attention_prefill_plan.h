@@ -49,19 +49,19 @@ struct PrefillTile {
 //   tile per warp (64 rows) and 32-key tiles (101 KiB of shared memory per block).
 // - head_dim 32 and 64: registers to spare, so Q stays in registers.
 // - head_dim 128 on Hopper (FlashAttention-3's structure): a producer warpgroup gathers K/V
-//   through the block table with cp.async into a 2-stage ring (mbarriers: full when its copies
+//   through the block table with cp.async into a 3-stage ring (mbarriers: full when its copies
 //   land, empty when both consumers' MMAs have read it); two consumer warpgroups of 64 rows each
 //   issue wgmma (S = Q·Kᵀ and O += P·V as m64n128k16: 64 + 64 accumulator registers, plus 32 for
 //   the previous tile's P) and take turns on the tensor cores (named barriers), so one's softmax
 //   runs under the other's MMAs; within a warpgroup, tile j's Q·Kᵀ and tile j-1's P·V are in
-//   flight together while tile j's softmax runs. 128 + 4·128 rows of 256 bytes: 161 KiB of
+//   flight together while tile j's softmax runs. 128 + 6·128 rows of 256 bytes: 225 KiB of
 //   shared memory, one block per SM. The single-role version (every warp gathered and computed,
 //   both warpgroups in one phase) measured 232-262 TFLOP/s at L=8192: the gather's address
 //   arithmetic and the softmax left the tensor cores idle (ncu: ALU the busiest pipe).
 inline constexpr PrefillTile kPrefillTiles[] = {
     {32, 4, 2, 64, true, false},
     {64, 4, 2, 64, true, false},
-    {128, 12, 1, 128, false, true, 4, 2},
+    {128, 12, 1, 128, false, true, 4, 3},
     {256, 4, 1, 32, false, false},
 };
 

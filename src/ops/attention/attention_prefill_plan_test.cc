@@ -58,9 +58,9 @@ TEST(PrefillPlanTest, BlocksFitInAnH200SmsSharedMemory) {
     // mma.sync tiles are sized for two blocks per SM; the wgmma tile for one.
     EXPECT_LE((t.wgmma ? 1 : 2) * (prefill_smem_bytes(t) + kReservedPerBlock), kSmemPerSm);
   }
-  // wgmma: Q 128 rows + 2 stages × (K, V) × 128 keys, 256-byte rows, 1 KiB alignment slack,
-  // 2 stages × 4 mbarriers.
-  EXPECT_EQ(prefill_smem_bytes(prefill_tile(128)), (128 + 4 * 128) * 128 * 2 + 1024 + 64);
+  // wgmma: Q 128 rows + 3 stages × (K, V) × 128 keys, 256-byte rows, 1 KiB alignment slack,
+  // 3 stages × 4 mbarriers.
+  EXPECT_EQ(prefill_smem_bytes(prefill_tile(128)), (128 + 6 * 128) * 128 * 2 + 1024 + 96);
   // mma.sync: Q 128 rows + 2 stages × (K, V) × 64 keys, rows of 72 bf16.
   EXPECT_EQ(prefill_smem_bytes(prefill_tile(64)), (128 + 4 * 64) * 72 * 2);
 }
