@@ -88,13 +88,6 @@ struct DecodeArgs {
   float scale_log2;
 };
 
-// 2^x by the hardware's ex2.approx (relative error ~2^-22, -inf -> 0): the softmax weights.
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
 // The end of a block: its warps have left their rows' un-normalised
 // accumulators, running maxima and sums in shared memory (s_acc [kWarps][kRows][kHeadDim], then
 // s_m and s_l [kWarps][kRows]). Merges the warps; with one split writes bf16 out, else writes the
@@ -122,7 +115,7 @@ __device__ __forceinline__ void finish_block(const DecodeArgs& a, unsigned char*
     float sum = 0.0f, o = 0.0f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) {
-      const float wt = fast_exp2(s_m[w * kRows + r] - mx);
+      const float wt = cuda::fast_exp2(s_m[w * kRows + r] - mx);
       sum += s_l[w * kRows + r] * wt;
       o += s_acc[(w * kRows + r) * kHeadDim + d] * wt;
     }
@@ -165,7 +158,7 @@ __device__ __forceinline__ void finish_block(const DecodeArgs& a, unsigned char*
       const float4 v = __ldcg(reinterpret_cast<const float4*>(
           a.part_out + ((first_block + sp) * kRows + r) * kHeadDim + d));
       const float m_new = fmaxf(mx, lse);
-      const float keep = fast_exp2(mx - m_new), w = fast_exp2(lse - m_new);  // w = 0: empty split
+      const float keep = cuda::fast_exp2(mx - m_new), w = cuda::fast_exp2(lse - m_new);  // w = 0: empty split
       total = total * keep + w;
       o.x = o.x * keep + w * v.x;
       o.y = o.y * keep + w * v.y;
@@ -379,9 +372,9 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
       mx = fmaxf(m[r], mx);
-      const float alpha = fast_exp2(m[r] - mx);
-      s[r] = fast_exp2(s[r] - mx);
-      s[2 + r] = fast_exp2(s[2 + r] - mx);
+      const float alpha = cuda::fast_exp2(m[r] - mx);
+      s[r] = cuda::fast_exp2(s[r] - mx);
+      s[2 + r] = cuda::fast_exp2(s[2 + r] - mx);
       l[r] = l[r] * alpha + s[r] + s[2 + r];  // this lane's keys only; summed over lanes at the end
       m[r] = mx;
 #pragma unroll

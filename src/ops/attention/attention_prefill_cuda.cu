@@ -254,14 +254,14 @@ __device__ __forceinline__ float softmax_row(float (&s)[kTiles][4], int h, int g
   // A row that has attended nothing yet keeps m = -inf; an exponent base of 0 then keeps every
   // exp2(-inf) = 0 instead of exp2(-inf - -inf) = NaN.
   const float m_ref = m_new == -INFINITY ? 0.0f : m_new * a.scale_log2;
-  const float alpha = exp2f(fmaf(m, a.scale_log2, -m_ref));
+  const float alpha = cuda::fast_exp2(fmaf(m, a.scale_log2, -m_ref));
   m = m_new;
   float sum = 0.0f;
 #pragma unroll
   for (int n = 0; n < kTiles; ++n) {
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
-      const float p = exp2f(fmaf(s[n][2 * h + c], a.scale_log2, -m_ref));
+      const float p = cuda::fast_exp2(fmaf(s[n][2 * h + c], a.scale_log2, -m_ref));
       s[n][2 * h + c] = p;
       sum += p;
     }
@@ -742,13 +742,17 @@ __device__ __forceinline__ void ws_consume(const PrefillArgs& a, const BlockRows
         alpha[h] = softmax_row<false>(s, h, thread_row0 + 8 * h, tile_start, lane, a, b, m[h], l[h]);
     }
   };
+  // Once a row's running maximum has settled most tiles leave it unchanged (alpha == 1 exactly):
+  // a warp whose 16 rows all kept theirs skips the 64 multiplies.
   auto rescale_and_pack = [&](const float (&alpha)[2]) {
+    if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
 #pragma unroll
-    for (int n = 0; n < kDimTiles; ++n) {
-      o[n][0] *= alpha[0];
-      o[n][1] *= alpha[0];
-      o[n][2] *= alpha[1];
-      o[n][3] *= alpha[1];
+      for (int n = 0; n < kDimTiles; ++n) {
+        o[n][0] *= alpha[0];
+        o[n][1] *= alpha[0];
+        o[n][2] *= alpha[1];
+        o[n][3] *= alpha[1];
+      }
     }
 #pragma unroll
     for (int kk = 0; kk < kWsKeys / 16; ++kk) p_fragment(s, kk, pa[kk]);

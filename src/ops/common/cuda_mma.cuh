@@ -1,8 +1,8 @@
 // Warp-level tensor-core building blocks (sm_80+ mma.sync, ldmatrix, movmatrix) shared by the
 // attention kernels of src/ops: bf16 operands, f32 accumulators, fragments in the layouts the PTX
 // ISA gives for m16n8k16 (A: rows lane/4 and +8, columns 2·(lane%4) and +8; B: rows 2·(lane%4)
-// and +8, column lane/4; C: rows lane/4 and +8, columns 2·(lane%4), +1). Include only from .cu
-// files.
+// and +8, column lane/4; C: rows lane/4 and +8, columns 2·(lane%4), +1), and their softmax
+// exponent. Include only from .cu files.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -51,6 +51,16 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
   uint32_t y;
   asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+
+// 2^x in one MUFU.EX2 (relative error ~2^-22, -inf -> 0): the attention kernels' softmax weights.
+// exp2f (ex2.approx.f32 without .ftz) adds a compare and two predicated multiplies per call to
+// keep denormal results; a weight below 2^-126 beside a row maximum of 1 is nothing to the row's
+// sum or to a bf16 probability, so it flushes to 0.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
 
