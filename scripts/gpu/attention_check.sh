@@ -2,8 +2,9 @@
 # Issues 5 and 6's focused run for the H200 host, when a whole check.sh does not fit the device
 # time: build the attention targets, run attention_cuda_test (every kernel against its CPU twin on
 # every element, and within 2x a naive bf16 implementation's error), the prefill and decode
-# benchmarks, torch SDPA on the same shapes (bench/peers), and an Nsight Compute profile of one
-# L=8192 prefill launch. One log per step, a short table last. Carry .staged
+# benchmarks, torch SDPA on the same shapes (bench/peers), and Nsight Compute profiles (the
+# hottest SASS instructions) of one L=8192 prefill launch and one B=1 L=4096 decode launch. One
+# log per step, a short table last. Carry .staged
 # (scripts/stage_deps.sh) with the call.
 #   scripts/gpu/attention_check.sh OUTDIR [prefill|decode|all]   (default: prefill)
 set -uo pipefail
@@ -48,6 +49,18 @@ if [ "$what" != prefill ]; then
   timeout 200 "$bench" > "$out/decode_bench.txt" 2>&1 || echo "(exit $?)" >> "$out/decode_bench.txt"
   timeout 200 python3 bench/peers/attention_decode_sdpa.py > "$out/decode_peers.txt" 2>&1 \
     || echo "(exit $?)" >> "$out/decode_peers.txt"
+  if command -v ncu > /dev/null; then
+    # One B=1 L=4096 decode launch (issue 6's latency-bound shape), after two warm-up launches.
+    timeout 150 ncu --kernel-name regex:paged_decode --launch-skip 2 --launch-count 1 \
+      --section SpeedOfLight --section WarpStateStats --section Occupancy \
+      --section LaunchStats --section SourceCounters \
+      --export "$out/decode" "$bench" 1 4096 > "$out/ncu_decode.txt" 2>&1 \
+      || echo "(exit $?)" >> "$out/ncu_decode.txt"
+    ncu --import "$out/decode.ncu-rep" --print-details all >> "$out/ncu_decode.txt" 2>&1
+    ncu --import "$out/decode.ncu-rep" --page source --print-source sass --csv > "$out/sass.csv" 2>&1
+    python3 scripts/gpu/ncu_hot.py "$out/sass.csv" 60 > "$out/ncu_hot_decode.txt" 2>&1
+    rm -f "$out/sass.csv" "$out/decode.ncu-rep"
+  fi
 fi
 done_at=$(date +%s)
 
