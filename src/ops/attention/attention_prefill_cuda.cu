@@ -9,7 +9,8 @@
 //   so the longest causal rows start first.
 // - Q tile -> shared memory with cp.async; K/V tiles gathered through the block table with
 //   cp.async (16-byte chunks; positions past the block's range are zero-filled, never read),
-//   double-buffered: the next tile is in flight while this one is computed.
+//   double-buffered (mma.sync kernel) or through a 3-stage ring (wgmma kernel): the next tiles
+//   are in flight while this one is computed.
 // - S = Q·Kᵀ on tensor cores (bf16 in, f32 accumulate); the causal / sliding-window / tree mask
 //   on the tiles that cross a row's boundary only; an online softmax in registers (running max
 //   and sum per row, each row's four owner threads reducing with two shuffles; base-2
@@ -20,8 +21,8 @@
 //   K fragments by ldmatrix, V fragments by ldmatrix.trans, each warp 16·m_tiles rows.
 // - wgmma kernel (head_dim 128), warp-specialised as FlashAttention-3 is: a producer warpgroup
 //   only gathers K/V (cp.async into a 3-stage ring whose mbarriers the copies complete; consumers
-//   release a stage through another mbarrier) and gives most of its registers to two consumer
-//   warpgroups of 64 rows. They issue Hopper's warpgroup MMA, operands read by the tensor cores
+//   release a stage through another mbarrier) and hands its registers (setmaxnreg) to two
+//   consumer warpgroups of 64 rows. They issue Hopper's warpgroup MMA, operands read by the tensor cores
 //   from 128-byte-swizzled shared memory through descriptors, P from registers; tile j's Q·Kᵀ
 //   and tile j-1's P·V are issued together and the turn passes to the other warpgroup (named
 //   barriers), so each softmax runs while the tensor cores work for the other warpgroup or on
