@@ -22,13 +22,13 @@
 // - wgmma kernel (head_dim 128), warp-specialised as FlashAttention-3 is: a producer warpgroup
 //   only gathers K/V (cp.async into a 3-stage ring whose mbarriers the copies complete; consumers
 //   release a stage through another mbarrier) and hands its registers (setmaxnreg) to two
-//   consumer warpgroups of 64 rows. They issue Hopper's warpgroup MMA, operands read by the tensor cores
-//   from 128-byte-swizzled shared memory through descriptors, P from registers; tile j's Q·Kᵀ
-//   and tile j-1's P·V are issued together and the turn passes to the other warpgroup (named
-//   barriers), so each softmax runs while the tensor cores work for the other warpgroup or on
-//   this one's P·V.
-// - Epilogue: O / rowsum, rounded to bf16, staged through shared memory, written as 16-byte row
-//   chunks.
+//   consumer warpgroups of 64 rows. They issue Hopper's warpgroup MMA, operands read by the
+//   tensor cores from 128-byte-swizzled shared memory through descriptors, P from registers;
+//   tile j's Q·Kᵀ and tile j-1's P·V are issued together and the turn passes to the other
+//   warpgroup (named barriers), so each softmax runs while the tensor cores work for the other
+//   warpgroup or on this one's P·V.
+// - Epilogue: O / rowsum, rounded to bf16, staged through shared memory (the Q tile), written
+//   as 16-byte row chunks.
 //
 // Numerics: f32 scores and softmax state, P rounded to bf16 for the P·V MMA (as FlashAttention
 // does: a relative error <= 2^-9 per probability, so |out - exact| grows by at most 2^-9·max|v|),
