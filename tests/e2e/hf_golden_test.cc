@@ -37,10 +37,15 @@ constexpr float kAtol = 1e-4f;
 constexpr float kRtol = 1e-4f;
 
 const std::vector<std::string>& fixture_names() {
-  static const std::vector<std::string> names = {
-      "llama_mha",        "llama_gqa4_tied_bf16",  "llama3_rope_scaled_sharded",
-      "llama_attn_bias",  "mistral_gqa4_f16",      "qwen2_bias_gqa7_tied",
-      "qwen3_qknorm_hd32_sharded"};
+  static const std::vector<std::string> names = {"llama_mha",
+                                                 "llama_gqa4_tied_bf16",
+                                                 "llama3_rope_scaled_sharded",
+                                                 "llama_attn_bias",
+                                                 "mistral_gqa4_f16",
+                                                 "qwen2_bias_gqa7_tied",
+                                                 "qwen3_qknorm_hd32_sharded",
+                                                 "llama_gqa4_hd64_bf16",
+                                                 "mistral_swa8_hd128"};
   return names;
 }
 
@@ -190,7 +195,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, Consistency, ::testing::ValuesIn(fixture_name
 // 16-wide fixtures run on the CPU only). CudaFixtures.ListIsExactlyTheSupportedFixtures keeps the
 // list in step with the fixtures' configs.
 const std::vector<std::string>& cuda_fixture_names() {
-  static const std::vector<std::string> names = {"qwen3_qknorm_hd32_sharded"};
+  static const std::vector<std::string> names = {"qwen3_qknorm_hd32_sharded",
+                                                 "llama_gqa4_hd64_bf16", "mistral_swa8_hd128"};
   return names;
 }
 
