@@ -45,7 +45,8 @@ const std::vector<std::string>& fixture_names() {
                                                  "qwen2_bias_gqa7_tied",
                                                  "qwen3_qknorm_hd32_sharded",
                                                  "llama_gqa4_hd64_bf16",
-                                                 "mistral_swa8_hd128"};
+                                                 "mistral_swa8_hd128",
+                                                 "qwen2_bias_gqa2_hd64_tied"};
   return names;
 }
 
@@ -196,7 +197,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, Consistency, ::testing::ValuesIn(fixture_name
 // list in step with the fixtures' configs.
 const std::vector<std::string>& cuda_fixture_names() {
   static const std::vector<std::string> names = {"qwen3_qknorm_hd32_sharded",
-                                                 "llama_gqa4_hd64_bf16", "mistral_swa8_hd128"};
+                                                 "llama_gqa4_hd64_bf16", "mistral_swa8_hd128",
+                                                 "qwen2_bias_gqa2_hd64_tied"};
   return names;
 }
 
