@@ -47,6 +47,7 @@ struct ProfileResult {
   bool cuda_graphs = false;     // GPU: steps ran as graph replays
   int steps_joined = 0;         // GPU: steps whose kernels were joined to plan calls
   int64_t steps_unmatched = 0;
+  std::string join_mismatch;    // the first unmatched step, in words ("" when all joined)
   int64_t dropped_records = 0;  // GPU: CUPTI records lost (the trace is then incomplete)
   double ms_per_step = 0;       // host wall time per profiled step
   double ms_per_step_untraced = 0;  // GPU: the same steps without the tracer (0 on the CPU)

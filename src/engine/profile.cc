@@ -192,6 +192,7 @@ StatusOr<ProfileResult> profile_decode(const ProfileOptions& o) {
   out.cuda_graphs = r.graph_report().graphs > 0;
   out.steps_joined = joined.steps_joined;
   out.steps_unmatched = joined.steps_unmatched;
+  out.join_mismatch = joined.first_mismatch;
   out.dropped_records = dropped;
   out.ms_per_step = wall_ms / static_cast<double>(o.steps);
   out.ms_per_step_untraced = gpu ? wall_off_ms / static_cast<double>(o.steps) : 0.0;

@@ -86,8 +86,8 @@ StepSweep sweep_step(const std::vector<TraceEvent>& events, const std::vector<si
     return a.is_start < b.is_start;
   });
 
-  // Active events per kind; few at a time (one per stream), so plain vectors.
-  std::vector<size_t> compute, copies, comm;
+  // Active events per kind; few at a time (about one per stream), so plain vectors.
+  std::vector<size_t> compute, copies, comm, stream_owners;
   auto active_of = [&](TraceEvent::Kind kind) -> std::vector<size_t>& {
     switch (kind) {
       case TraceEvent::Kind::kCompute:
@@ -112,8 +112,23 @@ StepSweep sweep_step(const std::vector<TraceEvent>& events, const std::vector<si
         if (static_cast<double>(len) < launch_gap_threshold_ns) out.small_gap_ns += len;
       } else {
         out.busy_ns += len;
-        const double each = static_cast<double>(len) / static_cast<double>(owners->size());
-        for (size_t i : *owners) attributed[i] += each;
+        // One owner per stream: on a stream, a kernel that overlaps the one before it was
+        // launched early by programmatic dependent launch and mostly waits for it (its
+        // griddepcontrol.wait), so the stretch is the earlier kernel's. Streams share equally.
+        stream_owners.clear();
+        for (size_t i : *owners) {
+          bool merged = false;
+          for (size_t& o : stream_owners) {
+            if (events[o].stream == events[i].stream) {
+              if (events[i].start_ns < events[o].start_ns) o = i;
+              merged = true;
+              break;
+            }
+          }
+          if (!merged) stream_owners.push_back(i);
+        }
+        const double each = static_cast<double>(len) / static_cast<double>(stream_owners.size());
+        for (size_t i : stream_owners) attributed[i] += each;
       }
       if (!comm.empty()) {
         out.comm_ns += len;
@@ -180,7 +195,7 @@ ProfileReport analyze(const std::vector<TraceEvent>& events, const std::vector<C
                                                                                  : -1;
   };
   std::vector<double> call_measured(calls.size(), 0.0);
-  std::vector<double> call_raw_ns(calls.size(), 0.0);  // summed durations, for kernel shares
+  std::vector<double> call_raw_ns(calls.size(), 0.0);  // its kernels' attributed time
   double unattributed = 0;
   for (const auto& [step, indices] : by_step) {
     for (size_t i : indices) {
@@ -189,7 +204,7 @@ ProfileReport analyze(const std::vector<TraceEvent>& events, const std::vector<C
         unattributed += attributed[i];
       } else {
         call_measured[c] += attributed[i];
-        call_raw_ns[c] += static_cast<double>(duration_ns(events[i]));
+        call_raw_ns[c] += attributed[i];
       }
     }
   }
@@ -232,7 +247,9 @@ ProfileReport analyze(const std::vector<TraceEvent>& events, const std::vector<C
         kernels.push_back({e.name, e.op, 0, 0, 0, 0, false});
         kernel_ideal.push_back(0);
       }
-      const double d = static_cast<double>(duration_ns(e));
+      // Busy time attributed to it (its duration less what it spent overlapping the kernel
+      // before it on its stream, i.e. waiting for it): what the step would save without it.
+      const double d = attributed[i];
       kernels[it->second].calls += 1;
       kernels[it->second].total_ns += d;
       all_ns += d;
@@ -296,7 +313,7 @@ std::string format_report(const ProfileReport& r) {
   }
 
   out +=
-      "\ntop kernels                                              calls    total ms  share  "
+      "\ntop kernels (busy time each accounts for)                calls    total ms  share  "
       "expected\n";
   for (size_t k = 0; k < r.top_kernels.size() && k < kTopKernels; ++k) {
     const auto& row = r.top_kernels[k];

@@ -88,8 +88,11 @@ struct ProfileReport {
     std::string name;
     std::string op;  // op of the first event with this name
     int64_t calls = 0;
-    double total_ns = 0;  // summed durations (not the union)
-    double share = 0;     // of all events' summed durations
+    // Busy time attributed to it: its durations, less where it overlapped an earlier kernel of its
+    // stream (launched early by programmatic dependent launch, it waited), split with other
+    // streams' kernels where they overlap. Summed over kernels it is the busy time.
+    double total_ns = 0;
+    double share = 0;  // of the busy time
     // Share the cost model expects: each call's ideal time, split among the kernels it launched
     // in proportion to their measured time, over the ideal time of all steps. 0 for kernels not
     // joined to a call.

@@ -1,7 +1,9 @@
 #include "profiler/join.h"
 
 #include <algorithm>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace roofline {
 
@@ -71,17 +73,59 @@ JoinResult join_steps(const std::vector<DeviceActivity>& activity,
     }
     if (!placed) ++r.activities_outside_steps;
   }
+  // The learned sequence's indices per name, in order: occurrence k of a name in a step takes
+  // the call of that name's occurrence k in the sequence.
+  std::unordered_map<std::string, std::vector<size_t>> learned;
+  for (size_t i = 0; i < sequence.names.size(); ++i) learned[sequence.names[i]].push_back(i);
   for (size_t s = 0; s < steps.size(); ++s) {
     auto& acts = per_step[s];
     if (acts.empty()) continue;
     std::stable_sort(acts.begin(), acts.end(), device_order);
-    bool match = acts.size() == sequence.call_index.size();
-    for (size_t i = 0; match && i < acts.size(); ++i) match = acts[i]->name == sequence.names[i];
+    std::unordered_map<std::string, std::vector<size_t>> seen;
+    std::unordered_map<std::string, bool> is_kernel;
+    for (size_t i = 0; i < acts.size(); ++i) {
+      seen[acts[i]->name].push_back(i);
+      is_kernel[acts[i]->name] = acts[i]->kind != TraceEvent::Kind::kMemcpy;
+    }
+    // Names whose count differs from the learning step's, the smallest first (deterministic).
+    std::vector<std::string> differing;
+    for (const auto& [name, at] : seen) {
+      const auto it = learned.find(name);
+      if ((it == learned.end() ? 0 : it->second.size()) != at.size()) differing.push_back(name);
+    }
+    for (const auto& [name, at] : learned)
+      if (seen.count(name) == 0) differing.push_back(name);
+    std::sort(differing.begin(), differing.end());
+    // Kernels of the learning step decide. A copy or set counted differently (a graph replay
+    // uploads its inputs in other pieces than an eager step), or a kernel the learning step did
+    // not run at all (a decode graph ends with its sampling kernel, outside the plan's calls),
+    // stays outside every call and the step still joins.
+    bool match = true;
+    std::string kernel_differing;
+    for (const std::string& name : differing) {
+      const auto k = is_kernel.find(name);
+      const bool kernel = k != is_kernel.end() ? k->second : name.rfind("mem", 0) != 0;
+      if (kernel && learned.count(name) != 0) {
+        match = false;
+        if (kernel_differing.empty()) kernel_differing = name;
+      }
+    }
     if (match) {
       ++r.steps_joined;
     } else {
       ++r.steps_unmatched;
+      if (r.first_mismatch.empty()) {
+        const auto in_seq = learned.find(kernel_differing);
+        const auto in_step = seen.find(kernel_differing);
+        r.first_mismatch = "step " + std::to_string(steps[s].step) + ": " +
+                           std::to_string(acts.size()) + " activities, the learning step " +
+                           std::to_string(sequence.names.size()) + "; '" + kernel_differing + "' " +
+                           std::to_string(in_step == seen.end() ? 0 : in_step->second.size()) +
+                           " times, in the learning step " +
+                           std::to_string(in_seq == learned.end() ? 0 : in_seq->second.size());
+      }
     }
+    std::unordered_map<std::string, size_t> occurrence;
     for (size_t i = 0; i < acts.size(); ++i) {
       TraceEvent e;
       e.name = acts[i]->name;
@@ -90,7 +134,11 @@ JoinResult join_steps(const std::vector<DeviceActivity>& activity,
       e.end_ns = acts[i]->end_ns;
       e.stream = acts[i]->stream;
       e.step = steps[s].step;
-      e.call_index = match ? sequence.call_index[i] : -1;
+      e.call_index = -1;
+      if (match && !std::binary_search(differing.begin(), differing.end(), e.name)) {
+        const size_t k = occurrence[e.name]++;
+        e.call_index = sequence.call_index[learned.at(e.name)[k]];
+      }
       r.events.push_back(std::move(e));
     }
   }

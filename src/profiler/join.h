@@ -11,9 +11,15 @@
 // 2. Every measured step (eager or replayed) runs the same activities in the same order on one
 //    stream, and each step ends with a synchronous copy of its logits, so its device activity lies
 //    inside the host time span of its step() call. join_steps splits the activity into steps by
-//    device start time and assigns each step's activities, in device order, the learned call
-//    indices. A step whose activity count or kernel names differ from the sequence is left
-//    unattributed and counted.
+//    device start time and gives the k-th activity of each name in a step, in device order, the
+//    call of the k-th activity of that name in the learned sequence. Matching per name rather
+//    than by position keeps steps joined when activities of different names start in another
+//    order than in the learning step (kernels of a programmatic-dependent-launch chain overlap,
+//    and two that start within the timer's resolution may swap). A step whose count of some
+//    kernel of the learning step differs from it is left unattributed, counted, and the first
+//    one described; copies and sets counted differently (a graph replay uploads its inputs in
+//    other pieces than an eager step) and kernels the learning step did not run (a decode graph's
+//    sampling kernel) only stay outside every call.
 // Host and device times share one clock (the CUPTI tracer registers the host steady clock as its
 // timestamp source), in nanoseconds.
 #pragma once
@@ -67,6 +73,9 @@ struct JoinResult {
   std::vector<TraceEvent> events;  // every activity of the joined steps, with step and call
   int steps_joined = 0;
   int steps_unmatched = 0;  // activity count or names differ from the sequence: call_index -1
+  // The first unmatched step, in words: its activity count against the sequence's and the first
+  // name whose count differs ("" when every step joined).
+  std::string first_mismatch;
   int64_t activities_outside_steps = 0;  // started outside every window (left out)
 };
 

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -119,6 +120,29 @@ TEST(Analysis, OverlappingStreamsCountOnceAsBusy) {
   EXPECT_EQ(histogram_count(r, 10), 1);
   // Stream 0's own 30 µs pause is mostly covered by stream 1: only the 10 µs device idle counts.
   EXPECT_DOUBLE_EQ(r.small_gap_ns, 10 * kUs);
+}
+
+// Programmatic dependent launch: on one stream a kernel starts before the one ahead of it ends and
+// waits for it. The overlap is the earlier kernel's time; the later one is charged from the
+// earlier one's end. On two streams overlap is still shared.
+TEST(Analysis, OverlapOnOneStreamIsTheEarlierKernels) {
+  const std::vector<TraceEvent> trace = {
+      event("gemm", "matmul", 0, 40 * kUs, 0),
+      event("norm", "rms_norm", 30 * kUs, 45 * kUs, 0),  // launched early: 10 us waiting
+      event("gemm", "matmul", 44 * kUs, 60 * kUs, 0),    // 1 us waiting
+      event("other", "matmul", 50 * kUs, 70 * kUs, 1),   // another stream: shares [50, 60)
+  };
+  const ProfileReport r = analyze(trace, {}, Ceilings{}, AnalysisOptions{});
+  EXPECT_DOUBLE_EQ(r.busy_ns, 70 * kUs);
+  ASSERT_EQ(r.top_kernels.size(), 3u);
+  std::map<std::string, double> total;
+  for (const auto& k : r.top_kernels) total[k.name] = k.total_ns;
+  EXPECT_DOUBLE_EQ(total["gemm"], 50 * kUs);   // [0, 40) + [45, 50) + half of [50, 60)
+  EXPECT_DOUBLE_EQ(total["norm"], 5 * kUs);    // [40, 45): its wait is not its cost
+  EXPECT_DOUBLE_EQ(total["other"], 15 * kUs);  // half of [50, 60) + [60, 70)
+  double share = 0;
+  for (const auto& k : r.top_kernels) share += k.share;
+  EXPECT_NEAR(share, 1.0, 1e-12);
 }
 
 TEST(Analysis, ZeroLengthEventsAreInstants) {

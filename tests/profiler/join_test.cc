@@ -83,6 +83,46 @@ TEST(JoinTest, GraphAndEagerStepsGetTheLearnedCallsByDeviceOrder) {
     EXPECT_EQ(r.events[i].step, 7);
     EXPECT_EQ(r.events[i].call_index, -1) << i;
   }
+  EXPECT_EQ(r.first_mismatch,
+            "step 7: 4 activities, the learning step 5; 'C' 0 times, in the learning "
+            "step 1");
+}
+
+// Kernels of a programmatic-dependent-launch chain overlap; two that start within the timer's
+// resolution may come in another device order than in the learning step. Each keeps its own call
+// (the k-th of a name takes the k-th of that name's calls); a step with one kernel too many of a
+// name stays unattributed, and says which. A step with its upload in two copies (a graph replay's
+// inputs) and a kernel the learning step never ran (a decode graph's sampling) still joins: those
+// stay outside every call.
+TEST(JoinTest, ActivitiesOutOfTheLearnedOrderKeepTheirCalls) {
+  LearningStep l;
+  const CallSequence seq = learn_call_sequence(l.activity, l.api, {0, 100, 200}, 2);
+  std::vector<DeviceActivity> a = {
+      // step 1 [3000, 4000]: B (call 1) starts before A (call 0), C last.
+      act("upload", 3000, 31, Kind::kMemcpy), act("B", 3010, 30), act("A", 3011, 30),
+      act("C", 3040, 30), act("download", 3080, 32, Kind::kMemcpy),
+      // step 2 [5000, 6000]: A twice, C missing.
+      act("upload", 5000, 41, Kind::kMemcpy), act("A", 5010, 42), act("B", 5020, 43),
+      act("A", 5030, 44), act("download", 5040, 45, Kind::kMemcpy),
+      // step 3 [7000, 8000]: two uploads, and a kernel the learning step did not run.
+      act("upload", 7000, 51, Kind::kMemcpy), act("upload", 7001, 52, Kind::kMemcpy),
+      act("A", 7010, 50), act("B", 7020, 50), act("C", 7030, 50), act("sample", 7035, 50),
+      act("download", 7040, 53, Kind::kMemcpy)};
+  const JoinResult r = join_steps(a, {{1, 3000, 4000}, {2, 5000, 6000}, {3, 7000, 8000}}, seq);
+  EXPECT_EQ(r.steps_joined, 2);
+  EXPECT_EQ(r.steps_unmatched, 1);
+  ASSERT_EQ(r.events.size(), 17u);
+  const std::vector<int> want3 = {-1, -1, 0, 1, 1, -1, -1};
+  for (size_t i = 10; i < 17; ++i) EXPECT_EQ(r.events[i].call_index, want3[i - 10]) << i;
+  const std::vector<std::pair<std::string, int>> want1 = {
+      {"upload", -1}, {"B", 1}, {"A", 0}, {"C", 1}, {"download", -1}};
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(r.events[i].name, want1[i].first) << i;
+    EXPECT_EQ(r.events[i].call_index, want1[i].second) << i;
+  }
+  for (size_t i = 5; i < 10; ++i) EXPECT_EQ(r.events[i].call_index, -1) << i;
+  EXPECT_EQ(r.first_mismatch,
+            "step 2: 5 activities, the learning step 5; 'A' 2 times, in the learning step 1");
 }
 
 }  // namespace

@@ -589,6 +589,7 @@ int run_profile(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, c
                 p.cuda_graphs ? "as CUDA graph replays" : "eagerly (--no-cuda-graphs)", p.steps_joined,
                 (long long)steps, p.steps_unmatched > 0 ? " (the rest: kernel sequence differed, unattributed)" : "",
                 p.dropped_records > 0 ? "; CUPTI DROPPED RECORDS: the trace is incomplete" : "");
+    if (!p.join_mismatch.empty()) std::printf("join: %s\n", p.join_mismatch.c_str());
     std::printf("capture overhead: %.3f ms per step with CUPTI, %.3f ms without: %+.1f %%\n", p.ms_per_step,
                 p.ms_per_step_untraced, 100.0 * (p.ms_per_step / std::max(1e-9, p.ms_per_step_untraced) - 1.0));
   } else {
