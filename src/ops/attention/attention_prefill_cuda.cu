@@ -588,10 +588,13 @@ constexpr int kWsThreads = 384;
 constexpr int kWsQBytes = kWsRows * kWgHeadDim * 2;
 constexpr int kWsTileBytes = kWsKeys * kWgHeadDim * 2;
 // Registers per thread after the hand-over: 128 · 40 + 256 · 232 <= 64 K. The producer keeps only
-// its loop state and one K/V row offset at a time. Measured with nvcc 13.0: ptxas still fits the
-// consumer code in the launch bound's 168 registers whatever the consumer value is (its spills do
-// not move between 168 and 256), so today the consumers use no more than 168; a persistent
-// version of this kernel (work items looped per block) spilled for that reason and was dropped.
+// its loop state and one K/V row offset at a time. ptxas (nvcc 13.0) allocates each role within
+// its setmaxnreg value: the disassembly's highest consumer register is R228, the producer's R37.
+// A persistent version (each block looping over work items from a grid-wide counter, the
+// producer loading the next item's Q and first K/V tiles under this item's end) was written
+// twice and dropped: with the consumer's per-item body inside a loop (or merely present twice)
+// ptxas gives up on the 232 budget, falls back to 168 registers with spills and serialises the
+// wgmmas (its note C7512, "insufficient register resources"), whatever the two values are.
 constexpr int kWsProducerRegs = 40;
 constexpr int kWsConsumerRegs = 232;
 // Named barriers: 1 + w is consumer w's turn on the tensor cores, 3 + w its warpgroup-local sync.
