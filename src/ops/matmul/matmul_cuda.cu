@@ -8,7 +8,9 @@
 // the choice is made per (m bucket, n, k, epilogue) by measurement, once: the first call of such a
 // problem outside stream capture times both implementations on the bucket's m (scratch x and y of
 // the context, the caller's W and bias; L2 flushed before every timed call so the weights come
-// from HBM, as in a decode step) and caches the faster; near-ties (within 2 %) go to cuBLASLt. The
+// from HBM, as in a decode step; each call behind a 3 us stand-in for the short kernel before it in
+// the step's programmatic-dependent-launch chain, under which the skinny kernel already streams
+// weights) and caches the faster; near-ties (within 2 %) go to cuBLASLt. The
 // choice is also published to a process-wide table per device that every context consults before
 // measuring: the timings are noisy, and two contexts in one process (a graph-replaying and an eager
 // runner compared bit for bit, say) must not pick different implementations for the same problem. A
@@ -18,7 +20,9 @@
 // matmul_bias_cuda on shapes where cuBLASLt would round twice (see kBiasAlignmentMessage) runs the
 // skinny kernel whenever it can, measurement or not: it rounds once. ROOFLINE_MATMUL_IMPL=cublas in
 // the environment forces cuBLASLt for every context created afterwards (the "before" of a decode
-// step comparison, or a way around a suspected skinny-kernel problem without a rebuild).
+// step comparison, or a way around a suspected skinny-kernel problem without a rebuild);
+// ROOFLINE_MATMUL_IMPL=skinny takes the skinny kernel for every problem it supports (the other
+// side of that comparison).
 //
 // Layout: cuBLASLt is column-major. A row-major [r, c] matrix with row stride ld is the
 // column-major [c, r] matrix with leading dimension ld, so the row-major product y = x · Wᵀ is the
@@ -55,6 +59,7 @@
 #include "core/check.h"
 #include "core/cuda_check.h"
 #include "core/log.h"
+#include "ops/common/cuda_launch.cuh"
 #include "ops/matmul/matmul.h"
 #include "ops/matmul/matmul_skinny.h"
 
@@ -193,6 +198,7 @@ struct MatmulCudaContext::Impl {
   int64_t l2_bytes = 0;
   int device = 0;
   MatmulImpl forced = MatmulImpl::kAuto;
+  bool prefer_skinny = false;  // ROOFLINE_MATMUL_IMPL=skinny: the skinny kernel wherever it can
   int skinny_splits = 0;  // 0: matmul_skinny_launch chooses
   // (m bucket, n, k, epilogue) -> the implementation that measured faster.
   std::map<std::tuple<int64_t, int64_t, int64_t, MatmulEpilogue>, MatmulImpl> choices;
@@ -320,9 +326,12 @@ std::unique_ptr<MatmulCudaContext> MatmulCudaContext::create() {
     const std::string value = env;
     if (value == "cublas") {
       impl.forced = MatmulImpl::kCublas;
+    } else if (value == "skinny") {
+      impl.prefer_skinny = true;
     } else if (value != "auto") {
       ROOFLINE_LOG(kWarning, "ROOFLINE_MATMUL_IMPL='"
-                                 << value << "' is neither 'auto' nor 'cublas': ignored (auto)");
+                                 << value
+                                 << "' is not 'auto', 'cublas' or 'skinny': ignored (auto)");
     }
   }
   return ctx;
@@ -421,6 +430,26 @@ __global__ void l2_flush_kernel(const uint4* buffer, int64_t count, uint32_t* si
   if (acc == 0x9e3779b9u) *sink = acc;  // never true of zeros; keeps the loads alive
 }
 
+// How long the measurement's stand-in for the kernel before a decode GEMM runs. At decode every
+// GEMM follows a short, latency-bound kernel (an RMSNorm, the gated activation, decode attention:
+// 2-10 us at batch 1) in a programmatic-dependent-launch chain, and an implementation that issues
+// its weight loads before griddepcontrol.wait (the skinny kernel) streams part of its weights
+// while that kernel runs, which cuBLASLt's kernels cannot. Timing each candidate alone would hide
+// that difference.
+constexpr int64_t kChainPredecessorNs = 3000;
+
+// The stand-in: one warp that waits `ns` nanoseconds of the global timer after its own
+// griddepcontrol.wait, having let the next kernel launch (as every kernel of the step does).
+__global__ void chain_predecessor_kernel(int64_t ns) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
+  uint64_t start = 0, now = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < static_cast<uint64_t>(ns));
+}
+
 // A device allocation for the duration of one measurement; null when the device is out of memory
 // (the measurement happens after the backend sized its KV cache to the free memory).
 struct ScratchMemory {
@@ -438,8 +467,10 @@ struct ScratchMemory {
   ScratchMemory& operator=(const ScratchMemory&) = delete;
 };
 
-// Times both implementations for p's (m bucket, n, k, epilogue); returns the faster. Runs outside
-// stream capture only (it allocates and synchronises). x, y and the residual are the context's
+// Times both implementations for p's (m bucket, n, k, epilogue), each call behind the stand-in for
+// the kernel before it in a decode step (see kChainPredecessorNs; the same for both, so it cancels
+// in the comparison); returns the faster. Runs outside stream capture only (it allocates and
+// synchronises). x, y and the residual are the context's
 // scratch (the caller's y may alias its residual, and its x has only p.m rows); W and the bias are
 // the caller's, read only. Without memory for the flush buffer (twice L2) the weights may be
 // partly L2-resident for both candidates alike: the comparison stays fair, if optimistic. Without
@@ -487,6 +518,7 @@ MatmulImpl measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cu
     for (int r = 0; r < kMeasureReps; ++r) {
       flush_l2();
       ROOFLINE_CUDA_CHECK(cudaEventRecord(events[static_cast<size_t>(2 * r)], stream));
+      cuda::launch_pdl(chain_predecessor_kernel, dim3(1), dim3(32), 0, stream, kChainPredecessorNs);
       call();
       ROOFLINE_CUDA_CHECK(cudaEventRecord(events[static_cast<size_t>(2 * r + 1)], stream));
     }
@@ -525,6 +557,7 @@ MatmulImpl choose_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cud
     return MatmulImpl::kSkinny;
   }
   if (impl.forced == MatmulImpl::kCublas || unsupported != nullptr) return MatmulImpl::kCublas;
+  if (impl.prefer_skinny) return MatmulImpl::kSkinny;
   if (epilogue == MatmulEpilogue::kBias && !bias_epilogue_rounds_once(p))
     return MatmulImpl::kSkinny;
 
