@@ -7,7 +7,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:?usage: scripts/gpu/check.sh OUTDIR}
 # CHECK_SKIP: comma-separated sections to leave out when device time is short: ops (op
-# microbenchmarks), peers (torch SDPA), engine (throughput workloads).
+# microbenchmarks), peers (torch SDPA), engine (throughput workloads), profile (CUPTI profiles
+# and Nsight Compute durations).
 skip=",${CHECK_SKIP:-},"
 mkdir -p "$out"
 start=$(date +%s)
@@ -66,15 +67,23 @@ for args in "--dummy-weights llama3-8b --batch 1 --context 512" \
       >> "$out/decode_bench.txt" 2>&1 || echo "(exit $?)" >> "$out/decode_bench.txt"
   done
 done
-# Programmatic dependent launch (off by default until measured): the same bs=1 steps with it on,
-# after the model-level tests that must hold with it (graph vs eager bit-identical, device sampling).
+# Programmatic dependent launch (on by default): the model-level tests that must also hold
+# without it, then every decode shape with it off, and the two batch-64 / batch-32 shapes twice
+# more each way (their medians have shown outliers of several ms from run to run).
 for t in tests/runtime/cuda_graph_test tests/runtime/sampled_step_test; do
-  echo "== ROOFLINE_PDL=1 $t: $(ROOFLINE_PDL=1 timeout 120 build/cuda/$t --gtest_brief=1 2>&1 | grep -E 'PASSED|FAILED' | tr '\n' ' ')" >> "$out/decode_bench.txt"
+  echo "== ROOFLINE_PDL=0 $t: $(ROOFLINE_PDL=0 timeout 120 build/cuda/$t --gtest_brief=1 2>&1 | grep -E 'PASSED|FAILED' | tr '\n' ' ')" >> "$out/decode_bench.txt"
 done
-for m in llama3-8b qwen2.5-0.5b; do
-  echo "== ROOFLINE_PDL=1 roofline bench --dummy-weights $m --batch 1 --context 512 --device cuda --steps 32" >> "$out/decode_bench.txt"
-  ROOFLINE_PDL=1 timeout 120 build/cuda/tools/cli/roofline bench --dummy-weights $m --batch 1 --context 512 \
+for args in "llama3-8b --batch 1" "llama3-8b --batch 64" "qwen2.5-0.5b --batch 1" "qwen2.5-0.5b --batch 32"; do
+  echo "== ROOFLINE_PDL=0 roofline bench --dummy-weights $args --context 512 --device cuda --steps 32" >> "$out/decode_bench.txt"
+  ROOFLINE_PDL=0 timeout 120 build/cuda/tools/cli/roofline bench --dummy-weights $args --context 512 \
     --device cuda --steps 32 >> "$out/decode_bench.txt" 2>&1 || echo "(exit $?)" >> "$out/decode_bench.txt"
+done
+for args in "llama3-8b --batch 64" "qwen2.5-0.5b --batch 32"; do
+  for pdl in 1 0; do
+    echo "== ROOFLINE_PDL=$pdl roofline bench --dummy-weights $args --context 512 --device cuda --steps 32" >> "$out/decode_bench.txt"
+    ROOFLINE_PDL=$pdl timeout 120 build/cuda/tools/cli/roofline bench --dummy-weights $args --context 512 \
+      --device cuda --steps 32 >> "$out/decode_bench.txt" 2>&1 || echo "(exit $?)" >> "$out/decode_bench.txt"
+  done
 done
 # Issue 13's before: the same llama3-8b bs=1 step with every GEMM on cuBLASLt.
 echo "== ROOFLINE_MATMUL_IMPL=cublas roofline bench --dummy-weights llama3-8b --batch 1 --context 512 --device cuda --steps 32" >> "$out/decode_bench.txt"
@@ -84,6 +93,8 @@ ROOFLINE_MATMUL_IMPL=cublas timeout 120 build/cuda/tools/cli/roofline bench --du
 # (the first calibrates this GPU's ceilings; the rest read the cache); pictures for two of them;
 # then Nsight Compute's duration of three kernels to check ours against.
 : > "$out/profile.txt"
+: > "$out/ncu_kernels.txt"
+[[ $skip == *,profile,* ]] || {
 for model in llama3-8b qwen2.5-0.5b; do
   for mode in graphs eager; do
     extra=""
@@ -106,6 +117,7 @@ timeout 150 ncu --clock-control none --cache-control none --metrics gpu__time_du
   -k "regex:nvjet|paged_decode" --launch-skip 600 --launch-count 20 \
   build/cuda/tools/cli/roofline bench --dummy-weights llama3-8b --device cuda --batch 1 --context 512 \
   --steps 4 --no-cuda-graphs >> "$out/ncu_kernels.txt" 2>&1 || echo "(exit $?)" >> "$out/ncu_kernels.txt"
+}
 
 # Engine throughput (issue 7): 1,000 mixed requests, then the prefix-cache workloads, llama3-8b shape.
 : > "$out/engine_bench.txt"

@@ -3,9 +3,10 @@
 // pdl_wait() before it reads anything earlier work wrote (the wait returns once the preceding
 // grid has completed and its writes are visible), and it calls pdl_launch_dependents() once it is
 // past that wait, so the next PDL kernel's blocks can be scheduled while this one runs. What
-// overlaps is launch latency and the work before the wait (e.g. reading host-uploaded metadata).
-// Off by default until measured: ROOFLINE_PDL=1 turns the attribute on (the kernels' waits are
-// no-ops without it). Captured into CUDA graphs as programmatic edges. Include only from .cu files.
+// overlaps is launch latency and the work before the wait (e.g. reading host-uploaded metadata,
+// prefetching weights). On by default; ROOFLINE_PDL=0 launches without the attribute (the
+// kernels' waits are then no-ops). Captured into CUDA graphs as programmatic edges. Include only
+// from .cu files.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -33,15 +34,12 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
-// PDL only with ROOFLINE_PDL=1 (read once). Its correctness was checked on the H200 (2026-11-30:
-// the model-level graph and sampling tests and the op tests run with it on pass). Measured there:
-// qwen2.5-0.5b bs 1 decode steps 1.09 -> 0.97 ms with the skinny GEMM selected, llama3-8b within
-// noise (bench/results/2026-11-30-skinny-gemm-ring.md); off by default until the whole suite has
-// run with it on.
+// PDL unless ROOFLINE_PDL=0 (read once). Measured on the H200 (bench/results/
+// 2026-11-30-decode-step-pdl.md): the decode step with and without it, every test with it on.
 inline bool pdl_enabled() {
   static const bool on = [] {
     const char* v = std::getenv("ROOFLINE_PDL");
-    return v != nullptr && std::strcmp(v, "1") == 0;
+    return v == nullptr || std::strcmp(v, "0") != 0;
   }();
   return on;
 }
