@@ -72,6 +72,13 @@ __device__ __forceinline__ void store_f32(typename T::Storage* p, const float (&
   *reinterpret_cast<P*>(p) = pk;
 }
 
+// Asks for the 128-byte line holding element i of a weight buffer (dtype known at run time) to
+// be brought into L1, with no register to receive it.
+__device__ __forceinline__ void prefetch_weight_l1(const void* w, DType dtype, int64_t i) {
+  const int64_t bytes = dtype == DType::kBF16 || dtype == DType::kF16 ? 2 : 4;
+  asm volatile("prefetch.global.L1 [%0];\n" ::"l"(static_cast<const char*>(w) + i * bytes));
+}
+
 // N weights starting at element i of a buffer whose dtype is known only at run time (the weight
 // of a norm is small and cached, so a uniform branch costs nothing next to the activations).
 template <int N>

@@ -22,6 +22,9 @@ struct RmsNormLaunchShape {
 // 256 threads: small blocks keep many rows in flight per SM and barriers cheap, and 4 packs per
 // thread (up to 8 loads of 16 bytes in flight in the fused form) stays well inside the registers.
 inline constexpr int kRmsNormMaxThreads = 256;
+// Rows up to which a block prefetches its weight into L1 before waiting for the kernel before it
+// (decode batches; see rms_norm_kernel).
+inline constexpr int64_t kRmsNormPrefetchRows = 64;
 inline constexpr int kRmsNormMaxItems = 4;
 
 // The fewest packs per thread (registers) that fit the row into `max_threads` threads, at most
