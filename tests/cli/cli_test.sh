@@ -135,7 +135,9 @@ expect profile_cached_ceilings 0 "calibrated .* on cpu .*ceilings.json" -- profi
 echo "not json" > "$tmp/cache/roofline/ceilings.json"
 expect profile_corrupt_ceilings 1 "ceilings.json' is not a JSON object; delete it" -- profile --dummy-weights llama-tiny --steps 1 --context 4
 unset XDG_CACHE_HOME
-expect bench_cpu 0 "decode step" -- bench --dummy-weights llama-tiny --batch 2 --context 16 --steps 4 --breakdown
+expect bench_cpu 0 "decode step .*sampled by the CPU twin" -- bench --dummy-weights llama-tiny --batch 2 --context 16 --steps 4 --breakdown
+expect bench_cpu_logits 0 "with logits +median" -- bench --dummy-weights llama-tiny --batch 1 --context 8 --steps 2
+expect bench_bad_steps 1 "--steps must be in \\[1, 40000\\]" -- bench --dummy-weights llama-tiny --steps 50000
 
 echo "$passes passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -367,27 +367,51 @@ int run_batch(CommonFlags& f, const std::string& input, const std::string& outpu
   return 0;
 }
 
+// The wall time of `steps` decode steps of `entries` after `warmup` untimed ones, sorted, in ms.
+// sampled: the step the engine runs — greedy sampling where the logits are (on the GPU, the last
+// node of the decode step's CUDA graph) and only the token ids back to the host; otherwise the
+// [entries, vocab] logits come back to the host as f32 (what a caller of ModelRunner::step with
+// logits pays on top: the copy and the widening).
+StatusOr<std::vector<double>> time_decode_steps(roofline::ModelRunner& r,
+                                                const std::vector<roofline::StepEntry>& entries,
+                                                int64_t warmup, int64_t steps, bool sampled) {
+  using clock = std::chrono::steady_clock;
+  roofline::StepSampling sampling;
+  sampling.rows.resize(entries.size());  // temperature 0: greedy
+  roofline::SampledRows rows;
+  std::vector<float> logits;
+  std::vector<double> ms;
+  for (int64_t i = 0; i < warmup + steps; ++i) {
+    const auto t0 = clock::now();
+    Status s = sampled ? r.step(entries, sampling, &rows) : r.step(entries, false, &logits);
+    if (!s.ok()) return s;
+    if (i >= warmup)
+      ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms;
+}
+
 int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, bool breakdown) {
   constexpr int64_t kWarmup = 3;
-  auto setup = roofline::prepare_decode(f.model, batch, context, steps);
+  if (steps < 1 || steps > 40000)
+    return fail(roofline::invalid_argument("--steps must be in [1, 40000]"));
+  // The sequences grow by both timed runs (sampled, then with logits).
+  auto setup = roofline::prepare_decode(f.model, batch, context, 2 * steps + kWarmup);
   if (!setup.ok()) return fail(setup.status());
   roofline::ModelRunner& r = *setup->runner;
   const std::vector<int32_t>& seqs = setup->seqs;
   const double prefill_ms = setup->prefill_ms;
   std::vector<float> logits;
-  using clock = std::chrono::steady_clock;
   std::vector<roofline::StepEntry> entries;
   for (int32_t s : seqs) entries.push_back({s, {3}});
-  std::vector<double> step_ms;
-  for (int64_t i = 0; i < kWarmup + steps; ++i) {
-    const auto t0 = clock::now();
-    Status s = r.step(entries, false, &logits);
-    if (!s.ok()) return fail(s);
-    if (i >= kWarmup) step_ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
-  }
-  std::vector<double> sorted = step_ms;
-  std::sort(sorted.begin(), sorted.end());
+  auto sampled_or = time_decode_steps(r, entries, kWarmup, steps, /*sampled=*/true);
+  if (!sampled_or.ok()) return fail(sampled_or.status());
+  auto logits_or = time_decode_steps(r, entries, 0, steps, /*sampled=*/false);
+  if (!logits_or.ok()) return fail(logits_or.status());
+  const std::vector<double>& sorted = *sampled_or;
   const double median = sorted[sorted.size() / 2];
+  const double logits_median = (*logits_or)[logits_or->size() / 2];
   // Analytic cost of the last step (context grown by the timed steps).
   const roofline::Plan& plan = *r.last_plan();
   const std::vector<roofline::CallCost> costs = roofline::decode_step_costs(r, seqs);
@@ -410,8 +434,15 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
     std::printf("cuda graphs    %lld batch buckets captured at start-up in %.1f ms, %.1f MiB of device memory\n",
                 (long long)graphs.graphs, graphs.capture_ms, graphs.device_bytes / 1048576.0);
   std::printf("prefill        %.1f ms for %lld tokens\n", prefill_ms, (long long)(batch * context));
-  std::printf("decode step    median %.3f ms, min %.3f ms, max %.3f ms -> %.1f tok/s\n", median,
-              sorted.front(), sorted.back(), batch / (median / 1e3));
+  std::printf(
+      "decode step    median %.3f ms, min %.3f ms, max %.3f ms -> %.1f tok/s (greedy, sampled "
+      "%s)\n",
+      median, sorted.front(), sorted.back(), batch / (median / 1e3),
+      gpu ? "on the GPU, token ids back" : "by the CPU twin");
+  std::printf(
+      "with logits    median %.3f ms (the same step returning its [%lld, vocab] logits to the host "
+      "as f32)\n",
+      logits_median, (long long)batch);
   std::printf("step bytes     %.3f GB (weights + KV + activations), %.2f GFLOP\n", bytes / 1e9, flops / 1e9);
   if (gpu)
     std::printf("roofline       %.3f ms at 4.28 TB/s copy ceiling: this step runs at %.1f%% of it\n",
@@ -465,7 +496,6 @@ int run_bench_latency(const CommonFlags& flags, const std::string& batch_list, i
   }
   constexpr int64_t kWarmup = 3;
   constexpr double kCopyBytesPerSecond = 4.28e12, kPeakFlops = 783e12;  // H200 measured (HARDWARE.md)
-  using clock = std::chrono::steady_clock;
   nlohmann::json rows = nlohmann::json::array();
   std::string device_name;
   std::printf("%6s %12s %12s %10s %12s %12s %12s %10s\n", "batch", "prefill ms", "prefill t/s", "MFU %",
@@ -481,14 +511,9 @@ int run_bench_latency(const CommonFlags& flags, const std::string& batch_list, i
     const bool gpu = device_name != "cpu";
     std::vector<roofline::StepEntry> entries;
     for (int32_t s : setup->seqs) entries.push_back({s, {3}});
-    std::vector<float> logits;
-    std::vector<double> ms;
-    for (int64_t i = 0; i < kWarmup + steps; ++i) {
-      const auto t0 = clock::now();
-      if (Status s = r.step(entries, false, &logits); !s.ok()) return fail(s);
-      if (i >= kWarmup) ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
-    }
-    std::sort(ms.begin(), ms.end());
+    auto ms_or = time_decode_steps(r, entries, kWarmup, steps, /*sampled=*/true);
+    if (!ms_or.ok()) return fail(ms_or.status());
+    const std::vector<double>& ms = *ms_or;
     const double median = ms[ms.size() / 2];
     double bytes = 0;
     for (const auto& c : roofline::decode_step_costs(r, setup->seqs)) bytes += c.bytes;
