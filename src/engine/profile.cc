@@ -92,9 +92,13 @@ StatusOr<ProfileResult> profile_decode(const ProfileOptions& o) {
   ModelRunner& r = *setup->runner;
   std::vector<StepEntry> entries;
   for (int32_t seq : setup->seqs) entries.push_back({seq, {3}});
-  std::vector<float> logits;
+  // Every step is the one the engine runs: greedy sampling where the logits are (inside the decode
+  // graph on the GPU), the token ids back (the logits stay on the device).
+  StepSampling sampling;
+  sampling.rows.resize(entries.size());
+  SampledRows sampled;
   for (int64_t i = 0; i < kWarmup; ++i) {
-    Status s = r.step(entries, false, &logits);
+    Status s = r.step(entries, sampling, &sampled);
     if (!s.ok()) return s;
   }
   using clock = std::chrono::steady_clock;
@@ -109,7 +113,7 @@ StatusOr<ProfileResult> profile_decode(const ProfileOptions& o) {
     if (Status s = tracer->set_api_recording(true); !s.ok()) return s;
     r.set_record_call_times(true);
     StepWindow learn_window{-1, CuptiTracer::now_ns(), 0};
-    Status s = r.step(entries, false, &logits);
+    Status s = r.step(entries, sampling, &sampled);
     r.set_record_call_times(false);
     if (!s.ok()) return s;
     learn_window.end_ns = CuptiTracer::now_ns();
@@ -119,7 +123,7 @@ StatusOr<ProfileResult> profile_decode(const ProfileOptions& o) {
     std::vector<StepWindow> windows;
     for (int64_t step = 0; step < o.steps; ++step) {
       const int64_t t0 = CuptiTracer::now_ns();
-      if (Status st = r.step(entries, false, &logits); !st.ok()) return st;
+      if (Status st = r.step(entries, sampling, &sampled); !st.ok()) return st;
       const int64_t t1 = CuptiTracer::now_ns();
       windows.push_back({static_cast<int>(step), t0, t1});
       wall_ms += static_cast<double>(t1 - t0) / 1e6;
@@ -143,7 +147,7 @@ StatusOr<ProfileResult> profile_decode(const ProfileOptions& o) {
     tracer->set_recording(false);
     for (int64_t step = 0; step < o.steps; ++step) {
       const auto t0 = clock::now();
-      if (Status st = r.step(entries, false, &logits); !st.ok()) return st;
+      if (Status st = r.step(entries, sampling, &sampled); !st.ok()) return st;
       wall_off_ms += std::chrono::duration<double, std::milli>(clock::now() - t0).count();
     }
   } else {
@@ -152,7 +156,7 @@ StatusOr<ProfileResult> profile_decode(const ProfileOptions& o) {
     r.set_record_call_times(true);
     for (int64_t step = 0; step < o.steps; ++step) {
       const auto t0 = clock::now();
-      Status s = r.step(entries, false, &logits);
+      Status s = r.step(entries, sampling, &sampled);
       if (!s.ok()) return s;
       const double step_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
       const Plan& plan = *r.last_plan();
