@@ -55,6 +55,7 @@ CallSequence learn_call_sequence(const std::vector<DeviceActivity>& activity,
     const int64_t k = (after - markers.begin()) - 1;
     seq.call_index.push_back(k >= 0 && k % 2 == 0 ? static_cast<int>(k / 2) : -1);
     seq.names.push_back(a->name);
+    seq.kinds.push_back(a->kind);
   }
   return seq;
 }
@@ -82,11 +83,7 @@ JoinResult join_steps(const std::vector<DeviceActivity>& activity,
     if (acts.empty()) continue;
     std::stable_sort(acts.begin(), acts.end(), device_order);
     std::unordered_map<std::string, std::vector<size_t>> seen;
-    std::unordered_map<std::string, bool> is_kernel;
-    for (size_t i = 0; i < acts.size(); ++i) {
-      seen[acts[i]->name].push_back(i);
-      is_kernel[acts[i]->name] = acts[i]->kind != TraceEvent::Kind::kMemcpy;
-    }
+    for (size_t i = 0; i < acts.size(); ++i) seen[acts[i]->name].push_back(i);
     // Names whose count differs from the learning step's, the smallest first (deterministic).
     std::vector<std::string> differing;
     for (const auto& [name, at] : seen) {
@@ -103,9 +100,8 @@ JoinResult join_steps(const std::vector<DeviceActivity>& activity,
     bool match = true;
     std::string kernel_differing;
     for (const std::string& name : differing) {
-      const auto k = is_kernel.find(name);
-      const bool kernel = k != is_kernel.end() ? k->second : name.rfind("mem", 0) != 0;
-      if (kernel && learned.count(name) != 0) {
+      const auto it = learned.find(name);
+      if (it != learned.end() && sequence.kinds[it->second.front()] != TraceEvent::Kind::kMemcpy) {
         match = false;
         if (kernel_differing.empty()) kernel_differing = name;
       }

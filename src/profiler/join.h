@@ -59,6 +59,7 @@ struct StepWindow {
 struct CallSequence {
   std::vector<int> call_index;     // per activity of a step, in device order; -1: outside calls
   std::vector<std::string> names;  // the activity names, to check a measured step against
+  std::vector<TraceEvent::Kind> kinds;  // kernel (compute) or copy / set, per activity
 };
 
 // The learning step: activities launched inside `window`, ordered on the device, each assigned
