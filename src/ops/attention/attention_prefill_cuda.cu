@@ -590,11 +590,10 @@ constexpr int kWsTileBytes = kWsKeys * kWgHeadDim * 2;
 // Registers per thread after the hand-over: 128 · 40 + 256 · 232 <= 64 K. The producer keeps only
 // its loop state and one K/V row offset at a time. ptxas (nvcc 13.0) allocates each role within
 // its setmaxnreg value: the disassembly's highest consumer register is R228, the producer's R37.
-// A persistent version (each block looping over work items from a grid-wide counter, the
-// producer loading the next item's Q and first K/V tiles under this item's end) was written
-// twice and dropped: with the consumer's per-item body inside a loop (or merely present twice)
-// ptxas gives up on the 232 budget, falls back to 168 registers with spills and serialises the
-// wgmmas (its note C7512, "insufficient register resources"), whatever the two values are.
+// A persistent version (one block per SM over work items from a grid-wide counter) makes ptxas
+// give up that budget — 168 registers, spills, serialised wgmma (note C7512) — when the
+// producer's item loop reads the batch layout from global memory; with each item's rows handed
+// over in shared memory it compiles clean (branch wip/persistent-prefill, not yet run).
 constexpr int kWsProducerRegs = 40;
 constexpr int kWsConsumerRegs = 232;
 // Named barriers: 1 + w is consumer w's turn on the tensor cores, 3 + w its warpgroup-local sync.
