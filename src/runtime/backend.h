@@ -101,6 +101,17 @@ class Backend {
   // CUDA with cuda_graphs set: captures the decode step of every batch bucket (decode_padding.h),
   // largest first, with plan_for(bucket) as its plan; later decode steps of that bucket replay
   // it. Elsewhere: nothing to do.
+  // CUDA: replays the last replayed decode graph `times` times back to back, with no host work
+  // between replays, and returns the median device milliseconds of a replay (CUDA events): the step
+  // time the GPU reaches when the host never holds it up, so the difference from a measured step
+  // is what the step boundary (tokens back, the next step's inputs up, the launch) costs. Every
+  // replay reads the same staged inputs, so it rewrites the same KV slots with the same values and
+  // samples the same rows again. InvalidArgument for times outside [1, 100000] or when no decode
+  // graph has been replayed since start-up; Unimplemented elsewhere.
+  virtual StatusOr<double> replay_last_decode_graph(int64_t times) {
+    (void)times;
+    return unimplemented("replaying a decode graph needs the CUDA backend with CUDA graphs");
+  }
   virtual DecodeGraphReport capture_decode_graphs(
       const std::function<const Plan*(int64_t batch)>& plan_for) {
     (void)plan_for;

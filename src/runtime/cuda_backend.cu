@@ -435,6 +435,7 @@ class CudaBackend final : public Backend {
     if (!graphs_.empty())
       ROOFLINE_LOG(kInfo, "cuda: sampling edit lists grew to " << capacity << " entries; decode graphs are captured again");
     graphs_.clear();
+    last_graph_ = nullptr;
     sample_edits_.reset();
     if (sample_in_pinned_) ROOFLINE_CUDA_CHECK(cudaFreeHost(sample_in_pinned_));
     sample_in_pinned_ = nullptr;
@@ -573,6 +574,7 @@ class CudaBackend final : public Backend {
     auto it = graphs_.find(key);
     if (it != graphs_.end()) {
       ROOFLINE_CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
+      last_graph_ = it->second;
       return;
     }
     run_eager(plan, nullptr);
@@ -587,6 +589,37 @@ class CudaBackend final : public Backend {
     ROOFLINE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     ROOFLINE_CUDA_CHECK(cudaGraphDestroy(graph));
     graphs_.emplace(key, exec);
+  }
+
+  StatusOr<double> replay_last_decode_graph(int64_t times) override {
+    if (times < 1 || times > 100000)
+      return invalid_argument("replay_last_decode_graph: times must be in [1, 100000], got " + std::to_string(times));
+    if (last_graph_ == nullptr)
+      return invalid_argument("no decode step has been replayed from a CUDA graph yet: run a decode step first");
+    const auto n = static_cast<size_t>(times);
+    while (events_.size() < n + 1) {
+      cudaEvent_t e;
+      ROOFLINE_CUDA_CHECK(cudaEventCreate(&e));
+      events_.push_back(e);
+    }
+    // One replay first, so the timed ones start from a step's steady state rather than from idle;
+    // then an event after each (recording one does not hold the stream up). The median replay, as
+    // the step times it is set beside are medians.
+    ROOFLINE_CUDA_CHECK(cudaGraphLaunch(last_graph_, stream_));
+    ROOFLINE_CUDA_CHECK(cudaEventRecord(events_[0], stream_));
+    for (size_t i = 0; i < n; ++i) {
+      ROOFLINE_CUDA_CHECK(cudaGraphLaunch(last_graph_, stream_));
+      ROOFLINE_CUDA_CHECK(cudaEventRecord(events_[i + 1], stream_));
+    }
+    ROOFLINE_CUDA_CHECK(cudaEventSynchronize(events_[n]));
+    std::vector<double> ms(n);
+    for (size_t i = 0; i < n; ++i) {
+      float m = 0;
+      ROOFLINE_CUDA_CHECK(cudaEventElapsedTime(&m, events_[i], events_[i + 1]));
+      ms[i] = m;
+    }
+    std::nth_element(ms.begin(), ms.begin() + static_cast<std::ptrdiff_t>(n / 2), ms.end());
+    return ms[n / 2];
   }
 
   int device_ = 0;
@@ -612,6 +645,7 @@ class CudaBackend final : public Backend {
   std::vector<int64_t> buckets_;  // decode batch buckets (decode_padding.h)
   StepBuffers padded_;            // the current decode step at its bucket's shape
   std::map<std::pair<const Plan*, int64_t>, cudaGraphExec_t> graphs_;
+  cudaGraphExec_t last_graph_ = nullptr;  // the decode graph replay() launched last
 };
 
 }  // namespace

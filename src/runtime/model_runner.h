@@ -98,6 +98,12 @@ class ModelRunner {
   Status step(const std::vector<StepEntry>& entries, const StepSampling& sampling,
               SampledRows* sampled);
 
+  // The last decode step's CUDA graph replayed `times` times back to back: median device ms a
+  // replay (Backend::replay_last_decode_graph). Leaves every sequence as it was.
+  StatusOr<double> replay_last_decode_graph(int64_t times) {
+    return backend_->replay_last_decode_graph(times);
+  }
+
   // Wall time of each call of the last step's plan, and that plan (for `roofline profile`).
   const std::vector<CallTime>& last_call_times() const { return last_call_times_; }
   // What start-up capture of the decode graphs cost (all zero without CUDA graphs).

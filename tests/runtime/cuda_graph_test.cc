@@ -1,7 +1,8 @@
 // CUDA graphs for decode (issue 8): a runner that replays captured graphs and one that launches
 // kernel by kernel (--no-cuda-graphs) must give bit-identical logits for every batch bucket,
 // padded batches included, over several decode steps of sequences with different contexts. Also:
-// start-up capture covers every bucket. Skips itself without a GPU (or in a CPU-only build).
+// start-up capture covers every bucket, and replaying the last decode graph (`roofline bench`'s
+// graph floor) changes no sequence. Skips itself without a GPU (or in a CPU-only build).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -29,16 +30,69 @@ StatusOr<std::unique_ptr<ModelRunner>> cuda_runner(bool graphs) {
   return ModelRunner::create(o);
 }
 
-TEST(CudaGraphTest, ReplayedDecodeStepsMatchEagerOnesBitForBitInEveryBucket) {
-  auto graph_runner = cuda_runner(true);
-  if (!graph_runner.ok() && (graph_runner.status().code() == StatusCode::kUnimplemented ||
-                             graph_runner.status().code() == StatusCode::kNotFound))
-    GTEST_SKIP() << graph_runner.status().to_string();
-  ASSERT_TRUE(graph_runner.ok()) << graph_runner.status().to_string();
-  auto eager_runner = cuda_runner(false);
-  ASSERT_TRUE(eager_runner.ok()) << eager_runner.status().to_string();
-  ModelRunner& g = **graph_runner;
-  ModelRunner& e = **eager_runner;
+// A new sequence on each runner (appended to *seqs_g, *seqs_e), prefilled with `prompt`: the
+// prefill logits must agree bit for bit.
+::testing::AssertionResult same_prefill(ModelRunner& g, ModelRunner& e,
+                                        const std::vector<int32_t>& prompt,
+                                        std::vector<int32_t>* seqs_g,
+                                        std::vector<int32_t>* seqs_e) {
+  auto sg = g.add_sequence();
+  auto se = e.add_sequence();
+  if (!sg.ok() || !se.ok()) return ::testing::AssertionFailure() << "cannot open a sequence";
+  seqs_g->push_back(*sg);
+  seqs_e->push_back(*se);
+  std::vector<float> lg, le;
+  const Status rg = g.step({{*sg, prompt}}, false, &lg), re = e.step({{*se, prompt}}, false, &le);
+  if (!rg.ok() || !re.ok())
+    return ::testing::AssertionFailure() << rg.to_string() << " / " << re.to_string();
+  if (lg.size() != le.size() || std::memcmp(lg.data(), le.data(), lg.size() * sizeof(float)) != 0)
+    return ::testing::AssertionFailure() << "prefill logits differ";
+  return ::testing::AssertionSuccess();
+}
+
+// One decode step on each runner, sequence i of both fed token (salt + 31·i) mod 150000: the
+// graph runner's logits (in *logits) must equal the eager runner's bit for bit.
+::testing::AssertionResult same_decode_step(ModelRunner& g, ModelRunner& e,
+                                            const std::vector<int32_t>& seqs_g,
+                                            const std::vector<int32_t>& seqs_e, int salt,
+                                            std::vector<float>* logits) {
+  std::vector<StepEntry> eg, ee;
+  for (size_t i = 0; i < seqs_g.size(); ++i) {
+    const auto token = static_cast<int32_t>((salt + static_cast<int64_t>(i) * 31) % 150000);
+    eg.push_back({seqs_g[i], {token}});
+    ee.push_back({seqs_e[i], {token}});
+  }
+  std::vector<float> le;
+  const Status sg = g.step(eg, false, logits), se = e.step(ee, false, &le);
+  if (!sg.ok() || !se.ok())
+    return ::testing::AssertionFailure() << sg.to_string() << " / " << se.to_string();
+  if (logits->size() != le.size() ||
+      std::memcmp(logits->data(), le.data(), le.size() * sizeof(float)) != 0)
+    return ::testing::AssertionFailure() << "graph and eager logits differ";
+  return ::testing::AssertionSuccess();
+}
+
+// A runner replaying graphs and one launching kernel by kernel, on the same dummy model; skips
+// the test without a GPU (or in a CPU-only build).
+class CudaGraphTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto graphs = cuda_runner(true);
+    if (graphs.status().code() == StatusCode::kUnimplemented ||
+        graphs.status().code() == StatusCode::kNotFound)
+      GTEST_SKIP() << graphs.status().to_string();
+    ASSERT_TRUE(graphs.ok()) << graphs.status().to_string();
+    auto eager = cuda_runner(false);
+    ASSERT_TRUE(eager.ok()) << eager.status().to_string();
+    graph_runner_ = std::move(*graphs);
+    eager_runner_ = std::move(*eager);
+  }
+  std::unique_ptr<ModelRunner> graph_runner_, eager_runner_;
+};
+
+TEST_F(CudaGraphTest, ReplayedDecodeStepsMatchEagerOnesBitForBitInEveryBucket) {
+  ModelRunner& g = *graph_runner_;
+  ModelRunner& e = *eager_runner_;
   EXPECT_EQ(g.graph_report().graphs,
             static_cast<int64_t>(decode_batch_buckets(kMaxSeqs).size()));
   EXPECT_EQ(e.graph_report().graphs, 0);
@@ -47,44 +101,57 @@ TEST(CudaGraphTest, ReplayedDecodeStepsMatchEagerOnesBitForBitInEveryBucket) {
   for (const int64_t batch : {1, 2, 3, 4, 5, 8, 13, 16, 17, 24, 30, 32}) {
     SCOPED_TRACE("batch " + std::to_string(batch));
     std::vector<int32_t> seqs_g, seqs_e;
-    std::vector<StepEntry> decode_g, decode_e;
     for (int64_t i = 0; i < batch; ++i) {
-      auto sg = g.add_sequence();
-      auto se = e.add_sequence();
-      ASSERT_TRUE(sg.ok() && se.ok());
-      seqs_g.push_back(*sg);
-      seqs_e.push_back(*se);
       // Prompts of 1 to 40 tokens: contexts differ inside one decode batch.
       std::vector<int32_t> prompt;
       for (int64_t t = 0; t < 1 + (i * 7 + batch) % 40; ++t)
         prompt.push_back(static_cast<int32_t>((t * 131 + i * 17 + batch) % 150000));
-      std::vector<float> lg, le;
-      ASSERT_TRUE(g.step({{*sg, prompt}}, false, &lg).ok());
-      ASSERT_TRUE(e.step({{*se, prompt}}, false, &le).ok());
-      ASSERT_EQ(lg.size(), le.size());
-      ASSERT_EQ(0, std::memcmp(lg.data(), le.data(), lg.size() * sizeof(float)))
-          << "prefill logits differ for sequence " << i;
+      ASSERT_TRUE(same_prefill(g, e, prompt, &seqs_g, &seqs_e)) << "sequence " << i;
     }
     for (int step = 0; step < 3; ++step) {
-      std::vector<StepEntry> eg, ee;
-      for (int64_t i = 0; i < batch; ++i) {
-        const int32_t token = static_cast<int32_t>((step * 1000 + i * 31 + 7) % 150000);
-        eg.push_back({seqs_g[static_cast<size_t>(i)], {token}});
-        ee.push_back({seqs_e[static_cast<size_t>(i)], {token}});
-      }
-      std::vector<float> lg, le;
-      ASSERT_TRUE(g.step(eg, false, &lg).ok());
-      ASSERT_TRUE(e.step(ee, false, &le).ok());
+      std::vector<float> lg;
+      ASSERT_TRUE(same_decode_step(g, e, seqs_g, seqs_e, step * 1000 + 7, &lg)) << "step " << step;
       ASSERT_EQ(lg.size(), static_cast<size_t>(batch * g.config().vocab_size));
-      ASSERT_EQ(lg.size(), le.size());
       for (float v : lg) ASSERT_TRUE(std::isfinite(v)) << "step " << step;
-      ASSERT_EQ(0, std::memcmp(lg.data(), le.data(), lg.size() * sizeof(float)))
-          << "decode step " << step << ": graph and eager logits differ";
     }
     for (int64_t i = 0; i < batch; ++i) {
       ASSERT_TRUE(g.release_sequence(seqs_g[static_cast<size_t>(i)]).ok());
       ASSERT_TRUE(e.release_sequence(seqs_e[static_cast<size_t>(i)]).ok());
     }
+  }
+}
+
+// `roofline bench`'s graph floor: the last decode graph replayed back to back gives a positive
+// time and leaves every sequence as it was (the next step matches a runner that never replayed,
+// bit for bit); bad counts, and a replay before any decode graph ran, are errors.
+TEST_F(CudaGraphTest, ReplayingTheLastDecodeGraphLeavesSequencesAsTheyWere) {
+  ModelRunner& g = *graph_runner_;
+  ModelRunner& e = *eager_runner_;
+  EXPECT_EQ(g.replay_last_decode_graph(4).status().code(), StatusCode::kInvalidArgument)
+      << "start-up capture launches no graph: nothing to replay yet";
+
+  constexpr int64_t kBatch = 3;
+  std::vector<int32_t> seqs_g, seqs_e;
+  for (int64_t i = 0; i < kBatch; ++i) {
+    std::vector<int32_t> prompt;
+    for (int64_t t = 0; t < 5 + 9 * i; ++t)
+      prompt.push_back(static_cast<int32_t>((t * 71 + i * 13) % 150000));
+    ASSERT_TRUE(same_prefill(g, e, prompt, &seqs_g, &seqs_e)) << "sequence " << i;
+  }
+  for (int step = 0; step < 3; ++step) {
+    std::vector<float> lg;
+    ASSERT_TRUE(same_decode_step(g, e, seqs_g, seqs_e, step * 977 + 5, &lg))
+        << "decode step " << step << " after " << step << " rounds of replays";
+    if (step == 0) {
+      EXPECT_EQ(e.replay_last_decode_graph(4).status().code(), StatusCode::kInvalidArgument)
+          << "an eager runner has no graph";
+      EXPECT_EQ(g.replay_last_decode_graph(0).status().code(), StatusCode::kInvalidArgument);
+      EXPECT_EQ(g.replay_last_decode_graph(100001).status().code(), StatusCode::kInvalidArgument);
+    }
+    auto ms = g.replay_last_decode_graph(5);
+    ASSERT_TRUE(ms.ok()) << ms.status().to_string();
+    EXPECT_GT(*ms, 0.0);
+    EXPECT_LT(*ms, 1000.0);
   }
 }
 

@@ -443,6 +443,16 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
       "with logits    median %.3f ms (the same step returning its [%lld, vocab] logits to the host "
       "as f32)\n",
       logits_median, (long long)batch);
+  if (gpu && graphs.graphs > 0) {
+    // The sampled step's graph again, back to back: what the step costs with no host between steps.
+    auto floor_or = r.replay_last_decode_graph(std::min<int64_t>(steps, 1000));
+    if (!floor_or.ok()) return fail(floor_or.status());
+    std::printf(
+        "graph floor    %.3f ms a step with its CUDA graph replayed back to back (no host between "
+        "steps): the step boundary (tokens back, inputs up, launch) costs %.3f ms = %.1f%% of the "
+        "step\n",
+        *floor_or, median - *floor_or, 100.0 * (median - *floor_or) / median);
+  }
   std::printf("step bytes     %.3f GB (weights + KV + activations), %.2f GFLOP\n", bytes / 1e9, flops / 1e9);
   if (gpu)
     std::printf("roofline       %.3f ms at 4.28 TB/s copy ceiling: this step runs at %.1f%% of it\n",
