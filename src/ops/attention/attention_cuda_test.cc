@@ -10,7 +10,8 @@
 //   probabilities · v accumulated in f32 and rounded to bf16).
 // The decode kernel's shapes (attention_cuda_decode_test_shapes()) run three times on one
 // workspace, with loose and exact bounds. Plus: warmed-up launches (prefill; decode with splits)
-// capture into a CUDA graph and replay to the same result.
+// capture into a CUDA graph and replay to the same result; and the decode kernel run right after
+// a PDL kernel that writes this step's keys reads them only after that write.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -23,6 +24,7 @@
 #include "core/thread_pool.h"
 #include "ops/attention/attention.h"
 #include "ops/attention/attention_shapes.h"
+#include "ops/qkv_rope/qkv_rope.h"
 #include "ops/testing/gpu_test_util.h"
 #include "ops/testing/op_test_util.h"
 
@@ -325,9 +327,11 @@ TEST_P(AttentionCudaTreeTest, MatchesCpuTwinAndStaysWithinTwiceNaiveBf16Error) {
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionCudaTreeTest,
                          ::testing::Range(size_t{0}, attention_cuda_tree_test_shapes().size()));
 
-// The split-K decode kernel, called three times on one workspace (the split counters must be back
+// The split-K decode kernel, called four times on one workspace (the split counters must be back
 // at 0 after each call): first with the loosest bounds (max_q_len, max_seq_len unknown), then with
-// the exact ones, which changes the split count.
+// the exact ones, which changes the split count, then through a block table 32k tokens wide with
+// its capacity as the context bound, as a CUDA graph planned for --max-model-len 32768 launches
+// it: the launch's splits outnumber what the shorter sequences use.
 class AttentionCudaDecodeTest : public ::testing::TestWithParam<size_t> {};
 
 TEST_P(AttentionCudaDecodeTest, MatchesCpuTwinOnRepeatedCallsWithAnyBounds) {
@@ -343,8 +347,17 @@ TEST_P(AttentionCudaDecodeTest, MatchesCpuTwinOnRepeatedCallsWithAnyBounds) {
 
   DeviceBatch dev(batch);
   PagedAttentionParams p = dev.params(shape, batch);
-  for (int call = 0; call < 3; ++call) {
-    SCOPED_TRACE(call == 0 ? "loose bounds" : "exact bounds");
+  const int64_t wide =
+      std::max<int64_t>(batch.max_blocks_per_seq, (int64_t{1} << 15) / shape.block_size);
+  std::vector<int32_t> wide_tables(shape.seqs.size() * static_cast<size_t>(wide), -1);
+  for (size_t s = 0; s < shape.seqs.size(); ++s)
+    std::copy_n(batch.block_tables.begin() + static_cast<int64_t>(s) * batch.max_blocks_per_seq,
+                batch.max_blocks_per_seq, wide_tables.begin() + static_cast<int64_t>(s) * wide);
+  const DeviceBuffer wide_tables_d = DeviceBuffer::from_host(wide_tables);
+  for (int call = 0; call < 4; ++call) {
+    SCOPED_TRACE(call == 0  ? "loose bounds"
+                 : call < 3 ? "exact bounds"
+                            : "a 32k-token table's bound");
     if (call > 0) {
       p.max_q_len = 0;
       p.max_seq_len = 0;
@@ -352,6 +365,11 @@ TEST_P(AttentionCudaDecodeTest, MatchesCpuTwinOnRepeatedCallsWithAnyBounds) {
         p.max_q_len = std::max(p.max_q_len, s.q_len);
         p.max_seq_len = std::max(p.max_seq_len, s.seq_len);
       }
+    }
+    if (call == 3) {
+      p.block_tables = wide_tables_d.get<int32_t>();
+      p.max_blocks_per_seq = wide;
+      p.max_seq_len = wide * shape.block_size;
     }
     dev.out.poison();
     paged_attention_cuda(p, nullptr);
@@ -415,6 +433,99 @@ TEST(AttentionCudaGraphTest, WarmedUpLaunchCapturesAndReplays) {
   ROOFLINE_SKIP_WITHOUT_GPU();
   expect_graph_replays_match_twin({{{17, 1}, {255, 40}, {1000, 1}}, 28, 4, 128, 16, 0}, 1234, 1,
                                   kPrefillTwinAtol);
+}
+
+// The decode kernel gathers every key's K/V but this step's before its programmatic-dependent-
+// launch wait. Here the kernel before it in the stream (qkv_rope, launched with PDL as in the
+// engine) writes this step's keys into slots that hold NaN until then; any of them read before
+// that write turns its rows' outputs into NaN. Positions are 0, where rotation is the identity,
+// so the written K/V are the logical ones and the CPU twin of the whole batch is the reference.
+// Repeated, because a read that races the write loses only some of the time.
+void expect_decode_waits_for_this_steps_keys(const AttentionShape& shape, uint64_t seed) {
+  SCOPED_TRACE(describe(shape));
+  auto rng = make_rng(seed);
+  const Logical l = make_logical(shape, rng);
+  const PagedBatch batch = build_paged_batch(shape, l.q, l.k, l.v, shuffled_order(shape, rng));
+  const std::vector<float> twin = run_cpu_twin(shape, batch);
+  const int64_t d = shape.head_dim, kvh = shape.num_kv_heads, bs = shape.block_size;
+  const int64_t tokens = num_tokens(shape), width = (shape.num_heads + 2 * kvh) * d;
+
+  // This step's keys: NaN in the cache; their K/V (and the queries) in qkv rows instead.
+  PagedBatch stale = batch;
+  std::vector<float> qkv(static_cast<size_t>(tokens * width));
+  std::vector<int64_t> slots;
+  int64_t t = 0;
+  for (size_t s = 0; s < shape.seqs.size(); ++s) {
+    const int64_t seq_len = shape.seqs[s].seq_len, q_len = shape.seqs[s].q_len;
+    for (int64_t j = 0; j < q_len; ++j, ++t) {
+      const int64_t pos = seq_len - q_len + j;
+      const int64_t slot =
+          batch.block_tables[s * batch.max_blocks_per_seq + pos / bs] * bs + pos % bs;
+      slots.push_back(slot);
+      float* row = qkv.data() + t * width;
+      std::copy_n(l.q.data() + t * shape.num_heads * d, shape.num_heads * d, row);
+      std::copy_n(l.k[s].data() + pos * kvh * d, kvh * d, row + shape.num_heads * d);
+      std::copy_n(l.v[s].data() + pos * kvh * d, kvh * d, row + (shape.num_heads + kvh) * d);
+      std::fill_n(stale.k_cache.begin() + slot * kvh * d, kvh * d, std::nanf(""));
+      std::fill_n(stale.v_cache.begin() + slot * kvh * d, kvh * d, std::nanf(""));
+    }
+  }
+  const std::vector<uint16_t> stale_k = to_bf16(stale.k_cache), stale_v = to_bf16(stale.v_cache);
+  DeviceBatch dev(stale);
+  const DeviceBuffer qkv_d = DeviceBuffer::from_host(to_bf16(qkv));
+  const DeviceBuffer positions_d =
+      DeviceBuffer::from_host(std::vector<int32_t>(static_cast<size_t>(tokens), 0));
+  const DeviceBuffer slots_d = DeviceBuffer::from_host(slots);
+  const DeviceBuffer inv_freq_d =
+      DeviceBuffer::from_host(std::vector<float>(static_cast<size_t>(d / 2), 1.0f));
+
+  QkvRopeParams rope;
+  rope.qkv = qkv_d.get();
+  rope.q_out = dev.q.get();
+  rope.positions = positions_d.get<int32_t>();
+  rope.slot_mapping = slots_d.get<int64_t>();
+  rope.k_cache = dev.k_cache.get();
+  rope.v_cache = dev.v_cache.get();
+  rope.inv_freq = inv_freq_d.get<float>();
+  rope.num_tokens = tokens;
+  rope.num_heads = shape.num_heads;
+  rope.num_kv_heads = kvh;
+  rope.head_dim = d;
+  rope.block_size = bs;
+  rope.num_blocks = batch.num_blocks;
+  rope.dtype = DType::kBF16;
+  rope.kv_dtype = DType::kBF16;
+  PagedAttentionParams p = dev.params(shape, batch);
+  for (const auto& q : shape.seqs) {
+    p.max_q_len = std::max(p.max_q_len, q.q_len);
+    p.max_seq_len = std::max(p.max_seq_len, q.seq_len);
+  }
+  cudaStream_t stream;
+  ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (int round = 0; round < 10; ++round) {
+    ROOFLINE_CUDA_CHECK(cudaMemcpyAsync(dev.k_cache.get(), stale_k.data(), stale_k.size() * 2,
+                                        cudaMemcpyHostToDevice, stream));
+    ROOFLINE_CUDA_CHECK(cudaMemcpyAsync(dev.v_cache.get(), stale_v.data(), stale_v.size() * 2,
+                                        cudaMemcpyHostToDevice, stream));
+    ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    dev.out.poison();
+    qkv_rope_cuda(rope, stream);
+    paged_attention_cuda(p, stream);
+    ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    std::vector<float> got;
+    ASSERT_TRUE(dev.download(&got));
+    ASSERT_TRUE(all_close(got, twin, kPrefillTwinAtol, kTwinRtol)) << "round " << round;
+  }
+  ROOFLINE_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+TEST(AttentionCudaDecodeTest, ReadsThisStepsKeysOnlyAfterTheKernelBeforeWroteThem) {
+  ROOFLINE_SKIP_WITHOUT_GPU();
+  // One query (splits of 16 keys and of several stages), four queries, a key at a block's start.
+  expect_decode_waits_for_this_steps_keys(
+      {{{1000, 1}, {17, 1}, {300, 4}, {16, 1}}, 32, 8, 128, 16, 0}, 5151);
+  expect_decode_waits_for_this_steps_keys({{{4097, 1}, {33, 2}}, 14, 2, 64, 16, 0}, 5152);
+  expect_decode_waits_for_this_steps_keys({{{1, 1}, {520, 8}}, 16, 16, 256, 32, 0}, 5153);
 }
 
 }  // namespace

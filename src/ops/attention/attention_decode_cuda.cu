@@ -7,9 +7,11 @@
 // - Grid (splits, KV heads x row chunks, sequences); 4 warps per block. A block's 8 rows are
 //   (query, query head) pairs of one GQA group, so each K/V byte read serves every query head of
 //   the group.
-// - The block's key range (the union of its rows' windows) is cut into `splits` equal chunks, a
-//   multiple of one 16-key stage long; the block takes chunk blockIdx.x. Its warps take the
-//   chunk's stages round-robin.
+// - The block's key range (the union of its rows' windows) is cut into equal chunks, a multiple
+//   of one 16-key stage long: the launch's `splits`, or fewer where the range is shorter than
+//   the launch was planned for (at most one per kDecodeMinKeysPerSplit keys; the splits past
+//   those exit at once). The block takes chunk blockIdx.x. Its warps take the chunk's stages
+//   round-robin.
 // - Each warp streams its stages through a private, swizzled shared-memory ring (kStages deep)
 //   with cp.async, so the ring needs no block barrier, and kStages - 1 stages stay in flight
 //   without holding registers. One table read per lane per stage (a key's physical block, shared
@@ -95,7 +97,7 @@ struct DecodeArgs {
 template <int kHeadDim, int kRows>
 __device__ __forceinline__ void finish_block(const DecodeArgs& a, unsigned char* smem,
                                              unsigned* s_last_ptr, int seq, int kv_head, int row0,
-                                             int rows_here, int q_begin) {
+                                             int rows_here, int q_begin, int splits) {
   unsigned& s_last = *s_last_ptr;
   const int tid = static_cast<int>(threadIdx.x);
   const int split = static_cast<int>(blockIdx.x);
@@ -120,7 +122,7 @@ __device__ __forceinline__ void finish_block(const DecodeArgs& a, unsigned char*
       o += s_acc[(w * kRows + r) * kHeadDim + d] * wt;
     }
     const int row = row0 + r;
-    if (a.splits == 1) {
+    if (splits == 1) {
       const int head = kv_head * a.group + row % a.group;
       const int64_t t = q_begin + row / a.group;
       a.out[(t * a.num_heads + head) * kHeadDim + d] = __float2bfloat16_rn(o / sum);
@@ -129,7 +131,7 @@ __device__ __forceinline__ void finish_block(const DecodeArgs& a, unsigned char*
       if (d == 0) a.part_lse[split_block * kRows + r] = sum > 0.0f ? mx + log2f(sum) : kNegInf;
     }
   }
-  if (a.splits == 1) return;
+  if (splits == 1) return;
 
   // Count this block in; the last of the group's splits merges them all. One thread's
   // acquire-release atomic after the barrier publishes the whole block's partial (the release is
@@ -143,7 +145,7 @@ __device__ __forceinline__ void finish_block(const DecodeArgs& a, unsigned char*
                  : "=r"(before)
                  : "l"(a.counters + group_index)
                  : "memory");
-    s_last = before == static_cast<unsigned>(a.splits - 1) ? 1u : 0u;
+    s_last = before == static_cast<unsigned>(splits - 1) ? 1u : 0u;
     if (s_last != 0u) a.counters[group_index] = 0u;  // every split has counted: ready for next call
   }
   __syncthreads();
@@ -160,7 +162,7 @@ __device__ __forceinline__ void finish_block(const DecodeArgs& a, unsigned char*
     float mx = kEmptyMax, total = 0.0f;
     float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll 16
-    for (int sp = 0; sp < a.splits; ++sp) {
+    for (int sp = 0; sp < splits; ++sp) {
       const float lse = __ldcg(a.part_lse + (first_block + sp) * kRows + r);
       const float4 v = __ldcg(reinterpret_cast<const float4*>(
           a.part_out + ((first_block + sp) * kRows + r) * kHeadDim + d));
@@ -251,8 +253,16 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs
   const int first_pos = seq_len - q_len + row0 / a.group;
   const int hi = seq_len - q_len + (row0 + rows_here - 1) / a.group + 1;
   const int lo = a.sliding_window > 0 ? max(0, first_pos - a.sliding_window + 1) : 0;
+  // The splits this group uses: the launch's count is planned for the longest context the launch
+  // allows (in a CUDA graph, the block table's capacity, e.g. a whole --max-model-len); a shorter
+  // key range takes only as many as kDecodeMinKeysPerSplit keys each fill, as the host plan would
+  // for its length, and the launch's other splits leave at once. Every block of the group computes
+  // the same count, so they agree on who merges and over how many partials.
+  const int splits = min(a.splits, max(1, (hi - lo + static_cast<int>(kDecodeMinKeysPerSplit) - 1) /
+                                             static_cast<int>(kDecodeMinKeysPerSplit)));
+  if (split >= splits) return;
   const int per_split =
-      ((hi - lo + a.splits - 1) / a.splits + kKeysPerStage - 1) / kKeysPerStage * kKeysPerStage;
+      ((hi - lo + splits - 1) / splits + kKeysPerStage - 1) / kKeysPerStage * kKeysPerStage;
   const int s_lo = min(hi, lo + split * per_split);
   const int s_hi = min(hi, s_lo + per_split);
   const int num_stages_total = (s_hi - s_lo + kKeysPerStage - 1) / kKeysPerStage;
@@ -428,7 +438,7 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs
       s_l[warp * kRows + t2 + r] = l[r];
     }
   }
-  finish_block<kHeadDim, kRows>(a, smem, &s_last, seq, kv_head, row0, rows_here, q_begin);
+  finish_block<kHeadDim, kRows>(a, smem, &s_last, seq, kv_head, row0, rows_here, q_begin, splits);
 }
 
 // Resident blocks of one kernel on the current device, measured once per device and kernel.

@@ -10,7 +10,10 @@
 // writes a normalised partial output with its log-sum-exp, and the last block of a group to
 // finish merges them (no second kernel). The split count is a function of the launch's shape
 // only — batch, heads, rows, the longest context — so a CUDA graph captured for a shape bucket
-// stays valid for any contexts up to that bound.
+// stays valid for any contexts up to that bound. It is an upper bound: the kernel uses no more
+// splits for a group than its actual key range fills at kDecodeMinKeysPerSplit keys each, so a
+// graph planned for a whole --max-model-len does not merge dozens of near-empty splits at short
+// contexts.
 #pragma once
 
 #include <algorithm>
