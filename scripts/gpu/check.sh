@@ -8,7 +8,8 @@ cd "$(dirname "$0")/../.."
 out=${1:?usage: scripts/gpu/check.sh OUTDIR}
 # CHECK_SKIP: comma-separated sections to leave out when device time is short: ops (op
 # microbenchmarks), peers (torch SDPA), engine (throughput workloads), profile (CUPTI profiles
-# and Nsight Compute durations).
+# and Nsight Compute durations), compare (the decode steps again with PDL off and on cuBLASLt
+# alone).
 skip=",${CHECK_SKIP:-},"
 mkdir -p "$out"
 start=$(date +%s)
@@ -67,6 +68,14 @@ for args in "--dummy-weights llama3-8b --batch 1 --context 512" \
       >> "$out/decode_bench.txt" 2>&1 || echo "(exit $?)" >> "$out/decode_bench.txt"
   done
 done
+# The bs=1 steps as a server runs them: CUDA graphs planned for the model's whole context
+# (--max-model-len), not just the benchmark's 512 + steps tokens.
+for args in "llama3-8b --batch 1 --max-model-len 8192" "qwen2.5-0.5b --batch 1 --max-model-len 32768"; do
+  echo "== roofline bench --dummy-weights $args --context 512 --device cuda --steps 32" >> "$out/decode_bench.txt"
+  timeout 120 build/cuda/tools/cli/roofline bench --dummy-weights $args --context 512 --device cuda \
+    --steps 32 >> "$out/decode_bench.txt" 2>&1 || echo "(exit $?)" >> "$out/decode_bench.txt"
+done
+[[ $skip == *,compare,* ]] || {
 # Programmatic dependent launch (on by default): the model-level tests that must also hold
 # without it, then every decode shape with it off, and the two batch-64 / batch-32 shapes twice
 # more each way (their medians have shown outliers of several ms from run to run).
@@ -89,6 +98,7 @@ done
 echo "== ROOFLINE_MATMUL_IMPL=cublas roofline bench --dummy-weights llama3-8b --batch 1 --context 512 --device cuda --steps 32" >> "$out/decode_bench.txt"
 ROOFLINE_MATMUL_IMPL=cublas timeout 120 build/cuda/tools/cli/roofline bench --dummy-weights llama3-8b --batch 1 \
   --context 512 --device cuda --steps 32 >> "$out/decode_bench.txt" 2>&1 || echo "(exit $?)" >> "$out/decode_bench.txt"
+}
 # The profiler (issue 9): CUPTI capture of bs=1 decode steps, CUDA graphs and eager, both shapes
 # (the first calibrates this GPU's ceilings; the rest read the cache); pictures for two of them;
 # then Nsight Compute's duration of three kernels to check ours against.
@@ -141,7 +151,7 @@ cat "$out/op_bench.txt"
 cat "$out/peer_sdpa.txt"
 grep -E "^==|^ceilings|^capture|^steps|^idle [0-9]|launch gaps|not joined|^measured|^\(exit" "$out/profile.txt"
 grep -E "^  [a-z_].*\(|gpu__time_duration" "$out/ncu_kernels.txt" | head -60
-grep -E "^\||^==|decode step|roofline |cuda graphs" "$out/hf_e2e.log" "$out/decode_bench.txt"
+grep -E "^\||^==|decode step|graph floor|roofline |cuda graphs" "$out/hf_e2e.log" "$out/decode_bench.txt"
 cat "$out/engine_bench.txt"
 
 echo
