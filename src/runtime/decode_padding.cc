@@ -43,10 +43,16 @@ void pad_decode_step(const StepBuffers& step, int64_t bucket, int64_t table_widt
   out->slot_mapping.resize(static_cast<size_t>(bucket), -1);
   out->seq_lens = step.seq_lens;
   out->seq_lens.resize(static_cast<size_t>(bucket), 1);
-  out->block_tables.assign(static_cast<size_t>(bucket * table_width), 0);
-  for (int64_t s = 0; s < n; ++s)
-    std::copy_n(step.block_tables.begin() + s * step.block_table_width, step.block_table_width,
-                out->block_tables.begin() + s * table_width);
+  const int64_t read = std::max<int64_t>(1, step.block_table_width);
+  out->table_columns_read = read;
+  out->block_tables.resize(static_cast<size_t>(bucket * table_width));  // no rewrite past `read`
+  for (int64_t s = 0; s < bucket; ++s) {
+    int32_t* row = out->block_tables.data() + s * table_width;
+    std::fill_n(row, read, 0);
+    if (s < n)
+      std::copy_n(step.block_tables.begin() + s * step.block_table_width, step.block_table_width,
+                  row);
+  }
   out->query_start.resize(static_cast<size_t>(bucket + 1));
   out->last_token_index.resize(static_cast<size_t>(bucket));
   for (int64_t s = 0; s <= bucket; ++s) out->query_start[static_cast<size_t>(s)] = static_cast<int32_t>(s);

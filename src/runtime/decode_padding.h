@@ -27,8 +27,11 @@ bool is_decode_step(const StepBuffers& step);
 // `bucket` sequences whose block table has `table_width` columns. Padding rows: token 0 at
 // position 0, slot -1 (nothing is written to the KV cache), one cached token (seq_len 1) in
 // block 0 — whatever block 0 holds, it only feeds the padding row's own output, which the caller
-// drops. Real rows keep their values; their table entries past the step's width are 0 (never
-// read: a sequence reads only the pages its seq_len covers). `out` is reused across calls.
+// drops. Real rows keep their values. Only the first max(1, step's width) columns of each table
+// row are written (out->table_columns_read says how many): the entries past them are never read —
+// a sequence reads only the pages its seq_len covers — so they keep whatever a previous call left,
+// and the cost of a step is its batch times its own width, not times the capacity (a server's
+// --max-model-len 32768 is 2,048 columns). `out` is reused across calls.
 void pad_decode_step(const StepBuffers& step, int64_t bucket, int64_t table_width,
                      StepBuffers* out);
 

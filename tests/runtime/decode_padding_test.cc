@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace roofline {
 namespace {
 
@@ -67,9 +69,31 @@ TEST(DecodePaddingTest, RealRowsKeepTheirValuesAndPaddingRowsAreInert) {
                                                   2, -1, 0, 0, 0,  //
                                                   4, 5, 0, 0, 0,   //
                                                   0, 0, 0, 0, 0}));
+  EXPECT_EQ(p.table_columns_read, 2);
 }
 
-TEST(DecodePaddingTest, ReusedOutputIsFullyRewritten) {
+// A step costs its batch times its own width: the columns past it (never read) keep what an
+// earlier, wider step left there; the columns read are rewritten, padding rows' included.
+TEST(DecodePaddingTest, TableColumnsPastTheStepsWidthAreLeftAlone) {
+  StepBuffers p;
+  pad_decode_step(decode_step(), 4, 5, &p);
+  std::fill(p.block_tables.begin(), p.block_tables.end(), 99);
+  pad_decode_step(decode_step(), 4, 5, &p);
+  EXPECT_EQ(p.block_tables, (std::vector<int32_t>{6, 7,  99, 99, 99,  //
+                                                  2, -1, 99, 99, 99,  //
+                                                  4, 5,  99, 99, 99,  //
+                                                  0, 0,  99, 99, 99}));
+  // A step whose sequences hold no page yet still reads column 0 (padding rows read block 0).
+  StepBuffers empty = decode_step();
+  empty.block_table_width = 0;
+  empty.block_tables.clear();
+  pad_decode_step(empty, 4, 5, &p);
+  EXPECT_EQ(p.table_columns_read, 1);
+  for (int64_t r = 0; r < 4; ++r)
+    EXPECT_EQ(p.block_tables[static_cast<size_t>(r * 5)], 0) << "row " << r;
+}
+
+TEST(DecodePaddingTest, ReusedOutputTakesTheNewShape) {
   StepBuffers p;
   pad_decode_step(decode_step(), 8, 4, &p);
   pad_decode_step(decode_step(), 4, 2, &p);
