@@ -121,6 +121,18 @@ TEST(ModelLoad, BadOptions) {
   EXPECT_NE(r.status().message().find("--max-seqs"), std::string::npos);
 }
 
+// `roofline bench`'s graph floor needs the CUDA backend's decode graphs: on the CPU backend,
+// even after a decode step, replaying one is Unimplemented (the bench then prints no floor).
+TEST(ModelRunnerStep, ReplayingADecodeGraphNeedsTheCudaBackend) {
+  auto r = runner();
+  int32_t seq = *r->add_sequence();
+  std::vector<float> out;
+  ASSERT_TRUE(r->step({{seq, {1, 2, 3}}}, false, &out).ok());
+  ASSERT_TRUE(r->step({{seq, {4}}}, false, &out).ok());
+  EXPECT_EQ(r->replay_last_decode_graph(8).status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(r->sequence_length(seq), 4);
+}
+
 TEST(ModelRunnerStep, TokenOutOfVocabulary) {
   auto r = runner();
   int32_t seq = *r->add_sequence();
