@@ -153,8 +153,8 @@ StatusOr<ProfileResult> profile_decode(const ProfileOptions& o) {
     // And the last step's graph replayed back to back, still untraced: the step without the host
     // between steps (Backend::replay_last_decode_graph; eager steps have no graph to replay).
     if (r.graph_report().graphs > 0) {
-      auto floor = r.replay_last_decode_graph(std::max<int64_t>(o.steps, 16));
-      if (floor.ok()) graph_floor_ms = *floor;
+      ROOFLINE_ASSIGN_OR_RETURN(graph_floor_ms,
+                                r.replay_last_decode_graph(std::max<int64_t>(o.steps, 16)));
     }
   } else {
     // The CPU backend: each call timed with the host clock.

@@ -630,8 +630,7 @@ int run_profile(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, c
     if (p.ms_per_step_graph_floor > 0)
       std::printf(
           "step boundary: %.3f ms per step untraced, %.3f ms with its graph replayed back to back: "
-          "the host "
-          "adds %.3f ms (%.1f %%) between steps (tokens back, inputs up, launch)\n",
+          "the host adds %.3f ms (%.1f %%) between steps (tokens back, inputs up, launch)\n",
           p.ms_per_step_untraced, p.ms_per_step_graph_floor,
           p.ms_per_step_untraced - p.ms_per_step_graph_floor,
           100.0 * (p.ms_per_step_untraced - p.ms_per_step_graph_floor) /
