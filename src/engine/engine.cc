@@ -430,13 +430,15 @@ struct Engine::Impl {
       const CallCost cost = call_cost(plan.calls[i], shape, kv_dtype);
       TraceEvent e;
       e.name = plan.calls[i].name;
-      e.op = op_kind_name(plan.calls[i].op);
+      e.op = call_kind_name(plan.calls[i].op, plan.calls[i].attrs);
       e.start_ns = static_cast<int64_t>((offset_ms + times[i].start_ms) * 1e6);
       e.end_ns = static_cast<int64_t>((offset_ms + times[i].end_ms) * 1e6);
       e.step = 0;  // all recorded steps analysed as one: their calls index on
       e.call_index = static_cast<int>(rec.models.size());
       rec.events.push_back(std::move(e));
-      rec.models.push_back({plan.calls[i].name, op_kind_name(plan.calls[i].op), cost.bytes, cost.flops});
+      rec.models.push_back({plan.calls[i].name,
+                            call_kind_name(plan.calls[i].op, plan.calls[i].attrs), cost.bytes,
+                            cost.flops});
     }
     ++rec.recorded;
     if (--rec.left > 0) return;

@@ -170,7 +170,7 @@ StatusOr<ProfileResult> profile_decode(const ProfileOptions& o) {
       for (size_t i = 0; i < plan.calls.size(); ++i) {
         TraceEvent e;
         e.name = plan.calls[i].name;
-        e.op = op_kind_name(plan.calls[i].op);
+        e.op = call_kind_name(plan.calls[i].op, plan.calls[i].attrs);
         e.start_ns = static_cast<int64_t>((offset_ms + times[i].start_ms) * 1e6);
         e.end_ns = static_cast<int64_t>((offset_ms + times[i].end_ms) * 1e6);
         e.step = static_cast<int>(step);
@@ -185,12 +185,14 @@ StatusOr<ProfileResult> profile_decode(const ProfileOptions& o) {
   // Joined device activity carries its call index; the op name comes from the plan.
   for (auto& e : events) {
     if (e.call_index >= 0 && e.call_index < static_cast<int>(r.last_plan()->calls.size()))
-      e.op = op_kind_name(r.last_plan()->calls[static_cast<size_t>(e.call_index)].op);
+      e.op = call_kind_name(r.last_plan()->calls[static_cast<size_t>(e.call_index)].op,
+                            r.last_plan()->calls[static_cast<size_t>(e.call_index)].attrs);
   }
   std::vector<CallModel> models;
   const auto costs = decode_step_costs(r, setup->seqs);
   for (size_t i = 0; i < costs.size(); ++i)
-    models.push_back({r.last_plan()->calls[i].name, op_kind_name(r.last_plan()->calls[i].op),
+    models.push_back({r.last_plan()->calls[i].name,
+                      call_kind_name(r.last_plan()->calls[i].op, r.last_plan()->calls[i].attrs),
                       costs[i].bytes, costs[i].flops});
 
   ProfileResult out;

@@ -31,12 +31,28 @@ const char* op_kind_name(OpKind op) {
     case OpKind::kRmsNormResidual: return "rms_norm_residual";
     case OpKind::kMatmul: return "matmul";
     case OpKind::kMatmulBias: return "matmul_bias";
+    case OpKind::kMatmulResidual:
+      return "matmul_residual";
     case OpKind::kQkvRope: return "qkv_rope";
     case OpKind::kAttention: return "attention";
     case OpKind::kSiluMul: return "silu_mul";
     case OpKind::kGatherLastTokens: return "gather_last_tokens";
   }
   return "?";
+}
+
+const char* call_kind_name(OpKind op, const NodeAttrs& attrs) {
+  if (!attrs.rms_norm_prologue) return op_kind_name(op);
+  switch (op) {
+    case OpKind::kMatmul:
+      return "rms_norm+matmul";
+    case OpKind::kMatmulBias:
+      return "rms_norm+matmul_bias";
+    case OpKind::kMatmulResidual:
+      return "rms_norm+matmul_residual";
+    default:
+      return op_kind_name(op);
+  }
 }
 
 const char* step_input_name(StepInput s) {
@@ -118,7 +134,7 @@ std::string Graph::to_string() const {
     return r + "]";
   };
   for (const Node& n : nodes_) {
-    out << op_kind_name(n.op) << " " << n.name << " (";
+    out << call_kind_name(n.op, n.attrs) << " " << n.name << " (";
     for (size_t i = 0; i < n.inputs.size(); ++i)
       out << (i ? ", " : "") << values_[n.inputs[i]].name << shape_str(values_[n.inputs[i]].shape);
     out << ") -> (";

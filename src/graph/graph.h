@@ -32,12 +32,16 @@ struct SymDim {
 using SymShape = std::vector<SymDim>;
 
 enum class OpKind : uint8_t {
-  kEmbedding,         // (token_ids, table) -> [T, H]
-  kRmsNorm,           // (x, weight) -> [rows, H]
-  kAdd,               // (a, b) -> same shape
-  kRmsNormResidual,   // (x, residual, weight) -> (normed, residual + x)      [fused add + norm]
-  kMatmul,            // (x, w_0 .. w_{p-1}) -> [rows, sum N_i]: weights stacked along N
-  kMatmulBias,        // (x, w_0 .. w_{p-1}, b_0 .. b_{p-1}) -> [rows, sum N_i]
+  kEmbedding,        // (token_ids, table) -> [T, H]
+  kRmsNorm,          // (x, weight) -> [rows, H]
+  kAdd,              // (a, b) -> same shape
+  kRmsNormResidual,  // (x, residual, weight) -> (normed, residual + x)      [fused add + norm]
+  kMatmul,           // (x, w_0 .. w_{p-1}) -> [rows, sum N_i]: weights stacked along N
+  kMatmulBias,       // (x, w_0 .. w_{p-1}, b_0 .. b_{p-1}) -> [rows, sum N_i]
+  kMatmulResidual,   // (x, w, residual) -> [rows, N] = x · wᵀ + residual    [fused matmul + add]
+  // Any of the three matmuls with NodeAttrs::rms_norm_prologue [fused rms_norm + matmul]: x is
+  // the un-normalised rows, the norm's weight is the last input, and a second output [rows, K]
+  // is scratch for implementations that normalise x in a kernel of their own.
   kQkvRope,           // (qkv, positions, slot_mapping[, q_norm, k_norm]) -> q; writes the KV cache
   kAttention,         // (q, block_tables, seq_lens, query_start) -> [T, heads * head_dim]
   kSiluMul,           // (gate_up) -> [T, I]
@@ -82,7 +86,12 @@ struct NodeAttrs {
   int64_t sliding_window = 0;     // attention; 0 = none
   int64_t num_weight_parts = 0;   // matmul: how many stacked weights
   bool qk_norm = false;           // qkv_rope: has q_norm / k_norm inputs
+  bool rms_norm_prologue = false;  // matmuls: normalise x first (eps: the norm's)
 };
+
+// What profiles and plan dumps call a node: its op kind, "rms_norm+" before a matmul with the
+// RMSNorm prologue.
+const char* call_kind_name(OpKind op, const NodeAttrs& attrs);
 
 struct Node {
   OpKind op = OpKind::kAdd;

@@ -17,7 +17,88 @@ std::vector<std::vector<int>> readers_of(const Graph& g) {
 
 bool has_side_effect(const Node& n) { return n.op == OpKind::kQkvRope; }
 
+bool is_graph_output(const Graph& g, int value) {
+  for (int id : g.outputs())
+    if (id == value) return true;
+  return false;
+}
+
+// For every value: the index of the node that writes it, -1 for inputs and weights.
+std::vector<int> writers_of(const Graph& g) {
+  std::vector<int> writer(g.values().size(), -1);
+  for (size_t n = 0; n < g.nodes().size(); ++n)
+    for (int id : g.nodes()[n].outputs) writer[id] = static_cast<int>(n);
+  return writer;
+}
+
+// Drops the nodes marked in `erase`.
+void erase_nodes(std::vector<Node>& nodes, const std::vector<bool>& erase) {
+  std::vector<Node> kept;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (!erase[i]) kept.push_back(std::move(nodes[i]));
+  nodes = std::move(kept);
+}
+
 }  // namespace
+
+int fuse_matmul_residual(Graph& g) {
+  const auto readers = readers_of(g);
+  const auto writer = writers_of(g);
+  std::vector<Node>& nodes = g.mutable_nodes();
+  std::vector<bool> erase(nodes.size(), false);
+  int fused = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].op != OpKind::kAdd) continue;
+    for (int side = 1; side >= 0; --side) {
+      const int product = nodes[i].inputs[static_cast<size_t>(side)];
+      const int residual = nodes[i].inputs[static_cast<size_t>(1 - side)];
+      const int mm = writer[product];
+      if (mm < 0 || erase[mm] || nodes[mm].op != OpKind::kMatmul ||
+          nodes[mm].attrs.num_weight_parts != 1 || nodes[mm].attrs.rms_norm_prologue)
+        continue;
+      if (readers[product].size() != 1 || is_graph_output(g, product)) continue;
+      // The sum is now written where the matmul ran: the residual must exist by then.
+      if (writer[residual] >= mm || residual == product) continue;
+      Node& m = nodes[mm];
+      m.op = OpKind::kMatmulResidual;
+      m.inputs.push_back(residual);
+      m.outputs = {nodes[i].outputs[0]};
+      erase[i] = true;
+      ++fused;
+      break;
+    }
+  }
+  erase_nodes(nodes, erase);
+  return fused;
+}
+
+int fuse_rms_norm_matmul(Graph& g) {
+  const auto readers = readers_of(g);
+  std::vector<Node>& nodes = g.mutable_nodes();
+  std::vector<bool> erase(nodes.size(), false);
+  int fused = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].op != OpKind::kRmsNorm) continue;
+    const int normed = nodes[i].outputs[0];
+    if (readers[normed].size() != 1 || is_graph_output(g, normed)) continue;
+    Node& m = nodes[static_cast<size_t>(readers[normed][0])];
+    const bool matmul =
+        m.op == OpKind::kMatmul || m.op == OpKind::kMatmulBias || m.op == OpKind::kMatmulResidual;
+    if (!matmul || m.attrs.rms_norm_prologue || m.inputs[0] != normed) continue;
+    bool read_twice = false;
+    for (size_t k = 1; k < m.inputs.size(); ++k) read_twice = read_twice || m.inputs[k] == normed;
+    if (read_twice) continue;
+    m.inputs[0] = nodes[i].inputs[0];
+    m.inputs.push_back(nodes[i].inputs[1]);
+    m.outputs.push_back(normed);  // scratch now: written, if at all, inside the matmul's call
+    m.attrs.rms_norm_prologue = true;
+    m.attrs.eps = nodes[i].attrs.eps;
+    erase[i] = true;
+    ++fused;
+  }
+  erase_nodes(nodes, erase);
+  return fused;
+}
 
 int fuse_residual_rms_norm(Graph& g) {
   auto readers = readers_of(g);
@@ -56,10 +137,7 @@ int fuse_residual_rms_norm(Graph& g) {
     erase[i] = true;
     ++fused;
   }
-  std::vector<Node> kept;
-  for (size_t i = 0; i < nodes.size(); ++i)
-    if (!erase[i]) kept.push_back(std::move(nodes[i]));
-  nodes = std::move(kept);
+  erase_nodes(nodes, erase);
   return fused;
 }
 
@@ -86,7 +164,11 @@ int remove_dead_nodes(Graph& g) {
 }
 
 void run_passes(Graph& graph, const PassOptions& options) {
-  if (options.fuse) fuse_residual_rms_norm(graph);
+  if (options.fuse) {
+    fuse_matmul_residual(graph);
+    fuse_rms_norm_matmul(graph);
+    fuse_residual_rms_norm(graph);
+  }
   remove_dead_nodes(graph);
 }
 

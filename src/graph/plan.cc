@@ -115,9 +115,11 @@ CallCost call_cost(const PlanCall& c, const StepShape& s, DType kv_dtype) {
       break;
     }
     case OpKind::kMatmul:
-    case OpKind::kMatmulBias: {
+    case OpKind::kMatmulBias:
+    case OpKind::kMatmulResidual: {
+      // y only: the RMSNorm prologue's scratch output is not part of the fused op's ideal.
       for (const auto& r : c.inputs) cost.bytes += bytes_of(r);
-      for (const auto& r : c.outputs) cost.bytes += bytes_of(r);
+      cost.bytes += bytes_of(c.outputs[0]);
       const double rows = static_cast<double>(c.inputs[0].shape[0].eval(s.num_tokens, s.num_seqs));
       const double k = static_cast<double>(c.inputs[0].shape[1].eval(s.num_tokens, s.num_seqs));
       const double n = static_cast<double>(c.outputs[0].shape[1].eval(s.num_tokens, s.num_seqs));
@@ -153,7 +155,7 @@ std::string Plan::to_string() const {
       << " workspace=" << workspace_bytes << " B (peak live " << peak_live_bytes << " B), "
       << calls.size() << " calls\n";
   for (const PlanCall& c : calls) {
-    out << "  " << op_kind_name(c.op) << " " << c.name << ":";
+    out << "  " << call_kind_name(c.op, c.attrs) << " " << c.name << ":";
     for (const auto& o : c.outputs)
       if (o.kind == BufferRef::Kind::kWorkspace) out << " " << o.name << "@" << o.offset_bytes;
     out << "\n";

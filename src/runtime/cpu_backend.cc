@@ -25,6 +25,7 @@ struct CpuKernels {
   void add(const AddParams& p) { add_cpu(p); }
   void matmul(const MatmulParams& p) { matmul_cpu(p); }
   void matmul_bias(const MatmulParams& p) { matmul_bias_cpu(p); }
+  void matmul_residual(const MatmulParams& p) { matmul_residual_cpu(p); }
   void qkv_rope(const QkvRopeParams& p) { qkv_rope_cpu(p); }
   void attention(const PagedAttentionParams& p) { paged_attention_cpu(p); }
   void silu_mul(const SiluMulParams& p) { silu_mul_cpu(p); }

@@ -45,6 +45,7 @@ struct CudaKernels {
   void add(const AddParams& p) { add_cuda(p, stream); }
   void matmul(const MatmulParams& p) { matmul_cuda(p, *matmul_ctx, stream); }
   void matmul_bias(const MatmulParams& p) { matmul_bias_cuda(p, *matmul_ctx, stream); }
+  void matmul_residual(const MatmulParams& p) { matmul_residual_cuda(p, *matmul_ctx, stream); }
   void qkv_rope(const QkvRopeParams& p) { qkv_rope_cuda(p, stream); }
   void attention(const PagedAttentionParams& p) { paged_attention_cuda(p, stream); }
   void silu_mul(const SiluMulParams& p) { silu_mul_cuda(p, stream); }

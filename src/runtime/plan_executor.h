@@ -4,7 +4,10 @@
 //
 // Stacked weights (q|k|v, gate|up) whose parts lie back to back in memory — always so on the GPU,
 // where the backend uploads them merged — run as one GEMM over the summed N; otherwise each part
-// writes its column range of the output through the row stride.
+// writes its column range of the output through the row stride (with the RMSNorm prologue, the
+// first part's call normalises x into the node's scratch output and the others read that).
+// A matmul's inputs: x, w_0 .. w_{p-1}, then b_0 .. b_{p-1} (matmul_bias), the residual
+// (matmul_residual), the norm's weight (the prologue); its outputs: y, then the prologue's scratch.
 #pragma once
 
 #include <array>
@@ -70,7 +73,11 @@ void run_matmul(const PlanCall& c, const ExecContext& ctx, Kernels& k) {
   const auto& in = c.inputs;
   const int parts = static_cast<int>(c.attrs.num_weight_parts);
   const bool bias = c.op == OpKind::kMatmulBias;
-  ROOFLINE_CHECK(static_cast<int>(in.size()) == 1 + parts * (bias ? 2 : 1));
+  const bool residual = c.op == OpKind::kMatmulResidual;
+  const bool norm = c.attrs.rms_norm_prologue;
+  ROOFLINE_CHECK(static_cast<int>(in.size()) == 1 + parts * (bias ? 2 : 1) + residual + norm);
+  ROOFLINE_CHECK(static_cast<int>(c.outputs.size()) == 1 + norm);
+  ROOFLINE_CHECK(!residual || parts == 1);
   const int64_t ldy = dim(c.outputs[0], 1, ctx);
   const int64_t kdim = dim(in[1], 1, ctx);
   // Are the parts (and their biases) contiguous, so one GEMM covers them?
@@ -95,6 +102,15 @@ void run_matmul(const PlanCall& c, const ExecContext& ctx, Kernels& k) {
     const BufferRef& w = in[1 + i];
     MatmulParams p;
     p.x = act(in[0], ctx);
+    if (norm && i == 0) {
+      const BufferRef& nw = in.back();
+      p.norm_weight = nw.weight;
+      p.norm_weight_dtype = nw.dtype;
+      p.norm_eps = c.attrs.eps;
+      p.normed = act(c.outputs[1], ctx);
+    } else if (norm) {
+      p.x = act(c.outputs[1], ctx);  // normalised by the first part's call
+    }
     p.w = w.weight;
     p.w_dtype = w.dtype;
     p.dtype = ctx.act_dtype;
@@ -107,6 +123,9 @@ void run_matmul(const PlanCall& c, const ExecContext& ctx, Kernels& k) {
       p.bias = in[1 + parts + i].weight;
       p.bias_dtype = in[1 + parts + i].dtype;
       k.matmul_bias(p);
+    } else if (residual) {
+      p.residual = act(in[1 + parts], ctx);
+      k.matmul_residual(p);
     } else {
       k.matmul(p);
     }
@@ -178,6 +197,7 @@ void run_plan_call(const PlanCall& c, const ExecContext& ctx, Kernels& k) {
     }
     case OpKind::kMatmul:
     case OpKind::kMatmulBias:
+    case OpKind::kMatmulResidual:
       detail::run_matmul(c, ctx, k);
       return;
     case OpKind::kQkvRope: {

@@ -48,6 +48,66 @@ TEST(Passes, FuseResidualRmsNormRemovesEveryAdd) {
   EXPECT_EQ(remove_dead_nodes(*g), 0);
 }
 
+TEST(Passes, MatmulsAbsorbTheResidualAddsAndTheNormsBeforeThem) {
+  // Every layer: o_proj + attn_residual and down_proj + mlp_residual become matmul_residual nodes;
+  // input_layernorm and post_attention_layernorm become the qkv and gate_up matmuls' prologue. The
+  // final norm feeds the last-token gather, not a matmul: it stays.
+  for (const char* fixture : {"llama_mha", "qwen2_bias_gqa2_hd64_tied"}) {
+    SCOPED_TRACE(fixture);
+    Loaded m = load(fixture);
+    auto g = build_model_graph(m.config, *m.weights, GraphOptions{});
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    const int layers = static_cast<int>(m.config.num_layers);
+    const size_t before = g->nodes().size();
+    EXPECT_EQ(fuse_matmul_residual(*g), 2 * layers);
+    EXPECT_EQ(count(*g, OpKind::kAdd), 0);
+    EXPECT_EQ(count(*g, OpKind::kMatmulResidual), 2 * layers);
+    EXPECT_EQ(g->validate(), "");
+    EXPECT_EQ(fuse_rms_norm_matmul(*g), 2 * layers);
+    EXPECT_EQ(count(*g, OpKind::kRmsNorm), 1);
+    EXPECT_EQ(fuse_residual_rms_norm(*g), 0);
+    EXPECT_EQ(g->nodes().size(), before - 4 * layers);
+    EXPECT_EQ(g->validate(), "");
+    int prologues = 0;
+    for (const Node& n : g->nodes()) {
+      if (!n.attrs.rms_norm_prologue) continue;
+      ++prologues;
+      // x is now the residual stream, the norm's weight the last input, its output a scratch.
+      EXPECT_EQ(g->value(n.inputs.back()).kind, ValueKind::kWeight) << n.name;
+      EXPECT_NE(g->value(n.inputs.back()).weight_name.find("layernorm"), std::string::npos);
+      EXPECT_EQ(n.outputs.size(), 2u) << n.name;
+      EXPECT_EQ(n.attrs.eps, m.config.rms_norm_eps);
+      EXPECT_NE(std::string(call_kind_name(n.op, n.attrs)).find("rms_norm+matmul"),
+                std::string::npos);
+    }
+    EXPECT_EQ(prologues, 2 * layers);
+    EXPECT_NE(g->to_string().find("rms_norm+matmul"), std::string::npos);
+  }
+}
+
+TEST(Passes, AMatmulWhoseOutputIsReadTwiceKeepsItsAdd) {
+  Loaded m = load("llama_mha");
+  auto g = build_model_graph(m.config, *m.weights, GraphOptions{});
+  ASSERT_TRUE(g.ok());
+  // A second reader of layer 0's o projection: the add may not swallow it, nor may its norm move.
+  int o = -1;
+  for (const Node& n : g->nodes())
+    if (n.name == "layers.0.o_proj") o = n.outputs[0];
+  ASSERT_GE(o, 0);
+  const int extra = g->add_activation("extra", g->value(o).shape);
+  g->add_node(OpKind::kAdd, "extra_add", {}, {o, o}, {extra});
+  g->mark_output(extra);
+  const int layers = static_cast<int>(m.config.num_layers);
+  EXPECT_EQ(fuse_matmul_residual(*g), 2 * layers - 1);
+  EXPECT_EQ(g->validate(), "");
+  run_passes(*g, PassOptions{});
+  EXPECT_EQ(g->validate(), "");
+  // Layer 0's attn_residual stays an add (and extra_add); its norm still becomes gate_up's
+  // prologue.
+  EXPECT_EQ(count(*g, OpKind::kAdd), 2);
+  EXPECT_EQ(count(*g, OpKind::kRmsNorm), 1);
+}
+
 TEST(Passes, DeadNodesAreRemovedButKvWritesStay) {
   Loaded m = load("llama_mha");
   auto g = build_model_graph(m.config, *m.weights, GraphOptions{});
@@ -86,9 +146,12 @@ TEST(Plan, WorkspaceIsPlannedAndCostsAreCounted) {
     EXPECT_GT(cc.bytes, 0) << c.name;
     bytes += cc.bytes;
     flops += cc.flops;
-    if (c.op != OpKind::kMatmul && c.op != OpKind::kMatmulBias) continue;
-    for (const BufferRef& r : c.inputs) {
-      if (r.kind != BufferRef::Kind::kWeight) continue;
+    if (c.op != OpKind::kMatmul && c.op != OpKind::kMatmulBias && c.op != OpKind::kMatmulResidual)
+      continue;
+    // The stacked weights are inputs 1 .. parts (biases, a residual, a norm weight follow).
+    for (int64_t i = 1; i <= c.attrs.num_weight_parts; ++i) {
+      const BufferRef& r = c.inputs[static_cast<size_t>(i)];
+      ASSERT_EQ(r.kind, BufferRef::Kind::kWeight) << c.name;
       ++matmul_weights;
       weight_bytes += static_cast<double>(r.shape[0].c * r.shape[1].c * dtype_size_bytes(r.dtype));
     }

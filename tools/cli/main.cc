@@ -466,7 +466,7 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
     std::vector<double> ms;
     for (const auto& t : r.last_call_times()) ms.push_back(t.end_ms - t.start_ms);
     for (size_t i = 0; i < plan.calls.size(); ++i) {
-      auto& e = by_op[roofline::op_kind_name(plan.calls[i].op)];
+      auto& e = by_op[roofline::call_kind_name(plan.calls[i].op, plan.calls[i].attrs)];
       e[0] += ms[i];
       e[1] += costs[i].bytes;
       e[2] += 1;

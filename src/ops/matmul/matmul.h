@@ -4,6 +4,13 @@
 // single rounding of y. The output row stride lets several weights write adjacent column ranges of
 // one buffer (q|k|v, gate|up) without concatenating the weights on the host.
 //
+// RMSNorm prologue (any of the three, when MatmulParams::norm_weight is set): the GEMM multiplies
+// rms_norm(x) · norm_weight instead of x — the norm before every qkv and gate_up projection of a
+// decoder, without a kernel of its own where the implementation can fold it in. Our skinny kernel
+// does (it sums each row's squares while it multiplies, scales x by norm_weight on its way to the
+// tensor cores and y by the row's 1 / rms before the epilogue); the CPU backend and cuBLASLt run
+// rms_norm into `normed` first.
+//
 // Element types: the CPU backend takes f32 activations (x, y, residual) and f32/f16/bf16 weights
 // and bias; the CUDA backend takes bf16 for all of them, with fp32 accumulation, through cuBLASLt
 // or, for decode's m <= 64 rows, our weight-streaming kernel (matmul_skinny.h) — whichever measured
@@ -15,6 +22,7 @@
 
 #include "core/cuda_stream.h"
 #include "core/dtype.h"
+#include "ops/rms_norm/rms_norm.h"
 
 namespace roofline {
 
@@ -32,6 +40,14 @@ struct MatmulParams {
   int64_t n = 0;
   int64_t k = 0;
   int64_t y_row_stride = 0;
+  // The RMSNorm prologue: when norm_weight is set, x is the un-normalised rows and the GEMM
+  // multiplies x / sqrt(mean_k(x²) + norm_eps) · norm_weight. `normed` ([m, k] in dtype, row stride
+  // k) is where an implementation that normalises in a kernel of its own writes the normalised
+  // rows: required with norm_weight, read by nothing after the call.
+  const void* norm_weight = nullptr;  // [k] in norm_weight_dtype
+  DType norm_weight_dtype = DType::kF32;
+  float norm_eps = 1e-6f;
+  void* normed = nullptr;
 };
 
 // What a matmul adds to x · Wᵀ before y is stored (rounded once, on the GPU).
@@ -40,6 +56,20 @@ enum class MatmulEpilogue : uint8_t {
   kBias,      // y = x · Wᵀ + bias      (matmul_bias_*)
   kResidual,  // y = x · Wᵀ + residual  (matmul_residual_*)
 };
+
+// The RMSNorm an implementation without a fused prologue runs first: p.x normalised into p.normed.
+inline RmsNormParams matmul_prologue_norm(const MatmulParams& p) {
+  RmsNormParams n;
+  n.x = p.x;
+  n.weight = p.norm_weight;
+  n.weight_dtype = p.norm_weight_dtype;
+  n.out = p.normed;
+  n.num_rows = p.m;
+  n.hidden = p.k;
+  n.eps = p.norm_eps;
+  n.dtype = p.dtype;
+  return n;
+}
 
 // CPU backend: dtype == kF32.
 void matmul_cpu(const MatmulParams& p);

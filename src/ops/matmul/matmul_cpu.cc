@@ -1,5 +1,7 @@
 // matmul_cpu / matmul_bias_cpu / matmul_residual_cpu: y[i][j] = sum_k x[i][k] * W[j][k]
-// (+ bias[j] | + residual[i][j]), fp32 accumulation.
+// (+ bias[j] | + residual[i][j]), fp32 accumulation. With the RMSNorm prologue (p.norm_weight),
+// rms_norm_cpu writes the normalised rows to p.normed first and the GEMM reads them: the same
+// arithmetic as the unfused rms_norm and matmul the CPU backend ran before the fusion.
 //
 // The hot loop of the CPU backend. Work is split over n (output columns) in tiles of kColTile
 // weight rows; a thread converts its tile to f32 once (f16/bf16 weights) into a thread-local
@@ -123,7 +125,22 @@ float dot(const float* x, const float* w, int64_t k) {
   return s;
 }
 
+void matmul_impl(const MatmulParams& p, MatmulEpilogue epilogue);
+
+// The prologue: normalise x into p.normed, then the GEMM over it.
+void matmul_with_norm(const MatmulParams& p, MatmulEpilogue epilogue) {
+  ROOFLINE_CHECK_MSG(p.normed != nullptr, "the matmul's RMSNorm prologue needs params.normed");
+  ROOFLINE_CHECK(p.dtype == DType::kF32);
+  if (p.m == 0) return;
+  rms_norm_cpu(matmul_prologue_norm(p));
+  MatmulParams q = p;
+  q.x = p.normed;
+  q.norm_weight = nullptr;
+  matmul_impl(q, epilogue);
+}
+
 void matmul_impl(const MatmulParams& p, MatmulEpilogue epilogue) {
+  if (p.norm_weight != nullptr) return matmul_with_norm(p, epilogue);
   const bool with_bias = epilogue == MatmulEpilogue::kBias;
   const bool with_residual = epilogue == MatmulEpilogue::kResidual;
   ROOFLINE_CHECK(p.m >= 0 && p.n > 0 && p.k > 0);

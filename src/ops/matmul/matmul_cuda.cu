@@ -2,7 +2,8 @@
 // + residual[m, n]), bf16 x / W / bias / residual / y, fp32 accumulation, one rounding of y to
 // bf16. Two implementations: cuBLASLt (CUBLAS_COMPUTE_32F; the bias added in fp32 by the BIAS
 // epilogue, the residual as C with beta = 1) and, for m <= 64, our weight-streaming kernel
-// (matmul_skinny_cuda.cu).
+// (matmul_skinny_cuda.cu). The RMSNorm prologue (p.norm_weight) runs inside the skinny kernel; on
+// cuBLASLt it is rms_norm_cuda into p.normed, then the GEMM over that.
 //
 // Selection (kAuto): problems outside the skinny kernel's domain go to cuBLASLt. For the others,
 // the choice is made per (m bucket, n, k, epilogue) by measurement, once: the first call of such a
@@ -10,7 +11,7 @@
 // the context, the caller's W and bias; L2 flushed before every timed call so the weights come
 // from HBM, as in a decode step; each call behind a 3 us stand-in for the short kernel before it in
 // the step's programmatic-dependent-launch chain, under which the skinny kernel already streams
-// weights) and caches the faster; near-ties (within 2 %) go to cuBLASLt. The
+// weights; with the prologue, cuBLASLt's time includes its rms_norm kernel) and caches the faster; near-ties (within 2 %) go to cuBLASLt. The
 // choice is also published to a process-wide table per device that every context consults before
 // measuring: the timings are noisy, and two contexts in one process (a graph-replaying and an eager
 // runner compared bit for bit, say) must not pick different implementations for the same problem. A
@@ -200,8 +201,8 @@ struct MatmulCudaContext::Impl {
   MatmulImpl forced = MatmulImpl::kAuto;
   bool prefer_skinny = false;  // ROOFLINE_MATMUL_IMPL=skinny: the skinny kernel wherever it can
   int skinny_splits = 0;  // 0: matmul_skinny_launch chooses
-  // (m bucket, n, k, epilogue) -> the implementation that measured faster.
-  std::map<std::tuple<int64_t, int64_t, int64_t, MatmulEpilogue>, MatmulImpl> choices;
+  // (m bucket, n, k, epilogue, RMSNorm prologue) -> the implementation that measured faster.
+  std::map<std::tuple<int64_t, int64_t, int64_t, MatmulEpilogue, bool>, MatmulImpl> choices;
   int64_t measurements = 0;
   int64_t unmeasured_captures = 0;
   MatmulImpl last = MatmulImpl::kAuto;
@@ -371,7 +372,22 @@ bool bias_epilogue_rounds_once(const MatmulParams& p) {
 }
 
 void cublas_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStream_t stream,
+                   MatmulEpilogue epilogue);
+
+// The prologue on cuBLASLt: rms_norm_cuda writes the normalised rows to p.normed, the GEMM reads
+// them.
+void cublas_matmul_with_norm(const MatmulParams& p, MatmulCudaContext::Impl& impl,
+                             cudaStream_t stream, MatmulEpilogue epilogue) {
+  rms_norm_cuda(matmul_prologue_norm(p), stream);
+  MatmulParams q = p;
+  q.x = p.normed;
+  q.norm_weight = nullptr;
+  cublas_matmul(q, impl, stream, epilogue);
+}
+
+void cublas_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStream_t stream,
                    MatmulEpilogue epilogue) {
+  if (p.norm_weight != nullptr) return cublas_matmul_with_norm(p, impl, stream, epilogue);
   const bool with_bias = epilogue == MatmulEpilogue::kBias;
   const bool with_residual = epilogue == MatmulEpilogue::kResidual;
   if (with_bias) ROOFLINE_CHECK_MSG(bias_epilogue_rounds_once(p), kBiasAlignmentMessage);
@@ -405,8 +421,8 @@ void cublas_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStr
 
 void skinny_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStream_t stream,
                    MatmulEpilogue epilogue) {
-  const MatmulSkinnyLaunch launch =
-      matmul_skinny_launch(p.m, p.n, p.k, impl.num_sms, impl.skinny_splits);
+  const MatmulSkinnyLaunch launch = matmul_skinny_launch(p.m, p.n, p.k, impl.num_sms,
+                                                        impl.skinny_splits, p.norm_weight != nullptr);
   matmul_skinny_cuda(p, epilogue, launch, impl.skinny_workspace, stream);
 }
 
@@ -480,7 +496,8 @@ MatmulImpl measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cu
   const int64_t m = matmul_cuda_m_bucket(p.m);
   ScratchMemory x(static_cast<size_t>(m * p.k) * 2);
   ScratchMemory y(static_cast<size_t>(m * p.n) * 2);
-  if (x.ptr == nullptr || y.ptr == nullptr) return MatmulImpl::kCublas;
+  ScratchMemory normed(p.norm_weight != nullptr ? static_cast<size_t>(m * p.k) * 2 : 16);
+  if (x.ptr == nullptr || y.ptr == nullptr || normed.ptr == nullptr) return MatmulImpl::kCublas;
   const size_t flush_bytes = static_cast<size_t>(2 * std::max<int64_t>(impl.l2_bytes, 1 << 20));
   ScratchMemory flush(flush_bytes);
   const auto flush_l2 = [&] {
@@ -501,6 +518,7 @@ MatmulImpl measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cu
   q.y = y.ptr;
   q.y_row_stride = p.n;
   q.residual = epilogue == MatmulEpilogue::kResidual ? y.ptr : nullptr;
+  q.normed = p.norm_weight != nullptr ? normed.ptr : nullptr;
 
   std::vector<cudaEvent_t> events(2 * kMeasureReps);
   for (auto& e : events) ROOFLINE_CUDA_CHECK(cudaEventCreate(&e));
@@ -538,11 +556,11 @@ MatmulImpl measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cu
                                                            : MatmulImpl::kCublas;
 }
 
-// The process-wide choices (see the header comment), per (device, m bucket, n, k, epilogue). Never
-// destroyed: contexts may outlive static destruction order.
+// The process-wide choices (see the header comment), per (device, m bucket, n, k, epilogue,
+// prologue). Never destroyed: contexts may outlive static destruction order.
 struct SharedChoices {
   std::mutex mutex;
-  std::map<std::tuple<int, int64_t, int64_t, int64_t, MatmulEpilogue>, MatmulImpl> choices;
+  std::map<std::tuple<int, int64_t, int64_t, int64_t, MatmulEpilogue, bool>, MatmulImpl> choices;
 };
 SharedChoices& shared_choices() {
   static SharedChoices* shared = new SharedChoices();
@@ -561,7 +579,8 @@ MatmulImpl choose_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cud
   if (epilogue == MatmulEpilogue::kBias && !bias_epilogue_rounds_once(p))
     return MatmulImpl::kSkinny;
 
-  const auto key = std::make_tuple(matmul_cuda_m_bucket(p.m), p.n, p.k, epilogue);
+  const auto key =
+      std::make_tuple(matmul_cuda_m_bucket(p.m), p.n, p.k, epilogue, p.norm_weight != nullptr);
   const auto it = impl.choices.find(key);
   if (it != impl.choices.end()) return it->second;
   const auto shared_key = std::tuple_cat(std::make_tuple(impl.device), key);
@@ -601,6 +620,9 @@ void matmul_dispatch(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaS
                        "matmul_bias_cuda needs a bf16 bias");
   if (epilogue == MatmulEpilogue::kResidual)
     ROOFLINE_CHECK_MSG(p.residual != nullptr, "matmul_residual_cuda needs a residual");
+  if (p.norm_weight != nullptr)
+    ROOFLINE_CHECK_MSG(p.normed != nullptr,
+                       "the CUDA matmul's RMSNorm prologue needs params.normed ([m, k] scratch)");
   if (p.m == 0) return;
   ROOFLINE_CHECK(p.x != nullptr && p.w != nullptr && p.y != nullptr);
   const MatmulImpl use = choose_impl(p, impl, stream, epilogue);

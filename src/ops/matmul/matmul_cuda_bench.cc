@@ -3,7 +3,9 @@
 // each implementation in one run — the skinny kernel forced ("skinny"), cuBLASLt forced ("cublas")
 // and the measured selection ("selected") — then a line of skinny times per split count (for tuning
 // matmul_skinny.h; "*" marks matmul_skinny_launch's choice), and for o and down at m = 1, 8 the
-// residual epilogue on both implementations. Then one prefill of m = 8192 tokens per weight as
+// residual epilogue on both implementations; the RMSNorm prologue (the qkv and gate_up GEMMs of
+// Llama-3-8B and Qwen2.5-0.5B at m = 1, 8) on both, cuBLASLt's time including its rms_norm kernel,
+// beside the same GEMM without it. Then one prefill of m = 8192 tokens per weight as
 // TFLOP/s beside the 783 TFLOP/s bf16 GEMM ceiling. Method (as HARDWARE.md's cuBLAS table): 16
 // back-to-back calls captured in one CUDA graph (launch latency excluded), each on the next of
 // `rotation_count` weight copies so L2 does not serve the weights; median of 50 graph launches
@@ -33,9 +35,10 @@ using bench::random_bf16;
 
 // Median ms of one call of y[m, n] = x · Wᵀ (+ y: the residual epilogue in place, with
 // `residual`), over weight copies rotated call by call.
+// With `norm`, each call has the RMSNorm prologue.
 double time_matmul(MatmulCudaContext& ctx, cudaStream_t stream, int64_t m, int64_t n, int64_t k,
                    const std::vector<const DeviceMemory*>& weights, int iters = 50,
-                   bool residual = false) {
+                   bool residual = false, bool norm = false) {
   const std::vector<uint16_t> x_host = random_bf16(m * k, 11);
   DeviceMemory x(x_host.size() * 2);
   ROOFLINE_CUDA_CHECK(cudaMemcpy(x.ptr, x_host.data(), x_host.size() * 2, cudaMemcpyHostToDevice));
@@ -52,6 +55,15 @@ double time_matmul(MatmulCudaContext& ctx, cudaStream_t stream, int64_t m, int64
   if (residual) {
     ROOFLINE_CUDA_CHECK(cudaMemset(y.ptr, 0, static_cast<size_t>(m * n) * 2));  // finite sums
     p.residual = y.ptr;
+  }
+  const std::vector<uint16_t> norm_host = random_bf16(k, 12);
+  DeviceMemory norm_weight(norm_host.size() * 2), normed(static_cast<size_t>(m * k) * 2);
+  if (norm) {
+    ROOFLINE_CUDA_CHECK(cudaMemcpy(norm_weight.ptr, norm_host.data(), norm_host.size() * 2,
+                                   cudaMemcpyHostToDevice));
+    p.norm_weight = norm_weight.ptr;
+    p.norm_weight_dtype = DType::kBF16;
+    p.normed = normed.ptr;
   }
   auto call = [&](int i) {
     p.w = weights[static_cast<size_t>(i) % weights.size()]->ptr;
@@ -77,6 +89,22 @@ double time_matmul(MatmulCudaContext& ctx, cudaStream_t stream, int64_t m, int64
   return ms / kCallsPerGraph;
 }
 
+// Copies of one random [n, k] bf16 weight, as many as rotating through them takes past L2.
+struct RotatedWeights {
+  std::vector<std::unique_ptr<DeviceMemory>> copies;
+  std::vector<const DeviceMemory*> ptrs;
+  RotatedWeights(int64_t n, int64_t k, uint64_t seed) {
+    const size_t bytes = static_cast<size_t>(n * k) * 2;
+    const std::vector<uint16_t> host = random_bf16(n * k, seed);
+    for (int c = 0; c < bench::rotation_count(bytes); ++c) {
+      copies.push_back(std::make_unique<DeviceMemory>(bytes));
+      ROOFLINE_CUDA_CHECK(
+          cudaMemcpy(copies.back()->ptr, host.data(), bytes, cudaMemcpyHostToDevice));
+      ptrs.push_back(copies.back().get());
+    }
+  }
+};
+
 int run() {
   // One context per implementation; the selection's measurements happen once per problem, in the
   // warm-up calls before capture.
@@ -95,15 +123,8 @@ int run() {
   std::printf("decode GEMMs (bandwidth = weight bytes / time):\n");
   for (const auto& w : kLlama3_8bWeights) {
     const size_t weight_bytes = static_cast<size_t>(w.n * w.k) * 2;
-    const std::vector<uint16_t> host = random_bf16(w.n * w.k, 1);
-    std::vector<std::unique_ptr<DeviceMemory>> copies;
-    std::vector<const DeviceMemory*> ptrs;
-    for (int c = 0; c < bench::rotation_count(weight_bytes); ++c) {
-      copies.push_back(std::make_unique<DeviceMemory>(weight_bytes));
-      ROOFLINE_CUDA_CHECK(
-          cudaMemcpy(copies.back()->ptr, host.data(), weight_bytes, cudaMemcpyHostToDevice));
-      ptrs.push_back(copies.back().get());
-    }
+    RotatedWeights rotated(w.n, w.k, 1);
+    const std::vector<const DeviceMemory*>& ptrs = rotated.ptrs;
     for (const int64_t m : kMatmulCudaBenchDecodeMs) {
       const std::string name = std::string(w.name) + " " + std::to_string(w.n) + "x" +
                                std::to_string(w.k) + " m=" + std::to_string(m);
@@ -140,6 +161,30 @@ int run() {
                                static_cast<double>(weight_bytes));
         bench::print_bandwidth((name + " cublas +residual").c_str(),
                                time_matmul(*cublas, stream, m, w.n, w.k, ptrs, 50, true),
+                               static_cast<double>(weight_bytes));
+      }
+    }
+  }
+
+  std::printf("RMSNorm prologue (cublas: rms_norm kernel + GEMM):\n");
+  for (const auto& w : kMatmulCudaTestWeights) {
+    const std::string shape = w.name;
+    const bool wanted = shape == "llama3-8b qkv" || shape == "llama3-8b gate_up" ||
+                        shape == "qwen2.5-0.5b qkv" || shape == "qwen2.5-0.5b gate_up";
+    if (!wanted) continue;
+    const size_t weight_bytes = static_cast<size_t>(w.n * w.k) * 2;
+    RotatedWeights rotated(w.n, w.k, 3);
+    const std::vector<const DeviceMemory*>& ptrs = rotated.ptrs;
+    for (const int64_t m : {1, 8}) {
+      const std::string name =
+          shape + " " + std::to_string(w.n) + "x" + std::to_string(w.k) + " m=" + std::to_string(m);
+      for (const bool norm : {false, true}) {
+        const char* tag = norm ? " +norm" : "";
+        bench::print_bandwidth((name + " skinny" + tag).c_str(),
+                               time_matmul(*skinny, stream, m, w.n, w.k, ptrs, 50, false, norm),
+                               static_cast<double>(weight_bytes));
+        bench::print_bandwidth((name + " cublas" + tag).c_str(),
+                               time_matmul(*cublas, stream, m, w.n, w.k, ptrs, 50, false, norm),
                                static_cast<double>(weight_bytes));
       }
     }

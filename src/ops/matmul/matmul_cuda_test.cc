@@ -9,7 +9,9 @@
 // bits run after run (its arrival counters reset themselves); warmed-up calls of each
 // implementation capture into a CUDA graph and replay (twice) to the right result; a call that
 // meets an unmeasured problem inside a capture runs cuBLASLt; a second context takes the first
-// one's measured choice; bad input aborts with its reason.
+// one's measured choice; bad input aborts with its reason. The RMSNorm prologue: every
+// implementation and epilogue against the CPU twin (rms_norm_cpu, then the GEMM), rows of x at
+// scales 1/4 to 4 so that a row normalised by another row's 1 / rms is far off; and in a graph.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -101,7 +103,10 @@ struct Inputs {
   const DeviceBuffer* x;
   const DeviceBuffer* w;
   const DeviceBuffer* bias;
+  const DeviceBuffer* norm = nullptr;  // the RMSNorm prologue's weight [k], when set
+  DeviceBuffer* normed = nullptr;      // its scratch [m, k]
 };
+constexpr float kNormEps = 1e-6f;
 
 // Runs y = x·Wᵀ (+ epilogue) on the GPU into a fresh poisoned buffer laid out as `layout`; the
 // residual (bf16 bits of [m, n]) is placed in y's buffer itself when `in_place`, else in its own
@@ -134,6 +139,12 @@ std::vector<uint16_t> run_gpu(const Inputs& in, int64_t m, int64_t n, int64_t k,
   p.n = n;
   p.k = k;
   p.y_row_stride = layout.stride;
+  if (in.norm != nullptr) {
+    p.norm_weight = in.norm->get();
+    p.norm_weight_dtype = DType::kBF16;
+    p.norm_eps = kNormEps;
+    p.normed = in.normed->get();
+  }
   switch (e) {
     case MatmulEpilogue::kNone:
       matmul_cuda(p, ctx, stream);
@@ -152,9 +163,11 @@ std::vector<uint16_t> run_gpu(const Inputs& in, int64_t m, int64_t n, int64_t k,
 // y [m, n] of the CPU twin on the same (bf16-valued) inputs.
 std::vector<float> run_cpu(const std::vector<float>& x, const std::vector<uint16_t>& w,
                            const std::vector<uint16_t>& bias, const std::vector<float>& residual,
-                           int64_t m, int64_t n, int64_t k, MatmulEpilogue e) {
+                           int64_t m, int64_t n, int64_t k, MatmulEpilogue e,
+                           const std::vector<uint16_t>* norm = nullptr) {
   std::vector<float> y(static_cast<size_t>(m * n));
   testing::poison(y);
+  std::vector<float> normed(static_cast<size_t>(m * k));
   MatmulParams p;
   p.x = x.data();
   p.w = w.data();
@@ -167,6 +180,12 @@ std::vector<float> run_cpu(const std::vector<float>& x, const std::vector<uint16
   p.n = n;
   p.k = k;
   p.y_row_stride = n;
+  if (norm != nullptr) {
+    p.norm_weight = norm->data();
+    p.norm_weight_dtype = DType::kBF16;
+    p.norm_eps = kNormEps;
+    p.normed = normed.data();
+  }
   switch (e) {
     case MatmulEpilogue::kNone:
       matmul_cpu(p);
@@ -337,6 +356,64 @@ TEST(MatmulCudaSkinnyTest, EverySplitCountGivesTheSameBitsEveryRun) {
   }
 }
 
+// The prologue's tolerance: on top of atol_for(k), the GPU rounds each normalised x (cuBLASLt: the
+// rms_norm kernel's bf16 output; the skinny kernel: x · norm_weight in bf16) with relative error
+// <= 2^-9, which the sum carries as a random walk over K products of rms 1/3 (w and the normalised
+// x both of rms 1/sqrt(3) here): 6 sigma is 2^-9 · 6 · sqrt(K) / 3 = 2^-8 · sqrt(K) — 0.25 at K =
+// 4096, against y of rms ~21. Normalising a row by another row's 1 / rms (rows differ 16x in
+// scale) or dropping the norm weight is off by far more on most elements.
+double norm_atol_for(int64_t k) {
+  return atol_for(k) + std::ldexp(1.0, -8) * std::sqrt(static_cast<double>(k));
+}
+
+TEST(MatmulCudaNormTest, PrologueMatchesCpuTwinForEveryImplementationAndEpilogue) {
+  ROOFLINE_SKIP_WITHOUT_GPU();
+  const MatmulWeightShape shapes[] = {{"llama3-8b qkv", 6144, 4096},
+                                      {"qwen2.5-0.5b qkv", 1152, 896},
+                                      {"qwen2.5-0.5b gate_up", 9728, 896},
+                                      {"odd 33x4104", 33, 4104}};
+  const MatmulImpl impls[] = {MatmulImpl::kCublas, MatmulImpl::kSkinny, MatmulImpl::kAuto};
+  std::unique_ptr<MatmulCudaContext> ctxs[] = {context(impls[0]), context(impls[1]),
+                                               context(impls[2])};
+  auto rng = make_rng(31);
+  for (const auto& s : shapes) {
+    const std::vector<uint16_t> w_bits = to_bf16(random_vector(s.n * s.k, rng));
+    const std::vector<uint16_t> bias_bits = to_bf16(random_vector(s.n, rng));
+    const std::vector<uint16_t> norm_bits = to_bf16(random_vector(s.k, rng));
+    const DeviceBuffer w = DeviceBuffer::from_host(w_bits);
+    const DeviceBuffer bias = DeviceBuffer::from_host(bias_bits);
+    const DeviceBuffer norm = DeviceBuffer::from_host(norm_bits);
+    for (const int64_t m : kMatmulCudaTestMs) {
+      std::vector<float> x_vals = random_vector(m * s.k, rng);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < s.k; ++j)
+          x_vals[static_cast<size_t>(i * s.k + j)] *= std::ldexp(1.0f, static_cast<int>(i % 5) - 2);
+      x_vals = round_to_bf16(x_vals);
+      const std::vector<uint16_t> residual_bits = to_bf16(random_vector(m * s.n, rng, -2.0f, 2.0f));
+      const DeviceBuffer x = DeviceBuffer::from_host(to_bf16(x_vals));
+      DeviceBuffer normed(static_cast<size_t>(m * s.k) * 2);
+      for (const MatmulEpilogue e : kEpilogues) {
+        const std::vector<float> expected = run_cpu(
+            x_vals, w_bits, bias_bits, from_bf16(residual_bits), m, s.n, s.k, e, &norm_bits);
+        for (int i = 0; i < 3; ++i) {
+          if (!runs(impls[i], e, s, m)) continue;
+          const Layout layout = y_layout(s.n, e, false);
+          SCOPED_TRACE(std::string(s.name) + ", m = " + std::to_string(m) + ", " +
+                       impl_name(impls[i]) + ", " + epilogue_name(e) + ", RMSNorm prologue");
+          const std::vector<uint16_t> y = run_gpu({&x, &w, &bias, &norm, &normed}, m, s.n, s.k, e,
+                                                  residual_bits, layout, false, *ctxs[i], nullptr);
+          if (impls[i] != MatmulImpl::kAuto) {
+            EXPECT_EQ(ctxs[i]->last_impl(), impls[i]);
+          }
+          std::vector<float> got;
+          ASSERT_TRUE(extract(y, m, s.n, layout, &got));
+          EXPECT_TRUE(all_close(got, expected, norm_atol_for(s.k), kRtol));
+        }
+      }
+    }
+  }
+}
+
 TEST(MatmulCudaDeathTest, BadInputAbortsWithItsReason) {
   ROOFLINE_SKIP_WITHOUT_GPU();
   GTEST_FLAG_SET(death_test_style, "threadsafe");
@@ -403,6 +480,34 @@ TEST(MatmulCudaDeathTest, BadInputAbortsWithItsReason) {
         matmul_residual_cuda(q, *ctx, nullptr);
       },
       "needs a residual");
+  // The RMSNorm prologue: its scratch is required; the skinny kernel takes a bf16, 16-byte aligned
+  // norm weight.
+  const DeviceBuffer norm(kK * 2 + 16), normed(kM * kK * 2);
+  q = p;
+  q.norm_weight = norm.get();
+  q.norm_weight_dtype = DType::kBF16;
+  EXPECT_DEATH(
+      {
+        auto ctx = context(MatmulImpl::kAuto);
+        matmul_cuda(q, *ctx, nullptr);
+      },
+      "needs params.normed");
+  q.normed = normed.get();
+  q.norm_weight = norm.get<uint8_t>() + 2;
+  EXPECT_DEATH(
+      {
+        auto ctx = context(MatmulImpl::kSkinny);
+        matmul_cuda(q, *ctx, nullptr);
+      },
+      "norm weight 16-byte aligned");
+  q.norm_weight = norm.get();
+  q.norm_weight_dtype = DType::kF32;
+  EXPECT_DEATH(
+      {
+        auto ctx = context(MatmulImpl::kSkinny);
+        matmul_cuda(q, *ctx, nullptr);
+      },
+      "bf16 norm weight");
 }
 
 // One warmed-up call per implementation (and epilogue) captured into a graph; the graph is
@@ -439,39 +544,50 @@ TEST(MatmulCudaGraphTest, WarmedUpCallsCaptureAndReplay) {
   p.n = kN;
   p.k = kK;
   p.y_row_stride = kN;
-  for (const MatmulImpl impl : {MatmulImpl::kCublas, MatmulImpl::kSkinny, MatmulImpl::kAuto}) {
-    for (const MatmulEpilogue e : kEpilogues) {
-      SCOPED_TRACE(std::string(impl_name(impl)) + ", " + epilogue_name(e));
-      auto ctx = context(impl);
-      const auto call = [&] {
-        if (e == MatmulEpilogue::kNone) matmul_cuda(p, *ctx, stream);
-        if (e == MatmulEpilogue::kBias) matmul_bias_cuda(p, *ctx, stream);
-        if (e == MatmulEpilogue::kResidual) matmul_residual_cuda(p, *ctx, stream);
-      };
-      call();  // warm-up: chooses and caches the algorithm (and, under kAuto, the implementation)
-      ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
-      cudaGraph_t graph;
-      ROOFLINE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-      call();
-      ROOFLINE_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-      EXPECT_EQ(ctx->num_unmeasured_captures(), 0);
-      cudaGraphExec_t exec;
-      ROOFLINE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-      const std::vector<float> expected =
-          run_cpu(x_vals, w_bits, bias_bits, from_bf16(residual_bits), kM, kN, kK, e);
-      for (int replay = 0; replay < 2; ++replay) {
-        y.poison();
-        ROOFLINE_CUDA_CHECK(cudaDeviceSynchronize());
-        ROOFLINE_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  const std::vector<uint16_t> norm_bits = to_bf16(random_vector(kK, rng));
+  const DeviceBuffer norm = DeviceBuffer::from_host(norm_bits);
+  DeviceBuffer normed(static_cast<size_t>(kM * kK) * 2);
+  for (const bool with_norm : {false, true})
+    for (const MatmulImpl impl : {MatmulImpl::kCublas, MatmulImpl::kSkinny, MatmulImpl::kAuto}) {
+      for (const MatmulEpilogue e : kEpilogues) {
+        SCOPED_TRACE(std::string(impl_name(impl)) + ", " + epilogue_name(e) +
+                     (with_norm ? ", RMSNorm prologue" : ""));
+        p.norm_weight = with_norm ? norm.get() : nullptr;
+        p.norm_weight_dtype = DType::kBF16;
+        p.norm_eps = kNormEps;
+        p.normed = with_norm ? normed.get() : nullptr;
+        auto ctx = context(impl);
+        const auto call = [&] {
+          if (e == MatmulEpilogue::kNone) matmul_cuda(p, *ctx, stream);
+          if (e == MatmulEpilogue::kBias) matmul_bias_cuda(p, *ctx, stream);
+          if (e == MatmulEpilogue::kResidual) matmul_residual_cuda(p, *ctx, stream);
+        };
+        call();  // warm-up: chooses and caches the algorithm (and, under kAuto, the implementation)
         ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
-        std::vector<float> got;
-        ASSERT_TRUE(extract(y.to_host<uint16_t>(), kM, kN, {0, kN}, &got));
-        EXPECT_TRUE(all_close(got, expected, atol_for(kK), kRtol)) << "replay " << replay;
+        cudaGraph_t graph;
+        ROOFLINE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+        call();
+        ROOFLINE_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+        EXPECT_EQ(ctx->num_unmeasured_captures(), 0);
+        cudaGraphExec_t exec;
+        ROOFLINE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        const std::vector<float> expected =
+            run_cpu(x_vals, w_bits, bias_bits, from_bf16(residual_bits), kM, kN, kK, e,
+                    with_norm ? &norm_bits : nullptr);
+        for (int replay = 0; replay < 2; ++replay) {
+          y.poison();
+          ROOFLINE_CUDA_CHECK(cudaDeviceSynchronize());
+          ROOFLINE_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+          ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
+          std::vector<float> got;
+          ASSERT_TRUE(extract(y.to_host<uint16_t>(), kM, kN, {0, kN}, &got));
+          EXPECT_TRUE(all_close(got, expected, with_norm ? norm_atol_for(kK) : atol_for(kK), kRtol))
+              << "replay " << replay;
+        }
+        ROOFLINE_CUDA_CHECK(cudaGraphExecDestroy(exec));
+        ROOFLINE_CUDA_CHECK(cudaGraphDestroy(graph));
       }
-      ROOFLINE_CUDA_CHECK(cudaGraphExecDestroy(exec));
-      ROOFLINE_CUDA_CHECK(cudaGraphDestroy(graph));
     }
-  }
   ROOFLINE_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 

@@ -7,8 +7,9 @@
 // Tiling (see matmul_skinny_cuda.cu): a tile is kMatmulSkinnyBlockRows weight rows (output
 // columns) × one K split; a split is a run of kMatmulSkinnyChunkK-wide K chunks, and a chunk is one
 // stage of the block's shared-memory ring (filled with cp.async by all threads; each of the
-// kMatmulSkinnyWarps warps multiplies an eighth of its K). The grid is persistent: at most one
-// block per SM, each taking tiles blockIdx.x, + gridDim.x, ... so its ring streams across tile
+// kMatmulSkinnyWarps warps multiplies an eighth of its K). The grid is persistent: at most
+// matmul_skinny_blocks_per_sm blocks per SM, each taking tiles blockIdx.x, + gridDim.x, ... so its
+// ring streams across tile
 // boundaries. A split count > 1 sends fp32 partials through the context's workspace, reduced by
 // the last block of each column block to arrive.
 #pragma once
@@ -34,32 +35,44 @@ inline constexpr int64_t kMatmulSkinnyBlockRows = 16;
 // of 16 bytes by consecutive threads). Measured on the H200: 256-byte runs per row (64 rows × 128
 // k per stage) capped a block at ~24 GB/s whatever the ring's depth.
 inline constexpr int64_t kMatmulSkinnyChunkK = 512;
-// Bytes of one shared-memory row of a stage (weight rows, then token rows of x): unpadded; odd rows
-// swap the 64-byte halves of each 128-byte window, so the two rows a quarter-warp's 16-byte reads
-// touch (g and g + 1) never share a bank.
+// Bytes of one shared-memory row of a stage (weight rows, then token rows of x, then the RMSNorm
+// prologue's weight): unpadded; odd rows swap the 64-byte halves of each 128-byte window, so the
+// two rows a quarter-warp's 16-byte reads touch (g and g + 1) never share a bank.
 inline constexpr int64_t kMatmulSkinnyRowBytes = kMatmulSkinnyChunkK * 2;
-// Shared memory the ring may take: one block per SM, most of its 228 KB (the warps' reduction
+// Shared memory the rings of an SM may take: most of its 228 KB (the warps' reduction
 // buffer, at most 32 KB, and the runtime's reserve take the rest).
 inline constexpr int64_t kMatmulSkinnySmemBudget = 200 * 1024;
 inline constexpr int kMatmulSkinnyMaxStages = 8;
 
-// The ring's stages for `m_tiles` token tiles: a stage holds the 16 weight rows and the 8·m_tiles
-// token rows of one chunk. 8 / 6 / 4 / 2 stages for 1 / 2 / 4 / 8 tiles: 112 / 80 / 48 / 16 KB of
-// weights in flight per SM while one stage is multiplied; at 1–2 tiles that is 10–15 MB over 132
-// SMs, above the ~6 MB that 4.28 TB/s × ~1.5 µs of loaded DRAM latency needs (Little's law).
+// Resident blocks per SM: two at 1–2 token tiles, each with half the shared memory, so that one
+// block's per-stage barrier and multiplies overlap the other's copies; one at 4–8 tiles, whose
+// stages are too large for two rings of two. Measured on the H200 at m = 1 (one block of 8 stages
+// -> two of 4): llama3-8b qkv 73 -> 81 %, o 65 -> 84 %, gate_up 88 -> 99.9 %, down 88 -> 98 % of
+// the copy ceiling; at m = 8, 53–74 % -> 73–96 %. A block alone streamed ~28 GB/s whatever its
+// ring's depth: its stages wait on one another at the barrier, not on memory.
+constexpr int matmul_skinny_blocks_per_sm(int m_tiles) { return m_tiles <= 2 ? 2 : 1; }
+// Rows of one ring stage: the 16 weight rows, the 8·m_tiles token rows of x and one row for the
+// RMSNorm prologue's weight (filled only by a launch with the prologue).
+constexpr int64_t matmul_skinny_stage_rows(int m_tiles) {
+  return kMatmulSkinnyBlockRows + 8 * int64_t{m_tiles} + 1;
+}
+// The ring's stages for `m_tiles` token tiles, one chunk each. 4 / 3 / 4 / 2 stages for
+// 1 / 2 / 4 / 8 tiles (two blocks per SM at 1–2): 96 / 64 / 48 / 16 KB of weights in flight per SM
+// while one stage per block is multiplied; at 1–2 tiles that is 8–13 MB over 132 SMs, above the
+// ~6 MB that 4.28 TB/s × ~1.5 µs of loaded DRAM latency needs (Little's law).
 constexpr int matmul_skinny_stages(int m_tiles) {
-  const int64_t stage_bytes =
-      (kMatmulSkinnyBlockRows + 8 * int64_t{m_tiles}) * kMatmulSkinnyRowBytes;
-  const int64_t stages = kMatmulSkinnySmemBudget / stage_bytes;
+  const int64_t stages = kMatmulSkinnySmemBudget / matmul_skinny_blocks_per_sm(m_tiles) /
+                         (matmul_skinny_stage_rows(m_tiles) * kMatmulSkinnyRowBytes);
   return static_cast<int>(stages < kMatmulSkinnyMaxStages ? stages : kMatmulSkinnyMaxStages);
 }
 constexpr int64_t matmul_skinny_smem_bytes(int m_tiles) {
-  return matmul_skinny_stages(m_tiles) * (kMatmulSkinnyBlockRows + 8 * int64_t{m_tiles}) *
-         kMatmulSkinnyRowBytes;
+  return matmul_skinny_stages(m_tiles) * matmul_skinny_stage_rows(m_tiles) * kMatmulSkinnyRowBytes;
 }
-// The warps' fp32 accumulators met at the end of a tile: [warps][16 rows][8·m_tiles tokens].
+// What the warps meet through at the end of a tile: their fp32 accumulators [warps][16
+// rows][8·m_tiles tokens], then (the prologue) their rows' partial sums of squares
+// [warps][8·m_tiles tokens].
 constexpr int64_t matmul_skinny_reduce_bytes(int m_tiles) {
-  return kMatmulSkinnyWarps * kMatmulSkinnyBlockRows * 8 * int64_t{m_tiles} * 4;
+  return kMatmulSkinnyWarps * (kMatmulSkinnyBlockRows + 1) * 8 * int64_t{m_tiles} * 4;
 }
 
 // A split never gets fewer chunks than this (below it the partials' traffic and the reduction cost
@@ -94,6 +107,12 @@ inline const char* matmul_skinny_unsupported_reason(const MatmulParams& p,
   if (epilogue == MatmulEpilogue::kBias && p.bias == nullptr) return "bias epilogue without a bias";
   if (epilogue == MatmulEpilogue::kResidual && p.residual == nullptr)
     return "residual epilogue without a residual";
+  if (p.norm_weight != nullptr) {
+    if (p.norm_weight_dtype != DType::kBF16)
+      return "the skinny matmul's RMSNorm prologue takes a bf16 norm weight only";
+    if (!aligned16(p.norm_weight))
+      return "the skinny matmul's RMSNorm prologue needs the norm weight 16-byte aligned";
+  }
   return nullptr;
 }
 
@@ -104,7 +123,7 @@ struct MatmulSkinnyLaunch {
   int splits = 0;                // K splits; > 1 goes through the workspace
   int64_t chunks_per_split = 0;  // every split but the last has exactly this many chunks
   int64_t tiles = 0;             // n_blocks · splits
-  int64_t grid = 0;              // persistent blocks: min(tiles, SMs)
+  int64_t grid = 0;              // persistent blocks: min(tiles, SMs · blocks per SM)
 };
 
 // The token tiles the kernel is built for: m / 8 rounded up to a power of two.
@@ -128,15 +147,17 @@ inline int64_t matmul_skinny_max_splits(int64_t m, int64_t n, int64_t k) {
   return std::max<int64_t>(max_splits, 1);
 }
 
-// The launch for an m × n × k problem on `num_sms` SMs. `requested_splits` 0 chooses: no split
-// when the column blocks alone give every SM a tile, otherwise as many splits as keep the tiles
-// within one per SM (all tiles the same size, all running at once: no block waits on a second
+// The launch for an m × n × k problem on `num_sms` SMs (with the RMSNorm prologue: `norm`, which
+// needs every tile to see its rows' whole K, so it never splits). `requested_splits` 0 chooses: no
+// split when the column blocks alone give every SM a tile, otherwise as many splits as keep the
+// tiles within one per SM (all tiles the same size, all running at once: no block waits on a second
 // tile while others idle), within matmul_skinny_max_splits. A requested count (tests, benchmark
 // sweeps) is clamped to the same limits. chunks_per_split is then ceil(chunks / splits) and the
 // splits recounted, so none is empty (qwen2.5-0.5b's down: 2 splits of 5 chunks on 132 SMs). The
-// grid is one persistent block per SM, or one per tile when there are fewer tiles.
+// grid fills every block slot (matmul_skinny_blocks_per_sm per SM), or one block per tile when
+// there are fewer tiles.
 inline MatmulSkinnyLaunch matmul_skinny_launch(int64_t m, int64_t n, int64_t k, int num_sms,
-                                               int requested_splits = 0) {
+                                               int requested_splits = 0, bool norm = false) {
   MatmulSkinnyLaunch l;
   const int64_t sms = std::max(num_sms, 1);
   l.m_tiles = matmul_skinny_m_tiles(m);
@@ -144,11 +165,11 @@ inline MatmulSkinnyLaunch matmul_skinny_launch(int64_t m, int64_t n, int64_t k, 
   l.num_chunks = (k + kMatmulSkinnyChunkK - 1) / kMatmulSkinnyChunkK;
   int64_t splits = requested_splits;
   if (splits <= 0) splits = l.n_blocks >= sms ? 1 : sms / l.n_blocks;
-  splits = std::clamp<int64_t>(splits, 1, matmul_skinny_max_splits(m, n, k));
+  splits = std::clamp<int64_t>(splits, 1, norm ? 1 : matmul_skinny_max_splits(m, n, k));
   l.chunks_per_split = (l.num_chunks + splits - 1) / splits;
   l.splits = static_cast<int>((l.num_chunks + l.chunks_per_split - 1) / l.chunks_per_split);
   l.tiles = l.n_blocks * l.splits;
-  l.grid = std::min(l.tiles, sms);
+  l.grid = std::min(l.tiles, sms * matmul_skinny_blocks_per_sm(l.m_tiles));
   return l;
 }
 
@@ -176,7 +197,8 @@ struct MatmulSkinnyWorkspace {
   uint32_t* counters = nullptr;  // [kMatmulSkinnyMaxCounters]
 };
 
-// y = x · Wᵀ (+ epilogue) with `launch` (from matmul_skinny_launch for p's m, n, k); aborts with
+// y = x · Wᵀ (+ epilogue) with `launch` (from matmul_skinny_launch for p's m, n, k, and `norm` =
+// p.norm_weight != nullptr: a prologue launch must not split); aborts with
 // matmul_skinny_unsupported_reason's message when the kernel cannot run p. Asynchronous on stream.
 // CUDA builds only.
 void matmul_skinny_cuda(const MatmulParams& p, MatmulEpilogue epilogue,

@@ -7,12 +7,13 @@
 // bytes (6 % at m = 1, 50 % at m = 8, 400 % at m = 64: why m >= 8 loses to cuBLASLt today, and
 // why the selector measures).
 //
-// Algorithm: a persistent block per SM takes tiles (16 weight rows × one K split) in turn and
-// streams them through a ring of matmul_skinny_stages shared-memory stages (2–8), one 512-wide K
+// Algorithm: persistent blocks (two per SM at m <= 16, one beyond) take tiles (16 weight rows ×
+// one K split) in turn and stream them through a ring of matmul_skinny_stages shared-memory
+// stages (2–4), one 512-wide K
 // chunk each: the chunk's 16 weight rows (1 KB contiguous from each) and its token rows of x,
 // copied with cp.async by all 256 threads (4 of the weights' 1,024 16-byte pieces each, plus x's).
 // While the 8 warps multiply one stage — each an eighth of its K — the others are in flight
-// (112 KB of weights per SM at m <= 8), with one block barrier per stage; the ring runs on from
+// (96 KB of weights per SM at m <= 8), with one block barrier per stage; the ring runs on from
 // one tile into the next without draining. Nothing in the multiply waits on global memory.
 // Measured on the H200 and replaced on the way here: one 256-byte Hopper bulk copy per weight row
 // streamed 0.8 TB/s (the copy engine's issue rate for copies that small); reading x from global
@@ -38,9 +39,19 @@
 // (deterministic) and writes y, then resets the counter to zero, so the next launch — or a
 // CUDA-graph replay — starts clean. No second kernel, no second pass over memory.
 //
+//   RMSNorm prologue (p.norm_weight; kernel variant kNorm): each stage also carries the chunk's
+// slice of the norm weight (one more 1 KB row, copied with the weights: a constant). A lane that
+// reads its 16 bytes of x for the MMA first adds their squares to its token's running sum, then
+// multiplies them by the norm weight's 16 bytes at the same k (bf16x2 multiplies) before they go
+// to the tensor cores. At the end of a tile the sums meet like the accumulators (4 lanes, then 8
+// warps): the tile has seen its tokens' whole K (a prologue launch never splits), so the epilogue
+// scales each sum by its token's 1 / sqrt(mean(x²) + eps) before the bias or residual. No kernel
+// for the norm, no pass over x of its own: the squares come from the x the MMAs read anyway.
+//
 // Numerics: products of bf16 values are exact in fp32; sums in fp32 (tensor-core order within an
 // MMA, K order within a tile, split order across tiles); bias or residual added in fp32; one
-// rounding to bf16.
+// rounding to bf16. The prologue rounds x · norm_weight to bf16 once (the unfused norm rounds
+// x / rms · norm_weight once) and applies 1 / rms in fp32 to the sum.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -79,6 +90,8 @@ __device__ __forceinline__ int piece_offset(int r, int p) {
 
 struct SkinnyArgs {
   const __nv_bfloat16* x;         // [m, k]
+  const __nv_bfloat16* norm_w;    // [k]: the RMSNorm prologue's weight (kNorm launches only)
+  float norm_eps;
   const __nv_bfloat16* w;         // [n, k]
   const __nv_bfloat16* bias;      // [n] or null
   const __nv_bfloat16* residual;  // [m, n] row stride y_row_stride, or null; may equal y
@@ -140,6 +153,17 @@ __device__ __forceinline__ void load_weights(const SkinnyArgs& a, const Cursor& 
   }
 }
 
+// The chunk's slice of the RMSNorm prologue's weight into stage row `row`: one 16-byte piece each
+// for the first kPiecesPerRow threads; K past k is zero-filled.
+__device__ __forceinline__ void load_norm_weight(const SkinnyArgs& a, const Cursor& c,
+                                                 uint8_t* stage, int row) {
+  const int p = static_cast<int>(threadIdx.x);
+  if (p >= kPiecesPerRow) return;
+  const int64_t kk = static_cast<int64_t>(c.chunk) * kChunkK + p * 8;
+  const bool valid = kk < a.k;
+  cuda::cp_async_16(stage + piece_offset(row, p), valid ? a.norm_w + kk : a.norm_w, valid);
+}
+
 // The token rows of chunk c into the stage's x rows (after its kRows weight rows): with cp.async
 // (`async`), or with plain loads and stores (the first stages of a launch, right after the PDL
 // wait). K past k is zero; tokens past m are not written.
@@ -163,20 +187,48 @@ __device__ __forceinline__ void load_tokens(const SkinnyArgs& a, const Cursor& c
   }
 }
 
+// The sum of the squares of 8 bf16 values, in fp32.
+__device__ __forceinline__ float sum_of_squares(const uint4& v) {
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&words[i]));
+    s = fmaf(f.x, f.x, s);
+    s = fmaf(f.y, f.y, s);
+  }
+  return s;
+}
+
+// 8 bf16 values times 8 others, element by element, each product rounded to bf16.
+__device__ __forceinline__ uint4 scale_bf16x8(const uint4& v, const uint4& w) {
+  const auto mul = [](uint32_t a, uint32_t b) {
+    const __nv_bfloat162 r = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a),
+                                     *reinterpret_cast<const __nv_bfloat162*>(&b));
+    return *reinterpret_cast<const uint32_t*>(&r);
+  };
+  return make_uint4(mul(v.x, w.x), mul(v.y, w.y), mul(v.z, w.z), mul(v.w, w.w));
+}
+
 // The ring's stages per token tiles, as a constant device code may use.
 template <int kMTiles>
 constexpr int kStagesFor = matmul_skinny_stages(kMTiles);
 
-// kMTiles: 8-token mma tiles of x (1, 2, 4, 8: m rounded up to 8 · a power of two).
-template <int kMTiles>
-__global__ void __launch_bounds__(kThreads, 1) matmul_skinny_kernel(const SkinnyArgs a) {
+// kMTiles: 8-token mma tiles of x (1, 2, 4, 8: m rounded up to 8 · a power of two); kNorm: the
+// RMSNorm prologue.
+template <int kMTiles, bool kNorm>
+__global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles))
+    matmul_skinny_kernel(const SkinnyArgs a) {
   constexpr int kStages = kStagesFor<kMTiles>;
   constexpr int kTokens = 8 * kMTiles;
-  constexpr int kStageBytes = (kRows + kTokens) * kRowBytes;
+  constexpr int kStageBytes = static_cast<int>(matmul_skinny_stage_rows(kMTiles)) * kRowBytes;
+  constexpr int kNormRow = kRows + kTokens;  // even: no swizzle
   static_assert(kStages >= 2, "the ring needs two stages");
   extern __shared__ __align__(128) uint8_t ring[];
-  // The warps' accumulators at the end of a tile, after the ring: [warp][row][token].
+  // The warps' accumulators at the end of a tile, after the ring: [warp][row][token]; then their
+  // tokens' sums of squares (kNorm): [warp][token].
   float* red = reinterpret_cast<float*>(ring + kStages * kStageBytes);
+  float* red_squares = red + kWarps * kRows * kTokens;
   __shared__ bool is_last;
 
   const int warp = threadIdx.x / 32;
@@ -193,6 +245,7 @@ __global__ void __launch_bounds__(kThreads, 1) matmul_skinny_kernel(const Skinny
   for (int s = 0; s < kStages - 1; ++s) {
     if (load.valid(a)) {
       load_weights(a, load, ring + s * kStageBytes);
+      if constexpr (kNorm) load_norm_weight(a, load, ring + s * kStageBytes, kNormRow);
       load.advance(a);
     }
     cuda::cp_async_commit();
@@ -213,15 +266,19 @@ __global__ void __launch_bounds__(kThreads, 1) matmul_skinny_kernel(const Skinny
   const auto x_at = [&](int mt, int k32) {
     return kRows * kRowBytes + piece_offset(mt * 8 + g, piece_of(k32));
   };
+  const auto norm_at = [&](int k32) { return piece_offset(kNormRow, piece_of(k32)); };
 
   Cursor c = first;
   int i = 0;
   while (c.valid(a)) {
     float acc[kMTiles][4];
+    float squares[kMTiles];  // kNorm: this lane's share of token mt·8 + g's sum of x²
 #pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt)
+    for (int mt = 0; mt < kMTiles; ++mt) {
+      squares[mt] = 0.0f;
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[mt][e] = 0.0f;
+    }
     const int col_block = c.col_block;
     const int split = c.split;
     bool tile_done = false;
@@ -234,6 +291,7 @@ __global__ void __launch_bounds__(kThreads, 1) matmul_skinny_kernel(const Skinny
       if (load.valid(a)) {
         uint8_t* slot = ring + ((i + kStages - 1) % kStages) * kStageBytes;
         load_weights(a, load, slot);
+        if constexpr (kNorm) load_norm_weight(a, load, slot, kNormRow);
         load_tokens(a, load, slot, true);
         load.advance(a);
       }
@@ -246,9 +304,15 @@ __global__ void __launch_bounds__(kThreads, 1) matmul_skinny_kernel(const Skinny
         const uint4 hi = *reinterpret_cast<const uint4*>(stage + w_at(k32) + 8 * kRowBytes);  // +8
         const uint32_t a0[4] = {lo.x, hi.x, lo.y, hi.y};
         const uint32_t a1[4] = {lo.z, hi.z, lo.w, hi.w};
+        uint4 nv = make_uint4(0, 0, 0, 0);
+        if constexpr (kNorm) nv = *reinterpret_cast<const uint4*>(stage + norm_at(k32));
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt) {
-          const uint4 xv = *reinterpret_cast<const uint4*>(stage + x_at(mt, k32));
+          uint4 xv = *reinterpret_cast<const uint4*>(stage + x_at(mt, k32));
+          if constexpr (kNorm) {
+            squares[mt] += sum_of_squares(xv);
+            xv = scale_bf16x8(xv, nv);
+          }
           cuda::mma_bf16(acc[mt], a0, xv.x, xv.y);
           cuda::mma_bf16(acc[mt], a1, xv.z, xv.w);
         }
@@ -265,12 +329,27 @@ __global__ void __launch_bounds__(kThreads, 1) matmul_skinny_kernel(const Skinny
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         red[(warp * kRows + g + 8 * (e / 2)) * kTokens + mt * 8 + 2 * t + e % 2] = acc[mt][e];
+    if constexpr (kNorm) {
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+        float sq = squares[mt];
+        sq += __shfl_xor_sync(0xffffffffu, sq, 1);
+        sq += __shfl_xor_sync(0xffffffffu, sq, 2);
+        if (t == 0) red_squares[warp * kTokens + mt * 8 + g] = sq;
+      }
+    }
     __syncthreads();
     const int row0 = col_block * kRows;
     const auto warp_sum = [&](int o) {
       float sum = 0.0f;
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) sum += red[(w * kRows + o % kRows) * kTokens + o / kRows];
+      if constexpr (kNorm) {  // times the token's 1 / rms
+        float sq = 0.0f;
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) sq += red_squares[w * kTokens + o / kRows];
+        sum *= rsqrtf(sq / static_cast<float>(a.k) + a.norm_eps);
+      }
       return sum;
     };
     const auto epilogue = [&](int token, int col, float sum) {
@@ -317,18 +396,27 @@ __global__ void __launch_bounds__(kThreads, 1) matmul_skinny_kernel(const Skinny
   cuda::cp_async_wait_all();  // (only empty groups remain; nothing may be in flight at exit)
 }
 
-template <int kMTiles>
-void launch_skinny(const SkinnyArgs& a, int grid, cudaStream_t stream) {
+template <int kMTiles, bool kNorm>
+void launch_variant(const SkinnyArgs& a, int grid, cudaStream_t stream) {
   constexpr int smem =
       static_cast<int>(matmul_skinny_smem_bytes(kMTiles) + matmul_skinny_reduce_bytes(kMTiles));
   static const bool configured = [] {
-    ROOFLINE_CUDA_CHECK(cudaFuncSetAttribute(matmul_skinny_kernel<kMTiles>,
+    ROOFLINE_CUDA_CHECK(cudaFuncSetAttribute(matmul_skinny_kernel<kMTiles, kNorm>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     return true;
   }();
   (void)configured;
-  cuda::launch_pdl(matmul_skinny_kernel<kMTiles>, dim3(static_cast<unsigned>(grid)), dim3(kThreads),
-                   static_cast<size_t>(smem), stream, a);
+  cuda::launch_pdl(matmul_skinny_kernel<kMTiles, kNorm>, dim3(static_cast<unsigned>(grid)),
+                   dim3(kThreads), static_cast<size_t>(smem), stream, a);
+}
+
+template <int kMTiles>
+void launch_skinny(const SkinnyArgs& a, int grid, cudaStream_t stream) {
+  if (a.norm_w != nullptr) {
+    launch_variant<kMTiles, true>(a, grid, stream);
+  } else {
+    launch_variant<kMTiles, false>(a, grid, stream);
+  }
 }
 
 }  // namespace
@@ -343,9 +431,14 @@ void matmul_skinny_cuda(const MatmulParams& p, MatmulEpilogue epilogue,
                      "the skinny launch was planned for another problem");
   ROOFLINE_CHECK(launch.splits == 1 ||
                  (workspace.partials != nullptr && workspace.counters != nullptr));
+  ROOFLINE_CHECK_MSG(p.norm_weight == nullptr || launch.splits == 1,
+                     "the skinny matmul's RMSNorm prologue needs an unsplit launch "
+                     "(matmul_skinny_launch with norm = true)");
 
   SkinnyArgs a;
   a.x = static_cast<const __nv_bfloat16*>(p.x);
+  a.norm_w = static_cast<const __nv_bfloat16*>(p.norm_weight);
+  a.norm_eps = p.norm_eps;
   a.w = static_cast<const __nv_bfloat16*>(p.w);
   a.bias = epilogue == MatmulEpilogue::kBias ? static_cast<const __nv_bfloat16*>(p.bias) : nullptr;
   a.residual = epilogue == MatmulEpilogue::kResidual ? static_cast<const __nv_bfloat16*>(p.residual)

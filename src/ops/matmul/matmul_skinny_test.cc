@@ -113,28 +113,42 @@ TEST(MatmulSkinnyLaunch, TokenTilesAndColumnBlocks) {
   EXPECT_EQ(matmul_skinny_launch(1, 4096, 4096, 132).num_chunks, 8);
 }
 
-TEST(MatmulSkinnyLaunch, RingAndReductionFitOneBlockPerSm) {
-  // 8 / 6 / 4 / 2 stages of 16 weight rows + 8·m_tiles token rows, each ring within the budget,
-  // and with the warps' reduction buffer within the 227 KB a block may take.
-  const int expected_stages[] = {8, 6, 4, 2};
+TEST(MatmulSkinnyLaunch, RingsAndReductionsFitTheirBlocksPerSm) {
+  // Two blocks per SM of 4 / 3 stages at 1 / 2 token tiles, one of 4 / 2 stages at 4 / 8 (stages of
+  // 16 weight rows + 8·m_tiles token rows + the norm weight's row); the SM's rings within the
+  // budget, and its blocks' rings and reduction buffers within the 228 KB of an SM (1 KB of each
+  // block reserved by the runtime), each block within the 227 KB a block may take.
+  const int expected_stages[] = {4, 3, 4, 2};
+  const int expected_blocks[] = {2, 2, 1, 1};
   int i = 0;
   for (const int m_tiles : {1, 2, 4, 8}) {
-    EXPECT_EQ(matmul_skinny_stages(m_tiles), expected_stages[i++]) << "m_tiles " << m_tiles;
-    EXPECT_LE(matmul_skinny_smem_bytes(m_tiles), kMatmulSkinnySmemBudget);
-    EXPECT_LE(matmul_skinny_smem_bytes(m_tiles) + matmul_skinny_reduce_bytes(m_tiles), 227 * 1024);
+    SCOPED_TRACE(m_tiles);
+    const int blocks = matmul_skinny_blocks_per_sm(m_tiles);
+    EXPECT_EQ(blocks, expected_blocks[i]);
+    EXPECT_EQ(matmul_skinny_stages(m_tiles), expected_stages[i++]);
+    const int64_t block_bytes =
+        matmul_skinny_smem_bytes(m_tiles) + matmul_skinny_reduce_bytes(m_tiles);
+    EXPECT_LE(blocks * matmul_skinny_smem_bytes(m_tiles), kMatmulSkinnySmemBudget);
+    EXPECT_LE(block_bytes, 227 * 1024);
+    EXPECT_LE(blocks * (block_bytes + 1024), 228 * 1024);
   }
+  // The persistent grid: up to two blocks per SM at m <= 16.
+  EXPECT_EQ(matmul_skinny_launch(1, 28672, 4096, 132).grid, 264);
+  EXPECT_EQ(matmul_skinny_launch(32, 28672, 4096, 132).grid, 132);
 }
 
 TEST(MatmulSkinnyLaunch, SplitsOnlyWhereColumnsCannotFillTheGpu) {
   constexpr int kSms = 132;  // the H200
-  // Every llama3-8b projection has at least 256 column blocks of 16 rows: no split, one
-  // persistent block per SM.
+  // Every llama3-8b projection has at least 256 column blocks of 16 rows: no split, every block
+  // slot filled (two per SM up to 16 rows, one beyond).
   for (const int64_t n : {6144, 4096, 28672, 128256}) {
     for (const int64_t k : {4096, 14336}) {
       for (const int64_t m : {1, 8, 64}) {
         const MatmulSkinnyLaunch l = matmul_skinny_launch(m, n, k, kSms);
         EXPECT_EQ(l.splits, 1) << n << "x" << k << " m " << m;
-        EXPECT_EQ(l.grid, kSms) << n << "x" << k << " m " << m;
+        EXPECT_EQ(l.grid,
+                  std::min<int64_t>(l.n_blocks, kSms * matmul_skinny_blocks_per_sm(l.m_tiles)))
+            << n << "x" << k << " m " << m;
       }
     }
   }
@@ -143,7 +157,7 @@ TEST(MatmulSkinnyLaunch, SplitsOnlyWhereColumnsCannotFillTheGpu) {
   const MatmulSkinnyLaunch down = matmul_skinny_launch(1, 896, 4864, kSms);
   EXPECT_EQ(down.splits, 2);
   EXPECT_EQ(down.chunks_per_split, 5);
-  EXPECT_EQ(down.grid, 112);
+  EXPECT_EQ(down.grid, 112);  // fewer tiles than block slots: one block each
   EXPECT_EQ(matmul_skinny_launch(1, 896, 896, kSms).splits, 1);
 }
 
@@ -170,9 +184,11 @@ TEST(MatmulSkinnyLaunch, InvariantsHoldForEveryShapeAndRequest) {
             if (requested > 0) {
               ASSERT_LE(l.splits, requested) << what;
             }
-            // Persistent: never more blocks than SMs or tiles, at least one.
+            // Persistent: never more blocks than block slots or tiles, at least one.
             ASSERT_EQ(l.tiles, l.n_blocks * l.splits) << what;
-            ASSERT_EQ(l.grid, std::min<int64_t>(l.tiles, sms)) << what;
+            ASSERT_EQ(l.grid,
+                      std::min<int64_t>(l.tiles, sms * matmul_skinny_blocks_per_sm(l.m_tiles)))
+                << what;
             ASSERT_TRUE(matmul_skinny_launch_valid(l, m, n, k)) << what;
           }
         }
@@ -214,6 +230,41 @@ TEST(MatmulSkinnyLaunch, ValidityCheckRejectsLaunchesThatDoNotFit) {
   EXPECT_FALSE(matmul_skinny_launch_valid(l, 64, 8192, 16384));
   l.m_tiles = matmul_skinny_m_tiles(32);
   EXPECT_TRUE(matmul_skinny_launch_valid(l, 32, 8192, 16384));
+}
+
+TEST(MatmulSkinnyLaunch, RmsNormPrologueNeverSplits) {
+  // A prologue tile must see its tokens' whole K (it sums their squares): shapes that would split
+  // (qwen2.5-0.5b's down, Llama-3-8B's o at m = 8 on fewer SMs) and requested splits stay at one.
+  EXPECT_EQ(matmul_skinny_launch(1, 896, 4864, 132).splits, 2);
+  EXPECT_EQ(matmul_skinny_launch(1, 896, 4864, 132, 0, true).splits, 1);
+  EXPECT_EQ(matmul_skinny_launch(8, 4096, 4096, 16, 7, true).splits, 1);
+  const MatmulSkinnyLaunch l = matmul_skinny_launch(1, 1152, 896, 132, 0, true);
+  EXPECT_TRUE(matmul_skinny_launch_valid(l, 1, 1152, 896));
+  EXPECT_EQ(l.grid, 72);  // one block per column block
+}
+
+TEST(MatmulSkinnyDomain, RmsNormPrologueNeedsAnAlignedBf16Weight) {
+  alignas(16) static uint8_t bytes[64];
+  MatmulParams p;
+  p.x = bytes;
+  p.w = bytes;
+  p.y = bytes;
+  p.dtype = DType::kBF16;
+  p.w_dtype = DType::kBF16;
+  p.m = 1;
+  p.n = 16;
+  p.k = 16;
+  p.y_row_stride = 16;
+  p.norm_weight = bytes;
+  p.norm_weight_dtype = DType::kBF16;
+  EXPECT_EQ(matmul_skinny_unsupported_reason(p, MatmulEpilogue::kNone), nullptr);
+  p.norm_weight_dtype = DType::kF32;
+  EXPECT_NE(std::string(matmul_skinny_unsupported_reason(p, MatmulEpilogue::kNone)).find("bf16"),
+            std::string::npos);
+  p.norm_weight_dtype = DType::kBF16;
+  p.norm_weight = bytes + 2;
+  EXPECT_NE(std::string(matmul_skinny_unsupported_reason(p, MatmulEpilogue::kNone)).find("aligned"),
+            std::string::npos);
 }
 
 TEST(MatmulSkinnyLaunch, LargeNNeverSplitsBeyondTheCounters) {

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "ops/matmul/matmul_shapes.h"
+#include "ops/rms_norm/rms_norm.h"
 #include "ops/testing/op_test_util.h"
 
 namespace roofline {
@@ -176,6 +177,57 @@ TEST_P(MatmulTest, ResidualMatchesReferenceAlsoInPlace) {
       }
     }
     EXPECT_TRUE(all_close(written, expected, atol_for(k) + 4e-6, kRtol));
+  }
+}
+
+TEST_P(MatmulTest, RmsNormPrologueEqualsRmsNormThenMatmul) {
+  // With the prologue each of the three matmuls gives exactly rms_norm_cpu's rows into `normed`
+  // and then the plain op over them: the CPU backend's numbers do not move when the graph fuses.
+  const auto [shape, dtype] = GetParam();
+  const auto [m, n, k] = shape;
+  auto rng = make_rng(salt(shape, dtype, 3));
+  const auto x = random_vector(m * k, rng, -3.0f, 3.0f);
+  const Weights w = make_weights(dtype, n * k, rng);
+  const Weights bias = make_weights(dtype, n, rng);
+  const Weights norm = make_weights(dtype, k, rng);
+  const auto residual = random_vector(m * n, rng);
+  std::vector<float> normed_ref(static_cast<size_t>(m * k));
+  RmsNormParams rn;
+  rn.x = x.data();
+  rn.weight = norm.data();
+  rn.weight_dtype = dtype;
+  rn.out = normed_ref.data();
+  rn.num_rows = m;
+  rn.hidden = k;
+  rn.eps = 1e-5f;
+  rms_norm_cpu(rn);
+  for (const MatmulEpilogue e :
+       {MatmulEpilogue::kNone, MatmulEpilogue::kBias, MatmulEpilogue::kResidual}) {
+    SCOPED_TRACE(static_cast<int>(e));
+    std::vector<float> y(static_cast<size_t>(m * n)), y_ref(y.size()), normed(normed_ref.size());
+    poison(y);
+    poison(y_ref);
+    poison(normed);
+    MatmulParams ref = params_for(normed_ref.data(), w.data(), dtype, y_ref.data(), m, n, k, n);
+    ref.bias = bias.data();
+    ref.bias_dtype = dtype;
+    ref.residual = residual.data();
+    MatmulParams p = ref;
+    p.x = x.data();
+    p.y = y.data();
+    p.norm_weight = norm.data();
+    p.norm_weight_dtype = dtype;
+    p.norm_eps = 1e-5f;
+    p.normed = normed.data();
+    const auto run = [e](const MatmulParams& q) {
+      if (e == MatmulEpilogue::kNone) matmul_cpu(q);
+      if (e == MatmulEpilogue::kBias) matmul_bias_cpu(q);
+      if (e == MatmulEpilogue::kResidual) matmul_residual_cpu(q);
+    };
+    run(ref);
+    run(p);
+    EXPECT_TRUE(all_equal(normed, normed_ref));
+    EXPECT_TRUE(all_equal(y, y_ref));
   }
 }
 
