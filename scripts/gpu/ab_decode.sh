@@ -21,15 +21,21 @@ cmake --build build/cuda -j16 --target roofline > "$out/ab_build_new.log" 2>&1 |
 cp build/cuda/tools/cli/roofline "$work/roofline_new"
 # Lay the base files over the tree (keeping the new ones aside), build, put the new ones back.
 (cd "$base" && find . -type f) > "$work/files"
+# A base file the tree lacks (one the change deleted) is laid in and removed again afterwards.
 while read -r f; do
-  mkdir -p "$work/saved/$(dirname "$f")"
-  cp -p "$f" "$work/saved/$f"
+  if [ -e "$f" ]; then
+    mkdir -p "$work/saved/$(dirname "$f")"
+    cp -p "$f" "$work/saved/$f"
+  fi
+  mkdir -p "$(dirname "$f")"
   cp "$base/$f" "$f"
 done < "$work/files"
 cmake --build build/cuda -j16 --target roofline > "$out/ab_build_old.log" 2>&1
 old_rc=$?
 cp build/cuda/tools/cli/roofline "$work/roofline_old" 2>/dev/null
-while read -r f; do cp -p "$work/saved/$f" "$f"; done < "$work/files"
+while read -r f; do
+  if [ -e "$work/saved/$f" ]; then cp -p "$work/saved/$f" "$f"; else rm -f "$f"; fi
+done < "$work/files"
 [ "$old_rc" = 0 ] || { echo "ab: old build failed"; exit 1; }
 
 : > "$out/ab_bench.txt"

@@ -41,18 +41,14 @@ const char* op_kind_name(OpKind op) {
   return "?";
 }
 
-const char* call_kind_name(OpKind op, const NodeAttrs& attrs) {
-  if (!attrs.rms_norm_prologue) return op_kind_name(op);
-  switch (op) {
-    case OpKind::kMatmul:
-      return "rms_norm+matmul";
-    case OpKind::kMatmulBias:
-      return "rms_norm+matmul_bias";
-    case OpKind::kMatmulResidual:
-      return "rms_norm+matmul_residual";
-    default:
-      return op_kind_name(op);
-  }
+std::string call_kind_name(OpKind op, const NodeAttrs& attrs) {
+  const bool matmul =
+      op == OpKind::kMatmul || op == OpKind::kMatmulBias || op == OpKind::kMatmulResidual;
+  std::string name = op_kind_name(op);
+  if (!matmul) return name;
+  if (attrs.rms_norm_prologue) name = "rms_norm+" + name;
+  if (attrs.swiglu_epilogue) name += "+silu_mul";
+  return name;
 }
 
 const char* step_input_name(StepInput s) {

@@ -40,8 +40,11 @@ enum class OpKind : uint8_t {
   kMatmulBias,       // (x, w_0 .. w_{p-1}, b_0 .. b_{p-1}) -> [rows, sum N_i]
   kMatmulResidual,   // (x, w, residual) -> [rows, N] = x · wᵀ + residual    [fused matmul + add]
   // Any of the three matmuls with NodeAttrs::rms_norm_prologue [fused rms_norm + matmul]: x is
-  // the un-normalised rows, the norm's weight is the last input, and a second output [rows, K]
-  // is scratch for implementations that normalise x in a kernel of their own.
+  // the un-normalised rows, the norm's weight is the last input, and an extra output [rows, K] is
+  // scratch for implementations that normalise x in a kernel of their own.
+  // A kMatmul with NodeAttrs::swiglu_epilogue [fused matmul + silu_mul]: the weights are gate and
+  // up (2I rows in all), y is [rows, I] = silu(gate) · up, and the last output [rows, 2I] is
+  // scratch for implementations that apply the activation in a kernel of their own.
   kQkvRope,           // (qkv, positions, slot_mapping[, q_norm, k_norm]) -> q; writes the KV cache
   kAttention,         // (q, block_tables, seq_lens, query_start) -> [T, heads * head_dim]
   kSiluMul,           // (gate_up) -> [T, I]
@@ -87,11 +90,12 @@ struct NodeAttrs {
   int64_t num_weight_parts = 0;   // matmul: how many stacked weights
   bool qk_norm = false;           // qkv_rope: has q_norm / k_norm inputs
   bool rms_norm_prologue = false;  // matmuls: normalise x first (eps: the norm's)
+  bool swiglu_epilogue = false;    // kMatmul: y = silu(gate) · up of the product
 };
 
 // What profiles and plan dumps call a node: its op kind, "rms_norm+" before a matmul with the
-// RMSNorm prologue.
-const char* call_kind_name(OpKind op, const NodeAttrs& attrs);
+// RMSNorm prologue, "+silu_mul" after one with the SwiGLU epilogue.
+std::string call_kind_name(OpKind op, const NodeAttrs& attrs);
 
 struct Node {
   OpKind op = OpKind::kAdd;

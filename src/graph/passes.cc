@@ -72,6 +72,31 @@ int fuse_matmul_residual(Graph& g) {
   return fused;
 }
 
+int fuse_matmul_silu_mul(Graph& g) {
+  const auto readers = readers_of(g);
+  const auto writer = writers_of(g);
+  std::vector<Node>& nodes = g.mutable_nodes();
+  std::vector<bool> erase(nodes.size(), false);
+  int fused = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].op != OpKind::kSiluMul) continue;
+    const int product = nodes[i].inputs[0];
+    const int mm = writer[product];
+    if (mm < 0 || nodes[mm].op != OpKind::kMatmul || nodes[mm].attrs.swiglu_epilogue ||
+        nodes[mm].outputs[0] != product)
+      continue;
+    if (readers[product].size() != 1 || is_graph_output(g, product)) continue;
+    Node& m = nodes[mm];
+    m.outputs[0] = nodes[i].outputs[0];
+    m.outputs.push_back(product);  // scratch now, after the prologue's if any
+    m.attrs.swiglu_epilogue = true;
+    erase[i] = true;
+    ++fused;
+  }
+  erase_nodes(nodes, erase);
+  return fused;
+}
+
 int fuse_rms_norm_matmul(Graph& g) {
   const auto readers = readers_of(g);
   std::vector<Node>& nodes = g.mutable_nodes();
@@ -90,7 +115,8 @@ int fuse_rms_norm_matmul(Graph& g) {
     if (read_twice) continue;
     m.inputs[0] = nodes[i].inputs[0];
     m.inputs.push_back(nodes[i].inputs[1]);
-    m.outputs.push_back(normed);  // scratch now: written, if at all, inside the matmul's call
+    // Scratch now, written (if at all) inside the matmul's call; before the SwiGLU scratch, if any.
+    m.outputs.insert(m.attrs.swiglu_epilogue ? m.outputs.end() - 1 : m.outputs.end(), normed);
     m.attrs.rms_norm_prologue = true;
     m.attrs.eps = nodes[i].attrs.eps;
     erase[i] = true;
@@ -167,6 +193,7 @@ void run_passes(Graph& graph, const PassOptions& options) {
   if (options.fuse) {
     fuse_matmul_residual(graph);
     fuse_rms_norm_matmul(graph);
+    fuse_matmul_silu_mul(graph);
     fuse_residual_rms_norm(graph);
   }
   remove_dead_nodes(graph);

@@ -16,6 +16,10 @@ int fuse_matmul_residual(Graph& graph);
 // where the GEMM can fold it in (the skinny decode kernel), and runs as before where it cannot.
 int fuse_rms_norm_matmul(Graph& graph);
 
+// matmul(x, gate, up) read only by silu_mul -> that matmul with the SwiGLU epilogue
+// (NodeAttrs::swiglu_epilogue): the activation costs no kernel where the GEMM can fold it in.
+int fuse_matmul_silu_mul(Graph& graph);
+
 // add(residual, x) followed by rms_norm of its sum -> one rms_norm_residual node that writes both
 // the normed rows and the new residual: one pass over the activations instead of three (for the
 // adds fuse_matmul_residual left, e.g. after a projection with a bias).

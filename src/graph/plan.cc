@@ -117,12 +117,15 @@ CallCost call_cost(const PlanCall& c, const StepShape& s, DType kv_dtype) {
     case OpKind::kMatmul:
     case OpKind::kMatmulBias:
     case OpKind::kMatmulResidual: {
-      // y only: the RMSNorm prologue's scratch output is not part of the fused op's ideal.
+      // y only: the prologue's and the SwiGLU epilogue's scratch outputs are not part of the fused
+      // op's ideal.
       for (const auto& r : c.inputs) cost.bytes += bytes_of(r);
       cost.bytes += bytes_of(c.outputs[0]);
       const double rows = static_cast<double>(c.inputs[0].shape[0].eval(s.num_tokens, s.num_seqs));
       const double k = static_cast<double>(c.inputs[0].shape[1].eval(s.num_tokens, s.num_seqs));
-      const double n = static_cast<double>(c.outputs[0].shape[1].eval(s.num_tokens, s.num_seqs));
+      // The product's width: y's, or with the SwiGLU epilogue its [rows, 2I] scratch's.
+      const BufferRef& product = c.attrs.swiglu_epilogue ? c.outputs.back() : c.outputs[0];
+      const double n = static_cast<double>(product.shape[1].eval(s.num_tokens, s.num_seqs));
       cost.flops = 2 * rows * n * k;
       break;
     }

@@ -7,7 +7,8 @@
 // writes its column range of the output through the row stride (with the RMSNorm prologue, the
 // first part's call normalises x into the node's scratch output and the others read that).
 // A matmul's inputs: x, w_0 .. w_{p-1}, then b_0 .. b_{p-1} (matmul_bias), the residual
-// (matmul_residual), the norm's weight (the prologue); its outputs: y, then the prologue's scratch.
+// (matmul_residual), the norm's weight (the prologue); its outputs: y, then the prologue's scratch,
+// then the SwiGLU epilogue's (the [rows, 2I] product).
 #pragma once
 
 #include <array>
@@ -75,10 +76,15 @@ void run_matmul(const PlanCall& c, const ExecContext& ctx, Kernels& k) {
   const bool bias = c.op == OpKind::kMatmulBias;
   const bool residual = c.op == OpKind::kMatmulResidual;
   const bool norm = c.attrs.rms_norm_prologue;
+  const bool swiglu = c.attrs.swiglu_epilogue;
   ROOFLINE_CHECK(static_cast<int>(in.size()) == 1 + parts * (bias ? 2 : 1) + residual + norm);
-  ROOFLINE_CHECK(static_cast<int>(c.outputs.size()) == 1 + norm);
+  ROOFLINE_CHECK(static_cast<int>(c.outputs.size()) == 1 + norm + swiglu);
   ROOFLINE_CHECK(!residual || parts == 1);
-  const int64_t ldy = dim(c.outputs[0], 1, ctx);
+  ROOFLINE_CHECK(!swiglu || (!bias && !residual));
+  // The product x · Wᵀ: y itself, or with the SwiGLU epilogue the [rows, 2I] scratch (the last
+  // output) that y = silu(gate) · up is computed from.
+  const BufferRef& product = swiglu ? c.outputs.back() : c.outputs[0];
+  const int64_t ldy = dim(product, 1, ctx);
   const int64_t kdim = dim(in[1], 1, ctx);
   // Are the parts (and their biases) contiguous, so one GEMM covers them?
   bool contiguous = true;
@@ -97,6 +103,8 @@ void run_matmul(const PlanCall& c, const ExecContext& ctx, Kernels& k) {
     rows += dim(w, 0, ctx);
   }
   const int groups = contiguous ? 1 : parts;
+  // One call applies the SwiGLU epilogue itself; separate parts write the product, then silu_mul.
+  const bool fused_swiglu = swiglu && groups == 1;
   int64_t col = 0;
   for (int i = 0; i < groups; ++i) {
     const BufferRef& w = in[1 + i];
@@ -114,11 +122,17 @@ void run_matmul(const PlanCall& c, const ExecContext& ctx, Kernels& k) {
     p.w = w.weight;
     p.w_dtype = w.dtype;
     p.dtype = ctx.act_dtype;
-    p.y = static_cast<uint8_t*>(act(c.outputs[0], ctx)) + col * dtype_size_bytes(ctx.act_dtype);
+    p.y = static_cast<uint8_t*>(act(product, ctx)) + col * dtype_size_bytes(ctx.act_dtype);
     p.m = dim(c.outputs[0], 0, ctx);
     p.n = contiguous ? ldy : dim(w, 0, ctx);
     p.k = kdim;
     p.y_row_stride = ldy;
+    if (fused_swiglu) {
+      p.swiglu = true;
+      p.gate_up = act(product, ctx);
+      p.y = act(c.outputs[0], ctx);
+      p.y_row_stride = ldy / 2;
+    }
     if (bias) {
       p.bias = in[1 + parts + i].weight;
       p.bias_dtype = in[1 + parts + i].dtype;
@@ -132,6 +146,15 @@ void run_matmul(const PlanCall& c, const ExecContext& ctx, Kernels& k) {
     col += p.n;
   }
   ROOFLINE_CHECK(col == ldy);
+  if (swiglu && !fused_swiglu) {
+    SiluMulParams s;
+    s.gate_up = act(product, ctx);
+    s.out = act(c.outputs[0], ctx);
+    s.dtype = ctx.act_dtype;
+    s.num_tokens = dim(c.outputs[0], 0, ctx);
+    s.intermediate = dim(c.outputs[0], 1, ctx);
+    k.silu_mul(s);
+  }
 }
 
 }  // namespace detail

@@ -48,10 +48,11 @@ TEST(Passes, FuseResidualRmsNormRemovesEveryAdd) {
   EXPECT_EQ(remove_dead_nodes(*g), 0);
 }
 
-TEST(Passes, MatmulsAbsorbTheResidualAddsAndTheNormsBeforeThem) {
+TEST(Passes, MatmulsAbsorbTheResidualAddsTheNormsBeforeThemAndTheActivation) {
   // Every layer: o_proj + attn_residual and down_proj + mlp_residual become matmul_residual nodes;
-  // input_layernorm and post_attention_layernorm become the qkv and gate_up matmuls' prologue. The
-  // final norm feeds the last-token gather, not a matmul: it stays.
+  // input_layernorm and post_attention_layernorm become the qkv and gate_up matmuls' prologue;
+  // silu_mul becomes gate_up's epilogue. The final norm feeds the last-token gather, not a matmul:
+  // it stays. A layer is 6 nodes: qkv, qkv_rope, attention, o, gate_up, down.
   for (const char* fixture : {"llama_mha", "qwen2_bias_gqa2_hd64_tied"}) {
     SCOPED_TRACE(fixture);
     Loaded m = load(fixture);
@@ -65,8 +66,10 @@ TEST(Passes, MatmulsAbsorbTheResidualAddsAndTheNormsBeforeThem) {
     EXPECT_EQ(g->validate(), "");
     EXPECT_EQ(fuse_rms_norm_matmul(*g), 2 * layers);
     EXPECT_EQ(count(*g, OpKind::kRmsNorm), 1);
+    EXPECT_EQ(fuse_matmul_silu_mul(*g), layers);
+    EXPECT_EQ(count(*g, OpKind::kSiluMul), 0);
     EXPECT_EQ(fuse_residual_rms_norm(*g), 0);
-    EXPECT_EQ(g->nodes().size(), before - 4 * layers);
+    EXPECT_EQ(g->nodes().size(), before - 5 * layers);
     EXPECT_EQ(g->validate(), "");
     int prologues = 0;
     for (const Node& n : g->nodes()) {
@@ -75,13 +78,18 @@ TEST(Passes, MatmulsAbsorbTheResidualAddsAndTheNormsBeforeThem) {
       // x is now the residual stream, the norm's weight the last input, its output a scratch.
       EXPECT_EQ(g->value(n.inputs.back()).kind, ValueKind::kWeight) << n.name;
       EXPECT_NE(g->value(n.inputs.back()).weight_name.find("layernorm"), std::string::npos);
-      EXPECT_EQ(n.outputs.size(), 2u) << n.name;
+      // y, the norm's scratch [T, H], and for gate_up the product's scratch [T, 2I] after it.
+      EXPECT_EQ(n.outputs.size(), n.attrs.swiglu_epilogue ? 3u : 2u) << n.name;
+      EXPECT_EQ(g->value(n.outputs[1]).shape, g->value(n.inputs[0]).shape) << n.name;
       EXPECT_EQ(n.attrs.eps, m.config.rms_norm_eps);
-      EXPECT_NE(std::string(call_kind_name(n.op, n.attrs)).find("rms_norm+matmul"),
-                std::string::npos);
+      EXPECT_NE(call_kind_name(n.op, n.attrs).find("rms_norm+matmul"), std::string::npos);
+      if (!n.attrs.swiglu_epilogue) continue;
+      EXPECT_EQ(g->value(n.outputs[2]).shape[1].c, 2 * g->value(n.outputs[0]).shape[1].c);
+      EXPECT_EQ(call_kind_name(n.op, n.attrs), "rms_norm+matmul+silu_mul");
     }
     EXPECT_EQ(prologues, 2 * layers);
-    EXPECT_NE(g->to_string().find("rms_norm+matmul"), std::string::npos);
+    EXPECT_NE(g->to_string().find("rms_norm+matmul+silu_mul layers.0.gate_up_proj"),
+              std::string::npos);
   }
 }
 

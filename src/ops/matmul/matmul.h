@@ -11,6 +11,12 @@
 // tensor cores and y by the row's 1 / rms before the epilogue); the CPU backend and cuBLASLt run
 // rms_norm into `normed` first.
 //
+// SwiGLU epilogue (MatmulParams::swiglu, no bias or residual): W stacks the gated MLP's gate rows
+// then its up rows ([2I, k], n = 2I), and y is the activation itself, y[:, j] = silu(x·W[j]) ·
+// (x·W[I + j]) for j < I — the gate_up projection and silu_mul in one kernel where the
+// implementation can (the skinny kernel pairs gate row j with up row j in one tile); cuBLASLt and
+// the CPU write the [m, 2I] product to `gate_up` and run silu_mul over it.
+//
 // Element types: the CPU backend takes f32 activations (x, y, residual) and f32/f16/bf16 weights
 // and bias; the CUDA backend takes bf16 for all of them, with fp32 accumulation, through cuBLASLt
 // or, for decode's m <= 64 rows, our weight-streaming kernel (matmul_skinny.h) — whichever measured
@@ -23,6 +29,7 @@
 #include "core/cuda_stream.h"
 #include "core/dtype.h"
 #include "ops/rms_norm/rms_norm.h"
+#include "ops/silu_mul/silu_mul.h"
 
 namespace roofline {
 
@@ -48,6 +55,11 @@ struct MatmulParams {
   DType norm_weight_dtype = DType::kF32;
   float norm_eps = 1e-6f;
   void* normed = nullptr;
+  // The SwiGLU epilogue: y is [m, n / 2] (row stride y_row_stride == n / 2) = silu(gate) · up of
+  // the [m, n] product, whose first n / 2 columns are the gate; `gate_up` ([m, n] in dtype) is the
+  // scratch of implementations that materialise the product. Required with swiglu.
+  bool swiglu = false;
+  void* gate_up = nullptr;
 };
 
 // What a matmul adds to x · Wᵀ before y is stored (rounded once, on the GPU).
@@ -69,6 +81,26 @@ inline RmsNormParams matmul_prologue_norm(const MatmulParams& p) {
   n.eps = p.norm_eps;
   n.dtype = p.dtype;
   return n;
+}
+
+// The activation an implementation without a fused SwiGLU epilogue runs after the GEMM:
+// silu_mul of p.gate_up into p.y.
+inline SiluMulParams matmul_swiglu_activation(const MatmulParams& p) {
+  SiluMulParams s;
+  s.gate_up = p.gate_up;
+  s.out = p.y;
+  s.num_tokens = p.m;
+  s.intermediate = p.n / 2;
+  s.dtype = p.dtype;
+  return s;
+}
+// What such an implementation's GEMM computes instead: the [m, n] product into p.gate_up.
+inline MatmulParams matmul_swiglu_product(const MatmulParams& p) {
+  MatmulParams q = p;
+  q.swiglu = false;
+  q.y = p.gate_up;
+  q.y_row_stride = p.n;
+  return q;
 }
 
 // CPU backend: dtype == kF32.

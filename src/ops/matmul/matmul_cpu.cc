@@ -141,6 +141,15 @@ void matmul_with_norm(const MatmulParams& p, MatmulEpilogue epilogue) {
 
 void matmul_impl(const MatmulParams& p, MatmulEpilogue epilogue) {
   if (p.norm_weight != nullptr) return matmul_with_norm(p, epilogue);
+  if (p.swiglu) {
+    ROOFLINE_CHECK_MSG(p.gate_up != nullptr, "the matmul's SwiGLU epilogue needs params.gate_up");
+    ROOFLINE_CHECK_MSG(
+        epilogue == MatmulEpilogue::kNone && p.n % 2 == 0 && p.y_row_stride == p.n / 2,
+        "the SwiGLU epilogue takes an even n, no bias or residual, and a dense y");
+    matmul_impl(matmul_swiglu_product(p), epilogue);
+    silu_mul_cpu(matmul_swiglu_activation(p));
+    return;
+  }
   const bool with_bias = epilogue == MatmulEpilogue::kBias;
   const bool with_residual = epilogue == MatmulEpilogue::kResidual;
   ROOFLINE_CHECK(p.m >= 0 && p.n > 0 && p.k > 0);

@@ -2,8 +2,9 @@
 // + residual[m, n]), bf16 x / W / bias / residual / y, fp32 accumulation, one rounding of y to
 // bf16. Two implementations: cuBLASLt (CUBLAS_COMPUTE_32F; the bias added in fp32 by the BIAS
 // epilogue, the residual as C with beta = 1) and, for m <= 64, our weight-streaming kernel
-// (matmul_skinny_cuda.cu). The RMSNorm prologue (p.norm_weight) runs inside the skinny kernel; on
-// cuBLASLt it is rms_norm_cuda into p.normed, then the GEMM over that.
+// (matmul_skinny_cuda.cu). The RMSNorm prologue (p.norm_weight) and the SwiGLU epilogue
+// (p.swiglu) run inside the skinny kernel; on cuBLASLt they are rms_norm_cuda into p.normed before
+// the GEMM and silu_mul_cuda over p.gate_up after it.
 //
 // Selection (kAuto): problems outside the skinny kernel's domain go to cuBLASLt. For the others,
 // the choice is made per (m bucket, n, k, epilogue) by measurement, once: the first call of such a
@@ -11,7 +12,8 @@
 // the context, the caller's W and bias; L2 flushed before every timed call so the weights come
 // from HBM, as in a decode step; each call behind a 3 us stand-in for the short kernel before it in
 // the step's programmatic-dependent-launch chain, under which the skinny kernel already streams
-// weights; with the prologue, cuBLASLt's time includes its rms_norm kernel) and caches the faster; near-ties (within 2 %) go to cuBLASLt. The
+// weights; cuBLASLt's time includes its rms_norm and silu_mul kernels where the call has the
+// prologue or the SwiGLU epilogue) and caches the faster; near-ties (within 2 %) go to cuBLASLt. The
 // choice is also published to a process-wide table per device that every context consults before
 // measuring: the timings are noisy, and two contexts in one process (a graph-replaying and an eager
 // runner compared bit for bit, say) must not pick different implementations for the same problem. A
@@ -201,8 +203,9 @@ struct MatmulCudaContext::Impl {
   MatmulImpl forced = MatmulImpl::kAuto;
   bool prefer_skinny = false;  // ROOFLINE_MATMUL_IMPL=skinny: the skinny kernel wherever it can
   int skinny_splits = 0;  // 0: matmul_skinny_launch chooses
-  // (m bucket, n, k, epilogue, RMSNorm prologue) -> the implementation that measured faster.
-  std::map<std::tuple<int64_t, int64_t, int64_t, MatmulEpilogue, bool>, MatmulImpl> choices;
+  // (m bucket, n, k, epilogue, RMSNorm prologue, SwiGLU) -> the implementation that measured
+  // faster.
+  std::map<std::tuple<int64_t, int64_t, int64_t, MatmulEpilogue, bool, bool>, MatmulImpl> choices;
   int64_t measurements = 0;
   int64_t unmeasured_captures = 0;
   MatmulImpl last = MatmulImpl::kAuto;
@@ -388,6 +391,11 @@ void cublas_matmul_with_norm(const MatmulParams& p, MatmulCudaContext::Impl& imp
 void cublas_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStream_t stream,
                    MatmulEpilogue epilogue) {
   if (p.norm_weight != nullptr) return cublas_matmul_with_norm(p, impl, stream, epilogue);
+  if (p.swiglu) {  // the product into p.gate_up, then the activation
+    cublas_matmul(matmul_swiglu_product(p), impl, stream, epilogue);
+    silu_mul_cuda(matmul_swiglu_activation(p), stream);
+    return;
+  }
   const bool with_bias = epilogue == MatmulEpilogue::kBias;
   const bool with_residual = epilogue == MatmulEpilogue::kResidual;
   if (with_bias) ROOFLINE_CHECK_MSG(bias_epilogue_rounds_once(p), kBiasAlignmentMessage);
@@ -421,8 +429,9 @@ void cublas_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStr
 
 void skinny_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStream_t stream,
                    MatmulEpilogue epilogue) {
-  const MatmulSkinnyLaunch launch = matmul_skinny_launch(p.m, p.n, p.k, impl.num_sms,
-                                                        impl.skinny_splits, p.norm_weight != nullptr);
+  const MatmulSkinnyLaunch launch =
+      matmul_skinny_launch(p.m, p.n, p.k, impl.num_sms, impl.skinny_splits,
+                           p.norm_weight != nullptr || p.swiglu);
   matmul_skinny_cuda(p, epilogue, launch, impl.skinny_workspace, stream);
 }
 
@@ -497,7 +506,9 @@ MatmulImpl measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cu
   ScratchMemory x(static_cast<size_t>(m * p.k) * 2);
   ScratchMemory y(static_cast<size_t>(m * p.n) * 2);
   ScratchMemory normed(p.norm_weight != nullptr ? static_cast<size_t>(m * p.k) * 2 : 16);
-  if (x.ptr == nullptr || y.ptr == nullptr || normed.ptr == nullptr) return MatmulImpl::kCublas;
+  ScratchMemory gate_up(p.swiglu ? static_cast<size_t>(m * p.n) * 2 : 16);
+  if (x.ptr == nullptr || y.ptr == nullptr || normed.ptr == nullptr || gate_up.ptr == nullptr)
+    return MatmulImpl::kCublas;
   const size_t flush_bytes = static_cast<size_t>(2 * std::max<int64_t>(impl.l2_bytes, 1 << 20));
   ScratchMemory flush(flush_bytes);
   const auto flush_l2 = [&] {
@@ -516,9 +527,10 @@ MatmulImpl measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cu
   q.m = m;
   q.x = x.ptr;
   q.y = y.ptr;
-  q.y_row_stride = p.n;
+  q.y_row_stride = p.swiglu ? p.n / 2 : p.n;
   q.residual = epilogue == MatmulEpilogue::kResidual ? y.ptr : nullptr;
   q.normed = p.norm_weight != nullptr ? normed.ptr : nullptr;
+  q.gate_up = p.swiglu ? gate_up.ptr : nullptr;
 
   std::vector<cudaEvent_t> events(2 * kMeasureReps);
   for (auto& e : events) ROOFLINE_CUDA_CHECK(cudaEventCreate(&e));
@@ -557,10 +569,11 @@ MatmulImpl measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cu
 }
 
 // The process-wide choices (see the header comment), per (device, m bucket, n, k, epilogue,
-// prologue). Never destroyed: contexts may outlive static destruction order.
+// prologue, SwiGLU). Never destroyed: contexts may outlive static destruction order.
 struct SharedChoices {
   std::mutex mutex;
-  std::map<std::tuple<int, int64_t, int64_t, int64_t, MatmulEpilogue, bool>, MatmulImpl> choices;
+  std::map<std::tuple<int, int64_t, int64_t, int64_t, MatmulEpilogue, bool, bool>, MatmulImpl>
+      choices;
 };
 SharedChoices& shared_choices() {
   static SharedChoices* shared = new SharedChoices();
@@ -579,8 +592,8 @@ MatmulImpl choose_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cud
   if (epilogue == MatmulEpilogue::kBias && !bias_epilogue_rounds_once(p))
     return MatmulImpl::kSkinny;
 
-  const auto key =
-      std::make_tuple(matmul_cuda_m_bucket(p.m), p.n, p.k, epilogue, p.norm_weight != nullptr);
+  const auto key = std::make_tuple(matmul_cuda_m_bucket(p.m), p.n, p.k, epilogue,
+                                   p.norm_weight != nullptr, p.swiglu);
   const auto it = impl.choices.find(key);
   if (it != impl.choices.end()) return it->second;
   const auto shared_key = std::tuple_cat(std::make_tuple(impl.device), key);
@@ -612,7 +625,15 @@ MatmulImpl choose_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cud
 void matmul_dispatch(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStream_t stream,
                      MatmulEpilogue epilogue) {
   ROOFLINE_CHECK(p.m >= 0 && p.n > 0 && p.k > 0);
-  ROOFLINE_CHECK(p.y_row_stride >= p.n);
+  if (p.swiglu) {
+    ROOFLINE_CHECK_MSG(p.gate_up != nullptr,
+                       "the CUDA matmul's SwiGLU epilogue needs params.gate_up ([m, n] scratch)");
+    ROOFLINE_CHECK_MSG(epilogue == MatmulEpilogue::kNone && p.n % 2 == 0 &&
+                           p.y_row_stride == p.n / 2,
+                       "the SwiGLU epilogue takes an even n, no bias or residual, and a dense y");
+  } else {
+    ROOFLINE_CHECK(p.y_row_stride >= p.n);
+  }
   ROOFLINE_CHECK_MSG(p.dtype == DType::kBF16 && p.w_dtype == DType::kBF16,
                      "the CUDA matmul takes bf16 x, W and y");
   if (epilogue == MatmulEpilogue::kBias)

@@ -5,7 +5,8 @@
 // matmul_skinny.h; "*" marks matmul_skinny_launch's choice), and for o and down at m = 1, 8 the
 // residual epilogue on both implementations; the RMSNorm prologue (the qkv and gate_up GEMMs of
 // Llama-3-8B and Qwen2.5-0.5B at m = 1, 8) on both, cuBLASLt's time including its rms_norm kernel,
-// beside the same GEMM without it. Then one prefill of m = 8192 tokens per weight as
+// beside the same GEMM without it, and for gate_up the prologue with the SwiGLU epilogue (cuBLASLt:
+// + its silu_mul kernel). Then one prefill of m = 8192 tokens per weight as
 // TFLOP/s beside the 783 TFLOP/s bf16 GEMM ceiling. Method (as HARDWARE.md's cuBLAS table): 16
 // back-to-back calls captured in one CUDA graph (launch latency excluded), each on the next of
 // `rotation_count` weight copies so L2 does not serve the weights; median of 50 graph launches
@@ -35,10 +36,11 @@ using bench::random_bf16;
 
 // Median ms of one call of y[m, n] = x · Wᵀ (+ y: the residual epilogue in place, with
 // `residual`), over weight copies rotated call by call.
-// With `norm`, each call has the RMSNorm prologue.
+// With `norm`, each call has the RMSNorm prologue; with `swiglu`, the SwiGLU epilogue (W's n rows
+// are gate then up, y the [m, n / 2] activation).
 double time_matmul(MatmulCudaContext& ctx, cudaStream_t stream, int64_t m, int64_t n, int64_t k,
                    const std::vector<const DeviceMemory*>& weights, int iters = 50,
-                   bool residual = false, bool norm = false) {
+                   bool residual = false, bool norm = false, bool swiglu = false) {
   const std::vector<uint16_t> x_host = random_bf16(m * k, 11);
   DeviceMemory x(x_host.size() * 2);
   ROOFLINE_CUDA_CHECK(cudaMemcpy(x.ptr, x_host.data(), x_host.size() * 2, cudaMemcpyHostToDevice));
@@ -64,6 +66,12 @@ double time_matmul(MatmulCudaContext& ctx, cudaStream_t stream, int64_t m, int64
     p.norm_weight = norm_weight.ptr;
     p.norm_weight_dtype = DType::kBF16;
     p.normed = normed.ptr;
+  }
+  DeviceMemory gate_up(swiglu ? static_cast<size_t>(m * n) * 2 : 16);
+  if (swiglu) {
+    p.swiglu = true;
+    p.gate_up = gate_up.ptr;
+    p.y_row_stride = n / 2;
   }
   auto call = [&](int i) {
     p.w = weights[static_cast<size_t>(i) % weights.size()]->ptr;
@@ -178,14 +186,19 @@ int run() {
     for (const int64_t m : {1, 8}) {
       const std::string name =
           shape + " " + std::to_string(w.n) + "x" + std::to_string(w.k) + " m=" + std::to_string(m);
-      for (const bool norm : {false, true}) {
-        const char* tag = norm ? " +norm" : "";
-        bench::print_bandwidth((name + " skinny" + tag).c_str(),
-                               time_matmul(*skinny, stream, m, w.n, w.k, ptrs, 50, false, norm),
-                               static_cast<double>(weight_bytes));
-        bench::print_bandwidth((name + " cublas" + tag).c_str(),
-                               time_matmul(*cublas, stream, m, w.n, w.k, ptrs, 50, false, norm),
-                               static_cast<double>(weight_bytes));
+      const bool gated = shape.find("gate_up") != std::string::npos;
+      for (const int variant : {0, 1, 2}) {  // plain, +norm, +norm +swiglu
+        if (variant == 2 && !gated) continue;
+        const bool norm = variant >= 1, swiglu = variant == 2;
+        const char* tag = swiglu ? " +norm +swiglu" : norm ? " +norm" : "";
+        bench::print_bandwidth(
+            (name + " skinny" + tag).c_str(),
+            time_matmul(*skinny, stream, m, w.n, w.k, ptrs, 50, false, norm, swiglu),
+            static_cast<double>(weight_bytes));
+        bench::print_bandwidth(
+            (name + " cublas" + tag).c_str(),
+            time_matmul(*cublas, stream, m, w.n, w.k, ptrs, 50, false, norm, swiglu),
+            static_cast<double>(weight_bytes));
       }
     }
   }

@@ -12,6 +12,8 @@
 // one's measured choice; bad input aborts with its reason. The RMSNorm prologue: every
 // implementation and epilogue against the CPU twin (rms_norm_cpu, then the GEMM), rows of x at
 // scales 1/4 to 4 so that a row normalised by another row's 1 / rms is far off; and in a graph.
+// The SwiGLU epilogue (gate and up rows of one weight, y = silu(gate) · up): every implementation,
+// with and without the prologue, against the CPU twin.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -414,6 +416,90 @@ TEST(MatmulCudaNormTest, PrologueMatchesCpuTwinForEveryImplementationAndEpilogue
   }
 }
 
+// The SwiGLU epilogue's tolerance: y = silu(g) · u moves by about |u|·δg + |silu(g)|·δu, where
+// g and u (rms sqrt(K/9 + 1/3) here) carry the GEMM's atol (the prologue's, with the norm); 2 rms
+// bounds the factor on most elements and the rest fall under rtol. rtol: y's own bf16 rounding
+// plus, on cuBLASLt, the bf16 rounding of g and u before silu_mul (2^-9 each).
+double swiglu_atol_for(int64_t k, bool norm) {
+  const double g = 2.0 * std::sqrt(static_cast<double>(k) / 9.0 + 1.0 / 3.0);
+  return 2.0 * g * (norm ? norm_atol_for(k) : atol_for(k));
+}
+constexpr double kSwigluRtol = 3.0 / 256.0;
+
+TEST(MatmulCudaSwigluTest, EpilogueMatchesCpuTwinForEveryImplementation) {
+  // y [m, I] = silu(x·W[j]) · (x·W[I + j]) on cuBLASLt (GEMM into the scratch, then silu_mul), the
+  // skinny kernel (gate and up rows paired in one tile) and the selection, with and without the
+  // RMSNorm prologue, against matmul_cpu with the same parameters; every element of y.
+  ROOFLINE_SKIP_WITHOUT_GPU();
+  const MatmulWeightShape shapes[] = {{"llama3-8b gate_up", 28672, 4096},
+                                      {"qwen2.5-0.5b gate_up", 9728, 896},
+                                      {"odd 2x37 by 4104", 74, 4104}};
+  const MatmulImpl impls[] = {MatmulImpl::kCublas, MatmulImpl::kSkinny, MatmulImpl::kAuto};
+  std::unique_ptr<MatmulCudaContext> ctxs[] = {context(impls[0]), context(impls[1]),
+                                               context(impls[2])};
+  auto rng = make_rng(41);
+  for (const auto& s : shapes) {
+    const int64_t half = s.n / 2;
+    const std::vector<uint16_t> w_bits = to_bf16(random_vector(s.n * s.k, rng));
+    const std::vector<uint16_t> norm_bits = to_bf16(random_vector(s.k, rng));
+    const DeviceBuffer w = DeviceBuffer::from_host(w_bits);
+    const DeviceBuffer norm = DeviceBuffer::from_host(norm_bits);
+    for (const int64_t m : kMatmulCudaTestMs) {
+      if (s.n * s.k > (int64_t{1} << 26) && m > 64) continue;  // the CPU twin's time
+      const std::vector<float> x_vals = round_to_bf16(random_vector(m * s.k, rng));
+      const DeviceBuffer x = DeviceBuffer::from_host(to_bf16(x_vals));
+      DeviceBuffer normed(static_cast<size_t>(m * s.k) * 2),
+          gate_up(static_cast<size_t>(m * s.n) * 2);
+      for (const bool with_norm : {false, true}) {
+        std::vector<float> expected(static_cast<size_t>(m * half)),
+            cpu_gate_up(static_cast<size_t>(m * s.n));
+        std::vector<float> cpu_normed(static_cast<size_t>(m * s.k));
+        // The same call on either side: x, W, the norm weight and the scratch pointers differ.
+        const auto params = [&](const void* x_ptr, const void* w_ptr, const void* norm_ptr,
+                                void* y_ptr, void* gate_up_ptr, void* normed_ptr, DType dtype) {
+          MatmulParams q;
+          q.x = x_ptr;
+          q.w = w_ptr;
+          q.w_dtype = DType::kBF16;
+          q.y = y_ptr;
+          q.dtype = dtype;
+          q.m = m;
+          q.n = s.n;
+          q.k = s.k;
+          q.y_row_stride = half;
+          q.swiglu = true;
+          q.gate_up = gate_up_ptr;
+          if (with_norm) {
+            q.norm_weight = norm_ptr;
+            q.norm_weight_dtype = DType::kBF16;
+            q.norm_eps = kNormEps;
+            q.normed = normed_ptr;
+          }
+          return q;
+        };
+        matmul_cpu(params(x_vals.data(), w_bits.data(), norm_bits.data(), expected.data(),
+                          cpu_gate_up.data(), cpu_normed.data(), DType::kF32));
+        for (int i = 0; i < 3; ++i) {
+          if (impls[i] == MatmulImpl::kSkinny && !skinny_takes(m, s.k)) continue;
+          SCOPED_TRACE(std::string(s.name) + ", m = " + std::to_string(m) + ", " +
+                       impl_name(impls[i]) + (with_norm ? ", RMSNorm prologue" : ""));
+          DeviceBuffer y(static_cast<size_t>(m * half) * 2);
+          y.poison();
+          matmul_cuda(params(x.get(), w.get(), norm.get(), y.get(), gate_up.get(), normed.get(),
+                             DType::kBF16),
+                      *ctxs[i], nullptr);
+          ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+          if (impls[i] != MatmulImpl::kAuto) {
+            EXPECT_EQ(ctxs[i]->last_impl(), impls[i]);
+          }
+          EXPECT_TRUE(all_close(from_bf16(y.to_host<uint16_t>()), expected,
+                                swiglu_atol_for(s.k, with_norm), kSwigluRtol));
+        }
+      }
+    }
+  }
+}
+
 TEST(MatmulCudaDeathTest, BadInputAbortsWithItsReason) {
   ROOFLINE_SKIP_WITHOUT_GPU();
   GTEST_FLAG_SET(death_test_style, "threadsafe");
@@ -493,6 +579,25 @@ TEST(MatmulCudaDeathTest, BadInputAbortsWithItsReason) {
       },
       "needs params.normed");
   q.normed = normed.get();
+  {
+    MatmulParams sw = p;  // the SwiGLU epilogue: its scratch is required, no other epilogue
+    sw.n = 128;
+    sw.y_row_stride = 64;
+    sw.swiglu = true;
+    EXPECT_DEATH(
+        {
+          auto ctx = context(MatmulImpl::kAuto);
+          matmul_cuda(sw, *ctx, nullptr);
+        },
+        "needs params.gate_up");
+    sw.gate_up = normed.get();
+    EXPECT_DEATH(
+        {
+          auto ctx = context(MatmulImpl::kAuto);
+          matmul_bias_cuda(sw, *ctx, nullptr);
+        },
+        "no bias or residual");
+  }
   q.norm_weight = norm.get<uint8_t>() + 2;
   EXPECT_DEATH(
       {

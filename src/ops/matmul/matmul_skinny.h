@@ -96,7 +96,11 @@ inline const char* matmul_skinny_unsupported_reason(const MatmulParams& p,
     return "the skinny matmul takes a bf16 bias only";
   if (p.m < 1 || p.m > kMatmulSkinnyMaxM)
     return "the skinny matmul takes 1 to 64 rows of x (larger m is compute bound: use cuBLASLt)";
-  if (p.n < 1 || p.k < 1 || p.y_row_stride < p.n) return "n, k must be >= 1 and y_row_stride >= n";
+  if (p.swiglu && (epilogue != MatmulEpilogue::kNone || p.n % 2 != 0 || p.y_row_stride < p.n / 2))
+    return "the skinny matmul's SwiGLU epilogue takes an even n (gate rows, then up rows), no bias "
+           "or residual";
+  if (p.n < 1 || p.k < 1 || (!p.swiglu && p.y_row_stride < p.n))
+    return "n, k must be >= 1 and y_row_stride >= n";
   // The kernel indexes with 32-bit column and K offsets.
   if (p.n > (int64_t{1} << 30) || p.k > (int64_t{1} << 30))
     return "the skinny matmul takes n and k below 2^30";
@@ -147,8 +151,10 @@ inline int64_t matmul_skinny_max_splits(int64_t m, int64_t n, int64_t k) {
   return std::max<int64_t>(max_splits, 1);
 }
 
-// The launch for an m × n × k problem on `num_sms` SMs (with the RMSNorm prologue: `norm`, which
-// needs every tile to see its rows' whole K, so it never splits). `requested_splits` 0 chooses: no
+// The launch for an m × n × k problem on `num_sms` SMs (`no_split`: the RMSNorm prologue, which
+// needs every tile to see its rows' whole K, or the SwiGLU epilogue, which needs a tile's gate and
+// up sums complete; neither splits K). In SwiGLU mode a column block pairs 8 gate rows with the
+// same 8 up rows: ceil(n / 16) blocks all the same. `requested_splits` 0 chooses: no
 // split when the column blocks alone give every SM a tile, otherwise as many splits as keep the
 // tiles within one per SM (all tiles the same size, all running at once: no block waits on a second
 // tile while others idle), within matmul_skinny_max_splits. A requested count (tests, benchmark
@@ -157,7 +163,7 @@ inline int64_t matmul_skinny_max_splits(int64_t m, int64_t n, int64_t k) {
 // grid fills every block slot (matmul_skinny_blocks_per_sm per SM), or one block per tile when
 // there are fewer tiles.
 inline MatmulSkinnyLaunch matmul_skinny_launch(int64_t m, int64_t n, int64_t k, int num_sms,
-                                               int requested_splits = 0, bool norm = false) {
+                                               int requested_splits = 0, bool no_split = false) {
   MatmulSkinnyLaunch l;
   const int64_t sms = std::max(num_sms, 1);
   l.m_tiles = matmul_skinny_m_tiles(m);
@@ -165,7 +171,7 @@ inline MatmulSkinnyLaunch matmul_skinny_launch(int64_t m, int64_t n, int64_t k, 
   l.num_chunks = (k + kMatmulSkinnyChunkK - 1) / kMatmulSkinnyChunkK;
   int64_t splits = requested_splits;
   if (splits <= 0) splits = l.n_blocks >= sms ? 1 : sms / l.n_blocks;
-  splits = std::clamp<int64_t>(splits, 1, norm ? 1 : matmul_skinny_max_splits(m, n, k));
+  splits = std::clamp<int64_t>(splits, 1, no_split ? 1 : matmul_skinny_max_splits(m, n, k));
   l.chunks_per_split = (l.num_chunks + splits - 1) / splits;
   l.splits = static_cast<int>((l.num_chunks + l.chunks_per_split - 1) / l.chunks_per_split);
   l.tiles = l.n_blocks * l.splits;
@@ -197,8 +203,8 @@ struct MatmulSkinnyWorkspace {
   uint32_t* counters = nullptr;  // [kMatmulSkinnyMaxCounters]
 };
 
-// y = x · Wᵀ (+ epilogue) with `launch` (from matmul_skinny_launch for p's m, n, k, and `norm` =
-// p.norm_weight != nullptr: a prologue launch must not split); aborts with
+// y = x · Wᵀ (+ epilogue) with `launch` (from matmul_skinny_launch for p's m, n, k, and `no_split`
+// = p.norm_weight != nullptr || p.swiglu: such a launch must not split); aborts with
 // matmul_skinny_unsupported_reason's message when the kernel cannot run p. Asynchronous on stream.
 // CUDA builds only.
 void matmul_skinny_cuda(const MatmulParams& p, MatmulEpilogue epilogue,

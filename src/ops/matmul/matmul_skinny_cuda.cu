@@ -47,6 +47,10 @@
 // warps): the tile has seen its tokens' whole K (a prologue launch never splits), so the epilogue
 // scales each sum by its token's 1 / sqrt(mean(x²) + eps) before the bias or residual. No kernel
 // for the norm, no pass over x of its own: the squares come from the x the MMAs read anyway.
+//   SwiGLU epilogue (p.swiglu; a runtime mode: only the weight rows a tile copies and its epilogue
+// change): W is [gate; up], 2I rows. Column block b's 16 rows are gate rows 8b..8b+7 and up rows
+// I + 8b..I + 8b + 7, so one tile holds both sums of outputs 8b..8b+7 and stores silu(gate) · up
+// directly: no [m, 2I] product in memory, no silu_mul kernel. A SwiGLU launch never splits.
 //
 // Numerics: products of bf16 values are exact in fp32; sums in fp32 (tensor-core order within an
 // MMA, K order within a tile, split order across tiles); bias or residual added in fp32; one
@@ -92,6 +96,7 @@ struct SkinnyArgs {
   const __nv_bfloat16* x;         // [m, k]
   const __nv_bfloat16* norm_w;    // [k]: the RMSNorm prologue's weight (kNorm launches only)
   float norm_eps;
+  int swiglu_half;                // the SwiGLU epilogue: I (= n / 2, the gate rows); 0: off
   const __nv_bfloat16* w;         // [n, k]
   const __nv_bfloat16* bias;      // [n] or null
   const __nv_bfloat16* residual;  // [m, n] row stride y_row_stride, or null; may equal y
@@ -147,8 +152,11 @@ __device__ __forceinline__ void load_weights(const SkinnyArgs& a, const Cursor& 
     const int r = piece / kPiecesPerRow;
     const int p = piece % kPiecesPerRow;
     const int64_t kk = k0 + p * 8;
-    const bool valid = row0 + r < a.n && kk < a.k;
-    const __nv_bfloat16* src = valid ? a.w + static_cast<int64_t>(row0 + r) * a.k + kk : a.w;
+    // SwiGLU: rows 0-7 are gate rows 8b.., rows 8-15 the up rows I + 8b.. (see the header).
+    const int out = a.swiglu_half ? c.col_block * 8 + (r & 7) : row0 + r;
+    const int w_row = a.swiglu_half && r >= 8 ? a.swiglu_half + out : out;
+    const bool valid = out < (a.swiglu_half ? a.swiglu_half : a.n) && kk < a.k;
+    const __nv_bfloat16* src = valid ? a.w + static_cast<int64_t>(w_row) * a.k + kk : a.w;
     cuda::cp_async_16(stage + piece_offset(r, p), src, valid);
   }
 }
@@ -340,18 +348,32 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles)
     }
     __syncthreads();
     const int row0 = col_block * kRows;
-    const auto warp_sum = [&](int o) {
+    // The tile's sum for weight row `row` (0..15) and `token`, over the warps.
+    const auto row_sum = [&](int token, int row) {
       float sum = 0.0f;
 #pragma unroll
-      for (int w = 0; w < kWarps; ++w) sum += red[(w * kRows + o % kRows) * kTokens + o / kRows];
+      for (int w = 0; w < kWarps; ++w) sum += red[(w * kRows + row) * kTokens + token];
       if constexpr (kNorm) {  // times the token's 1 / rms
         float sq = 0.0f;
 #pragma unroll
-        for (int w = 0; w < kWarps; ++w) sq += red_squares[w * kTokens + o / kRows];
+        for (int w = 0; w < kWarps; ++w) sq += red_squares[w * kTokens + token];
         sum *= rsqrtf(sq / static_cast<float>(a.k) + a.norm_eps);
       }
       return sum;
     };
+    const auto warp_sum = [&](int o) { return row_sum(o / kRows, o % kRows); };
+    if (a.swiglu_half) {  // outputs 8b..8b+7: gate in rows 0-7, up in rows 8-15; never split
+      for (int o = threadIdx.x; o < a.m * 8; o += kThreads) {
+        const int token = o / 8;
+        const int col = col_block * 8 + o % 8;
+        if (col >= a.swiglu_half) continue;
+        const float gate = row_sum(token, o % 8);
+        const float up = row_sum(token, o % 8 + 8);
+        a.y[static_cast<int64_t>(token) * a.y_row_stride + col] =
+            __float2bfloat16(gate / (1.0f + __expf(-gate)) * up);
+      }
+      continue;
+    }
     const auto epilogue = [&](int token, int col, float sum) {
       if (a.bias) sum += __bfloat162float(a.bias[col]);
       const int64_t at = static_cast<int64_t>(token) * a.y_row_stride + col;
@@ -431,14 +453,15 @@ void matmul_skinny_cuda(const MatmulParams& p, MatmulEpilogue epilogue,
                      "the skinny launch was planned for another problem");
   ROOFLINE_CHECK(launch.splits == 1 ||
                  (workspace.partials != nullptr && workspace.counters != nullptr));
-  ROOFLINE_CHECK_MSG(p.norm_weight == nullptr || launch.splits == 1,
-                     "the skinny matmul's RMSNorm prologue needs an unsplit launch "
-                     "(matmul_skinny_launch with norm = true)");
+  ROOFLINE_CHECK_MSG((p.norm_weight == nullptr && !p.swiglu) || launch.splits == 1,
+                     "the skinny matmul's RMSNorm prologue and SwiGLU epilogue need an unsplit "
+                     "launch (matmul_skinny_launch with no_split = true)");
 
   SkinnyArgs a;
   a.x = static_cast<const __nv_bfloat16*>(p.x);
   a.norm_w = static_cast<const __nv_bfloat16*>(p.norm_weight);
   a.norm_eps = p.norm_eps;
+  a.swiglu_half = p.swiglu ? static_cast<int>(p.n / 2) : 0;
   a.w = static_cast<const __nv_bfloat16*>(p.w);
   a.bias = epilogue == MatmulEpilogue::kBias ? static_cast<const __nv_bfloat16*>(p.bias) : nullptr;
   a.residual = epilogue == MatmulEpilogue::kResidual ? static_cast<const __nv_bfloat16*>(p.residual)

@@ -267,6 +267,34 @@ TEST(MatmulSkinnyDomain, RmsNormPrologueNeedsAnAlignedBf16Weight) {
             std::string::npos);
 }
 
+TEST(MatmulSkinnyDomain, SwigluEpilogueTakesAnEvenNAndNoOtherEpilogue) {
+  alignas(16) static uint8_t bytes[64];
+  MatmulParams p;
+  p.x = bytes;
+  p.w = bytes;
+  p.y = bytes;
+  p.bias = bytes;
+  p.residual = bytes;
+  p.dtype = DType::kBF16;
+  p.w_dtype = DType::kBF16;
+  p.bias_dtype = DType::kBF16;
+  p.m = 1;
+  p.n = 32;
+  p.k = 16;
+  p.y_row_stride = 16;  // n / 2: y is the activation
+  p.swiglu = true;
+  EXPECT_EQ(matmul_skinny_unsupported_reason(p, MatmulEpilogue::kNone), nullptr);
+  for (const MatmulEpilogue e : {MatmulEpilogue::kBias, MatmulEpilogue::kResidual})
+    EXPECT_NE(std::string(matmul_skinny_unsupported_reason(p, e)).find("SwiGLU"),
+              std::string::npos);
+  p.n = 33;
+  EXPECT_NE(std::string(matmul_skinny_unsupported_reason(p, MatmulEpilogue::kNone)).find("even n"),
+            std::string::npos);
+  // A SwiGLU launch never splits: Llama-3-8B's gate_up at m = 1 on 8 SMs would.
+  EXPECT_GT(matmul_skinny_launch(1, 28672, 4096, 8, 4).splits, 1);
+  EXPECT_EQ(matmul_skinny_launch(1, 28672, 4096, 8, 4, true).splits, 1);
+}
+
 TEST(MatmulSkinnyLaunch, LargeNNeverSplitsBeyondTheCounters) {
   // 16385 column blocks: one more than the counters cover, so no split even when asked.
   const int64_t n = (kMatmulSkinnyMaxCounters + 1) * kMatmulSkinnyBlockRows;

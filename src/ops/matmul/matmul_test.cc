@@ -231,6 +231,48 @@ TEST_P(MatmulTest, RmsNormPrologueEqualsRmsNormThenMatmul) {
   }
 }
 
+TEST_P(MatmulTest, SwigluEpilogueEqualsMatmulThenSiluMul) {
+  // n = 2I rows of gate then up: y [m, I] is exactly silu_mul_cpu over the plain product, which the
+  // call leaves in `gate_up`; with the RMSNorm prologue as well.
+  const auto [shape, dtype] = GetParam();
+  const auto [m, n_half, k] = shape;
+  const int64_t n = 2 * n_half;
+  auto rng = make_rng(salt(shape, dtype, 4));
+  const auto x = random_vector(m * k, rng, -3.0f, 3.0f);
+  const Weights w = make_weights(dtype, n * k, rng);
+  const Weights norm = make_weights(dtype, k, rng);
+  for (const bool with_norm : {false, true}) {
+    SCOPED_TRACE(with_norm);
+    std::vector<float> product(static_cast<size_t>(m * n)),
+        act_ref(static_cast<size_t>(m * n_half));
+    std::vector<float> y(act_ref.size()), gate_up(product.size()),
+        normed(static_cast<size_t>(m * k));
+    poison(y);
+    poison(gate_up);
+    MatmulParams ref = params_for(x.data(), w.data(), dtype, product.data(), m, n, k, n);
+    if (with_norm) {
+      ref.norm_weight = norm.data();
+      ref.norm_weight_dtype = dtype;
+      ref.normed = normed.data();
+    }
+    matmul_cpu(ref);
+    SiluMulParams s;
+    s.gate_up = product.data();
+    s.out = act_ref.data();
+    s.num_tokens = m;
+    s.intermediate = n_half;
+    silu_mul_cpu(s);
+    MatmulParams p = ref;
+    p.y = y.data();
+    p.y_row_stride = n_half;
+    p.swiglu = true;
+    p.gate_up = gate_up.data();
+    matmul_cpu(p);
+    EXPECT_TRUE(all_equal(gate_up, product));
+    EXPECT_TRUE(all_equal(y, act_ref));
+  }
+}
+
 TEST_P(MatmulTest, RowStrideWritesOnlyItsColumns) {
   // Two weights writing adjacent column ranges of one [m, left + n + right] buffer, as q|k|v do.
   const auto [shape, dtype] = GetParam();
