@@ -50,7 +50,8 @@ struct ProfileResult {
   std::string join_mismatch;    // the first unmatched step, in words ("" when all joined)
   int64_t dropped_records = 0;  // GPU: CUPTI records lost (the trace is then incomplete)
   double ms_per_step = 0;       // host wall time per profiled step
-  double ms_per_step_untraced = 0;  // GPU: the same steps without the tracer (0 on the CPU)
+  // GPU: the same steps in a runner made and run before CUPTI was loaded (0 on the CPU).
+  double ms_per_step_untraced = 0;
   // GPU with CUDA graphs: the step's graph replayed back to back without the tracer (median ms a
   // replay); ms_per_step_untraced minus this is what the host adds between steps. 0 otherwise.
   double ms_per_step_graph_floor = 0;

@@ -1,13 +1,17 @@
 // profile_decode (roofline/profile.h), the profiler as a library call, on the CPU backend: the
 // result carries the report in every form (text, JSON, Chrome trace, both pictures) for the steps
 // asked, with the explicit ceilings it was given; options out of range are InvalidArgument naming
-// the option, and a model that cannot load names the model.
+// the option, and a model that cannot load names the model. On a GPU (skipped without one): every
+// step joins, and the untraced baseline (a runner of its own, run before CUPTI is loaded) and its
+// graph floor are reported.
 #include "roofline/profile.h"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 #include <string>
+
+#include "core/device.h"
 
 namespace roofline {
 namespace {
@@ -43,6 +47,31 @@ TEST(ProfileDecodeTest, ReportsEveryFormOnTheCpu) {
   EXPECT_FALSE(trace["traceEvents"].empty());
   EXPECT_EQ(r->roofline_svg.rfind("<svg", 0), 0u);
   EXPECT_EQ(r->timeline_svg.rfind("<svg", 0), 0u);
+}
+
+TEST(ProfileDecodeTest, OnTheGpuEveryStepJoinsBesideACleanBaseline) {
+  if (!built_with_cuda()) GTEST_SKIP() << "CPU-only build";
+  auto devices = list_cuda_devices();
+  if (!devices.ok() || devices->empty()) GTEST_SKIP() << "no GPU visible on this machine";
+  // llama-tiny's head_dim 16 has no CUDA attention kernel: the smallest real shape instead.
+  ProfileOptions o = tiny(4);
+  o.model.dummy_weights = "qwen2.5-0.5b";
+  o.model.device = "cuda";
+  o.batch = 1;
+  o.context = 32;
+  auto r = profile_decode(o);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(r->gpu);
+  EXPECT_TRUE(r->cuda_graphs);
+  EXPECT_EQ(r->steps_joined, 4) << r->join_mismatch;
+  EXPECT_EQ(r->dropped_records, 0);
+  EXPECT_GT(r->ms_per_step, 0.0);
+  EXPECT_GT(r->ms_per_step_untraced, 0.0);
+  // The floor is the clean runner's graph replayed back to back: no longer than its step plus
+  // timing noise.
+  EXPECT_GT(r->ms_per_step_graph_floor, 0.0);
+  EXPECT_LT(r->ms_per_step_graph_floor, 1.5 * r->ms_per_step_untraced);
+  EXPECT_NE(r->report.find("measured"), std::string::npos) << r->report;
 }
 
 TEST(ProfileDecodeTest, OptionsOutOfRangeAreInvalidArguments) {
