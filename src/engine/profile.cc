@@ -64,6 +64,23 @@ void analyse_into(const std::vector<TraceEvent>& events, const std::vector<CallM
   out->timeline_svg = timeline_svg(events, timeline_step);
 }
 
+namespace {
+
+// The step a profile times, the one the engine runs: every sequence one token, greedy sampling
+// where the logits are (inside the decode graph on the GPU), the token ids back.
+struct GreedyStep {
+  explicit GreedyStep(const std::vector<int32_t>& seqs) {
+    for (int32_t seq : seqs) entries.push_back({seq, {3}});
+    sampling.rows.resize(entries.size());
+  }
+  Status run(ModelRunner& r) { return r.step(entries, sampling, &sampled); }
+  std::vector<StepEntry> entries;
+  StepSampling sampling;
+  SampledRows sampled;
+};
+
+}  // namespace
+
 StatusOr<ProfileResult> profile_decode(const ProfileOptions& o) {
   constexpr int64_t kWarmup = 3;
   if (o.batch < 1 || o.batch > 4096) return invalid_argument("batch (--batch) must be in [1, 4096]");
@@ -92,16 +109,11 @@ StatusOr<ProfileResult> profile_decode(const ProfileOptions& o) {
     auto clean = prepare_decode(clean_model, o.batch, o.context, o.steps);
     if (!clean.ok()) return clean.status();
     ModelRunner& c = *clean->runner;
-    std::vector<StepEntry> clean_entries;
-    for (int32_t seq : clean->seqs) clean_entries.push_back({seq, {3}});
-    StepSampling clean_sampling;
-    clean_sampling.rows.resize(clean_entries.size());
-    SampledRows clean_sampled;
-    for (int64_t i = 0; i < kWarmup; ++i)
-      ROOFLINE_RETURN_IF_ERROR(c.step(clean_entries, clean_sampling, &clean_sampled));
+    GreedyStep clean_step(clean->seqs);
+    for (int64_t i = 0; i < kWarmup; ++i) ROOFLINE_RETURN_IF_ERROR(clean_step.run(c));
     for (int64_t step = 0; step < o.steps; ++step) {
       const auto t0 = clock::now();
-      ROOFLINE_RETURN_IF_ERROR(c.step(clean_entries, clean_sampling, &clean_sampled));
+      ROOFLINE_RETURN_IF_ERROR(clean_step.run(c));
       wall_off_ms += std::chrono::duration<double, std::milli>(clock::now() - t0).count();
     }
     // And the last step's graph replayed back to back: the step without the host between steps
@@ -123,17 +135,8 @@ StatusOr<ProfileResult> profile_decode(const ProfileOptions& o) {
   auto setup = prepare_decode(model, o.batch, o.context, o.steps + 1);
   if (!setup.ok()) return setup.status();
   ModelRunner& r = *setup->runner;
-  std::vector<StepEntry> entries;
-  for (int32_t seq : setup->seqs) entries.push_back({seq, {3}});
-  // Every step is the one the engine runs: greedy sampling where the logits are (inside the decode
-  // graph on the GPU), the token ids back (the logits stay on the device).
-  StepSampling sampling;
-  sampling.rows.resize(entries.size());
-  SampledRows sampled;
-  for (int64_t i = 0; i < kWarmup; ++i) {
-    Status s = r.step(entries, sampling, &sampled);
-    if (!s.ok()) return s;
-  }
+  GreedyStep greedy(setup->seqs);
+  for (int64_t i = 0; i < kWarmup; ++i) ROOFLINE_RETURN_IF_ERROR(greedy.run(r));
   std::vector<TraceEvent> events;
   double wall_ms = 0;
   JoinResult joined;
@@ -145,7 +148,7 @@ StatusOr<ProfileResult> profile_decode(const ProfileOptions& o) {
     if (Status s = tracer->set_api_recording(true); !s.ok()) return s;
     r.set_record_call_times(true);
     StepWindow learn_window{-1, CuptiTracer::now_ns(), 0};
-    Status s = r.step(entries, sampling, &sampled);
+    Status s = greedy.run(r);
     r.set_record_call_times(false);
     if (!s.ok()) return s;
     learn_window.end_ns = CuptiTracer::now_ns();
@@ -155,7 +158,7 @@ StatusOr<ProfileResult> profile_decode(const ProfileOptions& o) {
     std::vector<StepWindow> windows;
     for (int64_t step = 0; step < o.steps; ++step) {
       const int64_t t0 = CuptiTracer::now_ns();
-      if (Status st = r.step(entries, sampling, &sampled); !st.ok()) return st;
+      if (Status st = greedy.run(r); !st.ok()) return st;
       const int64_t t1 = CuptiTracer::now_ns();
       windows.push_back({static_cast<int>(step), t0, t1});
       wall_ms += static_cast<double>(t1 - t0) / 1e6;
@@ -181,7 +184,7 @@ StatusOr<ProfileResult> profile_decode(const ProfileOptions& o) {
     r.set_record_call_times(true);
     for (int64_t step = 0; step < o.steps; ++step) {
       const auto t0 = clock::now();
-      Status s = r.step(entries, sampling, &sampled);
+      Status s = greedy.run(r);
       if (!s.ok()) return s;
       const double step_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
       const Plan& plan = *r.last_plan();

@@ -39,91 +39,96 @@ void erase_nodes(std::vector<Node>& nodes, const std::vector<bool>& erase) {
   nodes = std::move(kept);
 }
 
+// One pass's working state: who reads and writes each value, and the nodes it erases.
+struct Rewrite {
+  explicit Rewrite(Graph& g)
+      : readers(readers_of(g)),
+        writer(writers_of(g)),
+        nodes(g.mutable_nodes()),
+        erase(nodes.size(), false) {}
+  // Drops the erased nodes; returns how many rewrites the pass made.
+  int finish() {
+    erase_nodes(nodes, erase);
+    return fused;
+  }
+  const std::vector<std::vector<int>> readers;
+  const std::vector<int> writer;
+  std::vector<Node>& nodes;
+  std::vector<bool> erase;
+  int fused = 0;
+};
+
 }  // namespace
 
 int fuse_matmul_residual(Graph& g) {
-  const auto readers = readers_of(g);
-  const auto writer = writers_of(g);
-  std::vector<Node>& nodes = g.mutable_nodes();
-  std::vector<bool> erase(nodes.size(), false);
-  int fused = 0;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (nodes[i].op != OpKind::kAdd) continue;
+  Rewrite rw(g);
+  for (size_t i = 0; i < rw.nodes.size(); ++i) {
+    if (rw.nodes[i].op != OpKind::kAdd) continue;
     for (int side = 1; side >= 0; --side) {
-      const int product = nodes[i].inputs[static_cast<size_t>(side)];
-      const int residual = nodes[i].inputs[static_cast<size_t>(1 - side)];
-      const int mm = writer[product];
-      if (mm < 0 || erase[mm] || nodes[mm].op != OpKind::kMatmul ||
-          nodes[mm].attrs.num_weight_parts != 1 || nodes[mm].attrs.rms_norm_prologue)
+      const int product = rw.nodes[i].inputs[static_cast<size_t>(side)];
+      const int residual = rw.nodes[i].inputs[static_cast<size_t>(1 - side)];
+      const int mm = rw.writer[product];
+      if (mm < 0 || rw.erase[mm] || rw.nodes[mm].op != OpKind::kMatmul ||
+          rw.nodes[mm].attrs.num_weight_parts != 1 || rw.nodes[mm].attrs.rms_norm_prologue)
         continue;
-      if (readers[product].size() != 1 || is_graph_output(g, product)) continue;
+      if (rw.readers[product].size() != 1 || is_graph_output(g, product)) continue;
       // The sum is now written where the matmul ran: the residual must exist by then.
-      if (writer[residual] >= mm || residual == product) continue;
-      Node& m = nodes[mm];
+      if (rw.writer[residual] >= mm || residual == product) continue;
+      Node& m = rw.nodes[mm];
       m.op = OpKind::kMatmulResidual;
       m.inputs.push_back(residual);
-      m.outputs = {nodes[i].outputs[0]};
-      erase[i] = true;
-      ++fused;
+      m.outputs = {rw.nodes[i].outputs[0]};
+      rw.erase[i] = true;
+      ++rw.fused;
       break;
     }
   }
-  erase_nodes(nodes, erase);
-  return fused;
+  return rw.finish();
 }
 
 int fuse_matmul_silu_mul(Graph& g) {
-  const auto readers = readers_of(g);
-  const auto writer = writers_of(g);
-  std::vector<Node>& nodes = g.mutable_nodes();
-  std::vector<bool> erase(nodes.size(), false);
-  int fused = 0;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (nodes[i].op != OpKind::kSiluMul) continue;
-    const int product = nodes[i].inputs[0];
-    const int mm = writer[product];
-    if (mm < 0 || nodes[mm].op != OpKind::kMatmul || nodes[mm].attrs.swiglu_epilogue ||
-        nodes[mm].outputs[0] != product)
+  Rewrite rw(g);
+  for (size_t i = 0; i < rw.nodes.size(); ++i) {
+    if (rw.nodes[i].op != OpKind::kSiluMul) continue;
+    const int product = rw.nodes[i].inputs[0];
+    const int mm = rw.writer[product];
+    if (mm < 0 || rw.nodes[mm].op != OpKind::kMatmul || rw.nodes[mm].attrs.swiglu_epilogue ||
+        rw.nodes[mm].outputs[0] != product)
       continue;
-    if (readers[product].size() != 1 || is_graph_output(g, product)) continue;
-    Node& m = nodes[mm];
-    m.outputs[0] = nodes[i].outputs[0];
+    if (rw.readers[product].size() != 1 || is_graph_output(g, product)) continue;
+    Node& m = rw.nodes[mm];
+    m.outputs[0] = rw.nodes[i].outputs[0];
     m.outputs.push_back(product);  // scratch now, after the prologue's if any
     m.attrs.swiglu_epilogue = true;
-    erase[i] = true;
-    ++fused;
+    rw.erase[i] = true;
+    ++rw.fused;
   }
-  erase_nodes(nodes, erase);
-  return fused;
+  return rw.finish();
 }
 
 int fuse_rms_norm_matmul(Graph& g) {
-  const auto readers = readers_of(g);
-  std::vector<Node>& nodes = g.mutable_nodes();
-  std::vector<bool> erase(nodes.size(), false);
-  int fused = 0;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (nodes[i].op != OpKind::kRmsNorm) continue;
-    const int normed = nodes[i].outputs[0];
-    if (readers[normed].size() != 1 || is_graph_output(g, normed)) continue;
-    Node& m = nodes[static_cast<size_t>(readers[normed][0])];
+  Rewrite rw(g);
+  for (size_t i = 0; i < rw.nodes.size(); ++i) {
+    if (rw.nodes[i].op != OpKind::kRmsNorm) continue;
+    const int normed = rw.nodes[i].outputs[0];
+    if (rw.readers[normed].size() != 1 || is_graph_output(g, normed)) continue;
+    Node& m = rw.nodes[static_cast<size_t>(rw.readers[normed][0])];
     const bool matmul =
         m.op == OpKind::kMatmul || m.op == OpKind::kMatmulBias || m.op == OpKind::kMatmulResidual;
     if (!matmul || m.attrs.rms_norm_prologue || m.inputs[0] != normed) continue;
     bool read_twice = false;
     for (size_t k = 1; k < m.inputs.size(); ++k) read_twice = read_twice || m.inputs[k] == normed;
     if (read_twice) continue;
-    m.inputs[0] = nodes[i].inputs[0];
-    m.inputs.push_back(nodes[i].inputs[1]);
+    m.inputs[0] = rw.nodes[i].inputs[0];
+    m.inputs.push_back(rw.nodes[i].inputs[1]);
     // Scratch now, written (if at all) inside the matmul's call; before the SwiGLU scratch, if any.
     m.outputs.insert(m.attrs.swiglu_epilogue ? m.outputs.end() - 1 : m.outputs.end(), normed);
     m.attrs.rms_norm_prologue = true;
-    m.attrs.eps = nodes[i].attrs.eps;
-    erase[i] = true;
-    ++fused;
+    m.attrs.eps = rw.nodes[i].attrs.eps;
+    rw.erase[i] = true;
+    ++rw.fused;
   }
-  erase_nodes(nodes, erase);
-  return fused;
+  return rw.finish();
 }
 
 int fuse_residual_rms_norm(Graph& g) {
