@@ -9,8 +9,8 @@
 //
 // Algorithm: persistent blocks (two per SM at m <= 16, one beyond) take tiles (16 weight rows ×
 // one K split) in turn and stream them through a ring of matmul_skinny_stages shared-memory
-// stages (2–4), one 512-wide K
-// chunk each: the chunk's 16 weight rows (1 KB contiguous from each) and its token rows of x,
+// stages (2–4), one 512-wide K chunk each: the chunk's 16 weight rows (1 KB contiguous from each)
+// and its token rows of x,
 // copied with cp.async by all 256 threads (4 of the weights' 1,024 16-byte pieces each, plus x's).
 // While the 8 warps multiply one stage — each an eighth of its K — the others are in flight
 // (96 KB of weights per SM at m <= 8), with one block barrier per stage; the ring runs on from
