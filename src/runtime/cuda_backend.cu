@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -258,6 +259,13 @@ class CudaBackend final : public Backend {
     ROOFLINE_RETURN_IF_ERROR(sample_rows_.allocate(B * static_cast<int64_t>(sizeof(SamplingRowParams)),
                                                    "sampling rows"));
     ROOFLINE_RETURN_IF_ERROR(sample_out_.allocate(sample_out_bytes(B), "sampling outputs"));
+    // The sampling kernel's split of small batches across vocabulary slices: zeroed once, the
+    // kernel leaves its counters at zero.
+    ROOFLINE_RETURN_IF_ERROR(
+        sample_ws_.allocate(sample_rows_cuda_workspace_bytes(), "sampling workspace"));
+    ROOFLINE_CUDA_CHECK(cudaMemsetAsync(sample_ws_.ptr, 0,
+                                        static_cast<size_t>(sample_rows_cuda_workspace_bytes()),
+                                        stream_));
     ROOFLINE_CUDA_CHECK(cudaMallocHost(&sample_out_pinned_, static_cast<size_t>(sample_out_bytes(B))));
     ROOFLINE_RETURN_IF_ERROR(reserve_edits(std::max<int64_t>(kMinEditCapacity, B * 256)));
 
@@ -424,6 +432,15 @@ class CudaBackend final : public Backend {
 
   // Sampling outputs for `rows` rows, one array after another: tokens, errors, NaN counts,
   // logprobs (4 bytes each per row), then top ids and top logprobs (kMaxTopLogprobs per row).
+  // The sampling kernel splits small batches across vocabulary slices unless
+  // ROOFLINE_SAMPLING_SPLIT=0 (read once): one block per row, for A/B runs.
+  static bool sampling_split_enabled() {
+    static const bool on = [] {
+      const char* v = std::getenv("ROOFLINE_SAMPLING_SPLIT");
+      return v == nullptr || std::strcmp(v, "0") != 0;
+    }();
+    return on;
+  }
   static int64_t sample_out_bytes(int64_t rows) { return 4 * rows * 4 + 2 * rows * kMaxTopLogprobs * 4; }
 
   // Device and pinned room for `entries` edits (twice what is asked, so growth is rare). Drops the
@@ -493,6 +510,7 @@ class CudaBackend final : public Backend {
     p.top_ids = reinterpret_cast<int32_t*>(out + 4 * B * 4);
     p.top_logprobs = reinterpret_cast<float*>(out + 4 * B * 4 + B * kMaxTopLogprobs * 4);
     p.max_top_logprobs = kMaxTopLogprobs;
+    p.workspace = sampling_split_enabled() ? sample_ws_.ptr : nullptr;
     sample_rows_cuda(p, stream_);
   }
 
@@ -664,6 +682,7 @@ class CudaBackend final : public Backend {
   void* logits_pinned_ = nullptr;
   int64_t pinned_bytes_ = 0;
   DeviceMemory sample_rows_, sample_edits_, sample_out_;  // sampling rows, edits, outputs
+  DeviceMemory sample_ws_;  // sample_rows_cuda_workspace_bytes(), zeroed
   void* sample_in_pinned_ = nullptr;   // [max_seqs rows][edit_capacity_ edits], host side
   void* sample_out_pinned_ = nullptr;  // sample_out_bytes(max_seqs), host side
   int64_t edit_capacity_ = 0;

@@ -52,6 +52,7 @@
 #include "ops/attention/attention.h"
 #include "ops/attention/attention_decode_plan.h"
 #include "ops/common/cuda_async.cuh"
+#include "ops/common/cuda_barrier.cuh"
 #include "ops/common/cuda_launch.cuh"
 #include "ops/common/cuda_mma.cuh"
 
@@ -133,21 +134,10 @@ __device__ __forceinline__ void finish_block(const DecodeArgs& a, unsigned char*
   }
   if (splits == 1) return;
 
-  // Count this block in; the last of the group's splits merges them all. One thread's
-  // acquire-release atomic after the barrier publishes the whole block's partial (the release is
-  // cumulative over the writes the barrier ordered before it) and, in the last block, acquires
-  // every other block's; the barrier after it hands that on to the block's threads. (A fence in
-  // every thread, then a relaxed atomic, cost a second round trip to L2 per block.)
+  // Count this block in (cuda::arrive_last_of); the last of the group's splits merges them all.
   __syncthreads();
-  if (tid == 0) {
-    unsigned before;
-    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\n"
-                 : "=r"(before)
-                 : "l"(a.counters + group_index)
-                 : "memory");
-    s_last = before == static_cast<unsigned>(splits - 1) ? 1u : 0u;
-    if (s_last != 0u) a.counters[group_index] = 0u;  // every split has counted: ready for next call
-  }
+  if (tid == 0)
+    s_last = cuda::arrive_last_of(a.counters + group_index, static_cast<unsigned>(splits)) ? 1u : 0u;
   __syncthreads();
   if (s_last == 0u) return;
   const int64_t first_block = group_index * a.splits;

@@ -1,7 +1,8 @@
 // Block-level synchronisation for warp-specialised kernels (sm_90): mbarriers in shared memory
 // (a producer's copies complete a phase, consumers wait on its parity), named barriers (a subset
 // of the block's warps syncs or only arrives), and the register reallocation between warpgroups
-// (setmaxnreg). Include only from .cu files.
+// (setmaxnreg); and the grid-level arrival count of kernels whose last block merges the others'
+// partials. Include only from .cu files.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -66,6 +67,25 @@ __device__ __forceinline__ void setmaxnreg_dec() {
 template <int kRegs>
 __device__ __forceinline__ void setmaxnreg_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+
+// The arrival of one block of a group whose last block merges the group's partials (split-K
+// style, no second kernel). Called by one thread after a block barrier that ordered the block's
+// writes: one acquire-release atomic on the group's counter publishes them (the release is
+// cumulative over what the barrier ordered before it) and, in the last of `total` blocks, acquires
+// every other block's; a barrier after it hands that on to the block's threads. The last block
+// resets the counter to zero, so the next launch (or a CUDA-graph replay) starts clean. Returns
+// whether this is the last block. (A fence in every thread, then a relaxed atomic, cost a second
+// round trip to L2 per block.)
+__device__ __forceinline__ bool arrive_last_of(unsigned* counter, unsigned total) {
+  unsigned before;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\n"
+               : "=r"(before)
+               : "l"(counter)
+               : "memory");
+  const bool last = before == total - 1;
+  if (last) *counter = 0u;
+  return last;
 }
 
 }  // namespace roofline::cuda

@@ -121,10 +121,7 @@ int run() {
   cublas->set_impl(MatmulImpl::kCublas);
   auto skinny = MatmulCudaContext::create();
   skinny->set_impl(MatmulImpl::kSkinny);
-  int device = 0;
-  int num_sms = 0;
-  ROOFLINE_CUDA_CHECK(cudaGetDevice(&device));
-  ROOFLINE_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
+  const int num_sms = bench::sm_count();
   cudaStream_t stream;
   ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 

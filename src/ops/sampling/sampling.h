@@ -6,6 +6,7 @@
 // a CPU twin and one CUDA kernel that agree token for token.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "core/cuda_stream.h"
@@ -119,7 +120,56 @@ struct SampleRowsParams {
   int32_t* top_ids = nullptr;     // [num_rows, max_top_logprobs]
   float* top_logprobs = nullptr;  // [num_rows, max_top_logprobs]
   int32_t max_top_logprobs = 0;   // [0, kMaxTopLogprobs]: the row stride of the above
+  // CUDA only: sample_rows_cuda_workspace_bytes() of device memory, zero-filled once (the kernel
+  // leaves it zeroed, so CUDA-graph replays need no reset), that lets a small batch split its rows
+  // across vocabulary slices (sample_rows_split). Null: one block per row.
+  void* workspace = nullptr;
 };
+
+// The CUDA kernel's split (sampling_cuda.cu). One block per row cannot pull a row at the memory's
+// pace: a 128k-token bf16 row is 256 KB and a block keeps ~16 KB in flight, so a decode batch of 1
+// spent ~35 us in one block on the H200. A batch of few rows cuts each row into `slices` slices
+// of `slice_tokens` tokens (a multiple of 32: whole words of the edit bitmap), one block each, for
+// the pass that reads the logits from DRAM; the last block of a row to finish merges their partial
+// results and runs the rest of the chain. A pure function of the batch, the vocabulary and the
+// GPU's SM count, tested on the CPU.
+inline constexpr int64_t kSampleMaxSlices = 64;
+inline constexpr int64_t kSampleMinSliceTokens = 2048;  // below it a slice is all fixed cost
+// Blocks of one split launch, at most (two resident per SM on 132 SMs is 264): sizes the workspace.
+inline constexpr int64_t kSampleSplitMaxBlocks = 512;
+inline constexpr int64_t kSampleThreadsPerBlock = 512;  // the kernel's block
+
+struct SampleSplit {
+  int64_t slices = 1;        // blocks per row
+  int64_t slice_tokens = 0;  // tokens per slice (the last may be shorter); the vocab when 1 slice
+};
+
+// As many slices as keep the batch within one wave of two blocks per SM, each at least
+// kSampleMinSliceTokens, at most kSampleMaxSlices; 1 without a workspace or when the rows alone
+// fill the GPU.
+inline SampleSplit sample_rows_split(int64_t num_rows, int64_t vocab, int num_sms,
+                                     bool has_workspace) {
+  SampleSplit s;
+  s.slice_tokens = vocab;
+  if (!has_workspace || num_rows < 1 || vocab < 1 || num_sms < 1) return s;
+  int64_t slices = 2 * int64_t{num_sms} / num_rows;
+  slices = std::min(slices, kSampleMaxSlices);
+  slices = std::min(slices, vocab / kSampleMinSliceTokens);
+  slices = std::min(slices, kSampleSplitMaxBlocks / num_rows);
+  if (slices < 2) return s;
+  s.slice_tokens = ((vocab + slices - 1) / slices + 31) / 32 * 32;
+  s.slices = (vocab + s.slice_tokens - 1) / s.slice_tokens;
+  return s;
+}
+
+// Bytes of SampleRowsParams::workspace: per block of a split launch its partial (counts, log-sum-
+// exp, best keys: 32 bytes) and each thread's best keys (16 bytes), then one arrival counter per
+// row.
+inline constexpr int64_t kSampleSplitPartialBytes = 32;
+inline constexpr int64_t sample_rows_cuda_workspace_bytes() {
+  return kSampleSplitMaxBlocks * (kSampleSplitPartialBytes + kSampleThreadsPerBlock * 16) +
+         kSampleSplitMaxBlocks * 4;
+}
 
 // The CPU twin: the oracle for sample_rows_cuda and the CPU backend's sampler. Host pointers.
 // Size errors (vocab, dtype, null outputs) abort: they are the caller's bug; everything that can

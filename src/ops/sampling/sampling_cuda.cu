@@ -17,8 +17,9 @@
 #include <cmath>
 #include <mutex>
 
-#include "ops/common/cuda_vector.cuh"
+#include "ops/common/cuda_barrier.cuh"
 #include "ops/common/cuda_launch.cuh"
+#include "ops/common/cuda_vector.cuh"
 #include "ops/sampling/sampling.h"
 
 namespace roofline {
@@ -147,8 +148,9 @@ void argmax_cuda(const ArgmaxParams& p, CudaStream stream) {
 }  // namespace roofline
 
 // ---------------------------------------------------------------------------------------------
-// sample_rows_cuda: the batched sampling chain (sampling.h), one block per row, the whole chain in
-// one kernel. Nothing sorts the vocabulary; the kept tokens are found by selection:
+// sample_rows_cuda: the batched sampling chain (sampling.h), one block per row (or per slice of a
+// row, below), the whole chain in one kernel. Nothing sorts the vocabulary; the kept tokens are
+// found by selection:
 //
 // - Pass 1 (always): every logit once. NaN / inf count, the argmax of the edited logits x (greedy
 //   rows end here: it is also the best x, hence s_max = s(best x), s = x / T being monotone), each
@@ -178,6 +180,21 @@ void argmax_cuda(const ArgmaxParams& p, CudaStream stream) {
 // streaming loops skip marked tokens and each pass visits the row's edit list instead, so the
 // edited values never need to be written anywhere.
 //
+// Split of small batches (sampling.h, sample_rows_split; needs p.workspace): one block per row
+// keeps ~16 KB of a row in flight, so a batch of 1 at a 128k vocabulary took ~27 us greedy and
+// ~60 us sampled on the H200, bound by DRAM latency, not bandwidth. A batch of at most one row per
+// SM is launched as (slices, rows) blocks instead (one wave of two blocks per SM): each block runs pass 1 over its slice (an
+// edit bitmap of its own slice's tokens, every slices-th entry of the edit list), writes its
+// counts, log-normaliser and best key to the workspace, and each thread's best keys; the row's
+// last block to arrive (one acquire-release atomic, as decode attention merges its splits) merges
+// them into what pass 1 over the whole row gives its threads: the counts and the normaliser sum
+// exactly, a greedy row's argmax is the best of the slices' bests, and thread t's best key is the
+// best of the t-th threads' of every slice, 512 bests of disjoint token sets as before, so the
+// top-k pivot and everything after it are unchanged. That block then checks the edit list and
+// runs the later passes over the whole row as before (a row in error runs pass 1 again, so its
+// non-finite count stays exact whatever its edit list). Tokens, errors and logprobs are identical
+// to the unsplit kernel's (sampling_cuda_test runs both against the CPU twin).
+//
 // Bound: memory. Reads num_rows * vocab_size logits in pass 1 and again (from L2 when it holds
 // them) in each further pass: two passes for a top-k <= 512 row.
 namespace roofline {
@@ -188,6 +205,7 @@ namespace {
 // two blocks fit an SM (registers and ~90 KB of shared memory each), so a batch of 256 rows runs
 // in one wave on 132 SMs.
 constexpr int kSampleThreads = 512;
+static_assert(kSampleThreads == kSampleThreadsPerBlock, "sampling.h sizes the workspace by it");
 constexpr int kSampleWarps = kSampleThreads / 32;
 static_assert(kSamplingFastTopK <= kSampleThreads, "the pivot needs a thread-best per top-k slot");
 // Candidates kept on chip: 2048 keys (16 KB); the weight scan reuses the histogram's 2048 slots.
@@ -248,26 +266,29 @@ __device__ __forceinline__ bool finite_f32(float v) {
   return (__float_as_uint(v) & 0x7f800000u) != 0x7f800000u;
 }
 
-// Calls f(raw, edited, id) for every token of the row exactly once: the unedited ones from the
-// streaming loop, the edited ones from the edit list.
+// Calls f(raw, edited, id) for every token of packs [pack_lo, pack_hi) of the row exactly once:
+// the unedited ones from the streaming loop, and edits edit_first, edit_first + edit_step, ... of
+// the edit list (a split's slices share the list out; the bitmap of each slice marks the edited
+// tokens in it). Edits of tokens outside the row are skipped: a split's slices run before the list
+// is checked, and such a row ends in error.
 template <typename T, int N, typename F>
-__device__ __forceinline__ void for_each_token(const RowView<T>& row, F&& f) {
+__device__ __forceinline__ void for_each_token_in(const RowView<T>& row, int pack_lo, int pack_hi,
+                                                  int edit_first, int edit_step, F&& f) {
   using P = cuda::Pack<typename T::Storage, N>;
   const int tid = static_cast<int>(threadIdx.x);
-  const int packs = row.vocab / N;
   const bool edited = row.num_edits > 0;
   constexpr int kUnroll = kSampleUnroll<N>;
-  for (int p0 = tid; p0 < packs; p0 += kUnroll * kSampleThreads) {
+  for (int p0 = pack_lo + tid; p0 < pack_hi; p0 += kUnroll * kSampleThreads) {
     P raw[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int p = p0 + u * kSampleThreads;
-      if (p < packs) raw[u] = reinterpret_cast<const P*>(row.x)[p];
+      if (p < pack_hi) raw[u] = reinterpret_cast<const P*>(row.x)[p];
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int p = p0 + u * kSampleThreads;
-      if (p < packs) {
+      if (p < pack_hi) {
         const int first = p * N;
         // N divides 32 and packs are N-aligned, so a pack's bits sit in one word.
         const uint32_t skip = edited ? (row.bitmap[first >> 5] >> (first & 31)) : 0u;
@@ -280,11 +301,18 @@ __device__ __forceinline__ void for_each_token(const RowView<T>& row, F&& f) {
       }
     }
   }
-  for (int e = tid; e < row.num_edits; e += kSampleThreads) {
+  for (int e = edit_first + tid * edit_step; e < row.num_edits; e += kSampleThreads * edit_step) {
     const TokenEdit ed = row.edits[e];
+    if (ed.token < 0 || ed.token >= row.vocab) continue;
     const float v = T::to_f32(row.x[ed.token]);
     f(v, sampling::apply_edit(v, ed, row.repetition, row.frequency, row.presence), ed.token);
   }
+}
+
+// Every token of the row exactly once (for_each_token_in over the whole row).
+template <typename T, int N, typename F>
+__device__ __forceinline__ void for_each_token(const RowView<T>& row, F&& f) {
+  for_each_token_in<T, N>(row, 0, row.vocab / N, 0, 1, f);
 }
 
 // In-place inclusive scan of a[0, n) (n <= kMaxBins) by the whole block; ends with a barrier.
@@ -557,8 +585,183 @@ __device__ int gather_from(const RowView<T>& row, const Shared& sh, uint64_t piv
   return n <= kCap ? n : -1;
 }
 
+// Pass 1's results for one thread's share of the tokens it visited.
+struct Pass1 {
+  int nonfinite = 0;    // NaN / inf raw logits
+  int edit_nan = 0;     // edited values that are NaN
+  uint64_t key = 0;     // greedy: the key of the best edited x (larger x, then lower id); else the
+                        // best rank key of the edited x; 0: no token seen
+  uint64_t raw_key = 0;  // the best raw key (top logprobs)
+  float lse_m = -INFINITY, lse_l = 0.0f;  // the raw log-normaliser's running max and sum
+};
+
+// Pass 1 over packs [pack_lo, pack_hi) and the edits edit_first + k·edit_step: counts, keys and
+// the log-normaliser. No division: this pass is the one that reads DRAM, and it must keep up.
 template <typename T, int N>
-__global__ void __launch_bounds__(kSampleThreads, 2) sample_rows_kernel(SampleRowsParams p) {
+__device__ Pass1 pass_one(const RowView<T>& row, int pack_lo, int pack_hi, int edit_first,
+                          int edit_step, bool greedy, bool want_top, bool want_lse) {
+  Pass1 r;
+  float best_x = -INFINITY;
+  int32_t best_x_id = INT32_MAX;
+  for_each_token_in<T, N>(row, pack_lo, pack_hi, edit_first, edit_step,
+                          [&](float raw, float edited, int id) {
+    if (!finite_f32(raw)) ++r.nonfinite;
+    if (edited != edited) ++r.edit_nan;
+    if (greedy) {
+      if (edited > best_x || (edited == best_x && id < best_x_id)) {
+        best_x = edited;
+        best_x_id = id;
+      }
+    } else {
+      // Keys of the edited value, not of s: s is monotone in x, so the best x gives s_max, and
+      // gather_from turns an x pivot into s.
+      r.key = max(r.key, sampling::rank_key(edited == 0.0f ? 0.0f : edited, id));
+    }
+    if (want_top) r.raw_key = max(r.raw_key, token_key(raw, edited, id, 0.0f, true));
+    if (want_lse) {
+      if (raw > r.lse_m) {
+        r.lse_l = r.lse_l * __expf(r.lse_m - raw) + 1.0f;
+        r.lse_m = raw;
+      } else {
+        r.lse_l += __expf(raw - r.lse_m);
+      }
+    }
+  });
+  // Greedy: key of (x, id), larger x then lower id (x is never NaN here); a thread that saw no
+  // token offers 0, below every real key.
+  if (greedy)
+    r.key = best_x_id == INT32_MAX ? 0
+                                   : sampling::rank_key(best_x == 0.0f ? 0.0f : best_x, best_x_id);
+  return r;
+}
+
+// (m, l) pairs of a log-sum-exp merged: the running max and the sum rescaled to it.
+__device__ __forceinline__ void lse_merge(float& m, float& l, float om, float ol) {
+  const float nm = fmaxf(m, om);
+  l = (l == 0.0f ? 0.0f : l * __expf(m - nm)) + (ol == 0.0f ? 0.0f : ol * __expf(om - nm));
+  m = nm;
+}
+
+// The split's workspace (sampling.h, sample_rows_cuda_workspace_bytes).
+struct SlicePartial {
+  int nonfinite;
+  int edit_nan;
+  float lse_m;
+  float lse_l;
+  uint64_t key;      // the slice's best key (greedy rows use it)
+  uint64_t raw_key;  // unused by the merge (the per-thread keys serve the pivot)
+};
+static_assert(sizeof(SlicePartial) == kSampleSplitPartialBytes, "the workspace layout");
+struct SplitWorkspace {
+  SlicePartial* partials;  // [kSampleSplitMaxBlocks]
+  unsigned long long* keys;      // [kSampleSplitMaxBlocks][kSampleThreads]: threads' Pass1::key
+  unsigned long long* raw_keys;  // [kSampleSplitMaxBlocks][kSampleThreads]: threads' raw_key
+  unsigned* counters;      // [kSampleSplitMaxBlocks]: arrivals per row, zero between launches
+};
+
+// A split launch's block over its slice of the row: pass 1 with the slice's own edit bitmap, its
+// partial into the workspace, then the arrival count. Returns true in the row's last block to
+// arrive, with `merged` holding, per thread, what pass 1 over the whole row would have given the
+// block's threads for the reductions that follow: thread t < slices carries slice t's counts,
+// log-normaliser and (greedy) best key; every thread t, the best keys of the t-th threads of all
+// slices (each the best of a set of tokens disjoint from the other threads' sets, as in pass 1
+// over the whole row, which is what the top-k pivot needs).
+template <typename T, int N>
+__device__ bool pass_one_split(const SplitWorkspace& ws, const RowView<T>& row, int slices,
+                               int slice_tokens, bool greedy, bool want_top, bool want_lse,
+                               Pass1* merged) {
+  __shared__ int s_counts[2][kSampleWarps];
+  __shared__ float s_lse[2][kSampleWarps];
+  __shared__ uint64_t s_key[kSampleWarps];
+  __shared__ unsigned s_last;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int lane = tid & 31, warp = tid >> 5;
+  const int slice = static_cast<int>(blockIdx.x);
+  const int64_t row_index = blockIdx.y;
+  const int lo = slice * slice_tokens;
+  const int hi = min(row.vocab, lo + slice_tokens);
+  if (row.num_edits > 0) {  // the slice's words of the edit bitmap
+    uint32_t* bitmap = const_cast<uint32_t*>(row.bitmap);
+    for (int w = lo / 32 + tid; w < (hi + 31) / 32; w += kSampleThreads) bitmap[w] = 0;
+    __syncthreads();
+    for (int e = tid; e < row.num_edits; e += kSampleThreads) {
+      const int token = row.edits[e].token;
+      if (token >= lo && token < hi) atomicOr(&bitmap[token >> 5], 1u << (token & 31));
+    }
+    __syncthreads();
+  }
+  const Pass1 mine =
+      pass_one<T, N>(row, lo / N, hi / N, slice, slices, greedy, want_top, want_lse);
+
+  // The slice's partial: counts summed, log-normaliser merged, best key; each thread's keys.
+  int nonfinite = mine.nonfinite, edit_nan = mine.edit_nan;
+  float m = mine.lse_m, l = mine.lse_l;
+  uint64_t key = mine.key;
+  for (int off = 16; off > 0; off >>= 1) {
+    nonfinite += __shfl_xor_sync(0xffffffffu, nonfinite, off);
+    edit_nan += __shfl_xor_sync(0xffffffffu, edit_nan, off);
+    key = max(key, __shfl_xor_sync(0xffffffffu, key, off));
+    const float om = __shfl_xor_sync(0xffffffffu, m, off);
+    const float ol = __shfl_xor_sync(0xffffffffu, l, off);
+    lse_merge(m, l, om, ol);
+  }
+  if (lane == 0) {
+    s_counts[0][warp] = nonfinite;
+    s_counts[1][warp] = edit_nan;
+    s_lse[0][warp] = m;
+    s_lse[1][warp] = l;
+    s_key[warp] = key;
+  }
+  const int64_t block = row_index * slices + slice;
+  if (!greedy) __stcg(ws.keys + block * kSampleThreads + tid, static_cast<unsigned long long>(mine.key));
+  if (want_top)
+    __stcg(ws.raw_keys + block * kSampleThreads + tid, static_cast<unsigned long long>(mine.raw_key));
+  __syncthreads();
+  if (tid == 0) {
+    int total_nonfinite = 0, total_edit_nan = 0;
+    float bm = -INFINITY, bl = 0.0f;
+    uint64_t best = 0;
+    for (int w = 0; w < kSampleWarps; ++w) {
+      total_nonfinite += s_counts[0][w];
+      total_edit_nan += s_counts[1][w];
+      lse_merge(bm, bl, s_lse[0][w], s_lse[1][w]);
+      best = max(best, s_key[w]);
+    }
+    SlicePartial* out = ws.partials + block;
+    __stcg(&out->nonfinite, total_nonfinite);
+    __stcg(&out->edit_nan, total_edit_nan);
+    __stcg(&out->lse_m, bm);
+    __stcg(&out->lse_l, bl);
+    __stcg(reinterpret_cast<unsigned long long*>(&out->key), static_cast<unsigned long long>(best));
+    s_last = cuda::arrive_last_of(ws.counters + row_index, static_cast<unsigned>(slices)) ? 1u : 0u;
+  }
+  __syncthreads();
+  if (s_last == 0u) return false;
+
+  Pass1 mg;
+  if (tid < slices) {
+    const SlicePartial* sp = ws.partials + row_index * slices + tid;
+    mg.nonfinite = __ldcg(&sp->nonfinite);
+    mg.edit_nan = __ldcg(&sp->edit_nan);
+    mg.lse_m = __ldcg(&sp->lse_m);
+    mg.lse_l = __ldcg(&sp->lse_l);
+    if (greedy) mg.key = __ldcg(reinterpret_cast<const unsigned long long*>(&sp->key));
+  }
+  const unsigned long long* keys = ws.keys + row_index * slices * kSampleThreads + tid;
+  const unsigned long long* raw_keys = ws.raw_keys + row_index * slices * kSampleThreads + tid;
+#pragma unroll 8
+  for (int sl = 0; sl < slices; ++sl) {
+    if (!greedy) mg.key = max(mg.key, static_cast<uint64_t>(__ldcg(keys + sl * kSampleThreads)));
+    if (want_top)
+      mg.raw_key = max(mg.raw_key, static_cast<uint64_t>(__ldcg(raw_keys + sl * kSampleThreads)));
+  }
+  *merged = mg;
+  return true;
+}
+
+template <typename T, int N>
+__global__ void __launch_bounds__(kSampleThreads, 2)
+    sample_rows_kernel(SampleRowsParams p, SplitWorkspace ws, int slices, int slice_tokens) {
   cuda::pdl_wait();
   cuda::pdl_launch_dependents();
   extern __shared__ __align__(16) uint8_t smem[];
@@ -570,7 +773,7 @@ __global__ void __launch_bounds__(kSampleThreads, 2) sample_rows_kernel(SampleRo
   __shared__ uint64_t s_red_u[32];
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = tid & 31, warp = tid >> 5;
-  const int64_t row_index = blockIdx.x;
+  const int64_t row_index = blockIdx.y;
   const SamplingRowParams rp = p.rows[row_index];
   const int vocab = static_cast<int>(p.vocab_size);
   const Shared sh = carve_shared(smem, vocab);
@@ -589,6 +792,30 @@ __global__ void __launch_bounds__(kSampleThreads, 2) sample_rows_kernel(SampleRo
                         (rp.edit_count == 0 || p.edits != nullptr);
   const int num_edits = range_ok ? rp.edit_count : 0;
   const TokenEdit* edits = p.edits + (range_ok ? rp.edit_begin : 0);
+  const bool greedy = rp.temperature == 0.0f;
+  const bool want_top = rp.num_top_logprobs > 0 && p.top_ids != nullptr && params_ok;
+  const bool want_lse = rp.num_top_logprobs >= 0 && p.logprobs != nullptr && params_ok;
+
+  RowView<T> row;
+  row.x = static_cast<const typename T::Storage*>(p.logits) + row_index * p.vocab_size;
+  row.vocab = vocab;
+  row.edits = edits;
+  row.bitmap = sh.bitmap;
+  row.temperature = rp.temperature;
+  row.repetition = rp.repetition_penalty;
+  row.frequency = rp.frequency_penalty;
+  row.presence = rp.presence_penalty;
+  row.s_max = 0.0f;
+
+  // A split launch: pass 1 over this block's slice; the row's last block goes on with the merged
+  // results, the others are done.
+  Pass1 r;
+  const bool split = slices > 1;
+  if (split) {
+    row.num_edits = params_ok ? num_edits : 0;
+    if (!pass_one_split<T, N>(ws, row, slices, slice_tokens, greedy, want_top, want_lse, &r)) return;
+  }
+
   if (tid == 0) s_bad_edit = range_ok ? 0u : 1u;
   if (num_edits > 0) {
     for (int i = tid; i < static_cast<int>(bitmap_words(vocab)); i += kSampleThreads)
@@ -607,51 +834,15 @@ __global__ void __launch_bounds__(kSampleThreads, 2) sample_rows_kernel(SampleRo
   }
   __syncthreads();
   if (s_bad_edit) error |= kSamplingBadEdits;
-
-  RowView<T> row;
-  row.x = static_cast<const typename T::Storage*>(p.logits) + row_index * p.vocab_size;
-  row.vocab = vocab;
-  row.edits = edits;
   row.num_edits = error == 0 ? num_edits : 0;
-  row.bitmap = sh.bitmap;
-  row.temperature = rp.temperature;
-  row.repetition = rp.repetition_penalty;
-  row.frequency = rp.frequency_penalty;
-  row.presence = rp.presence_penalty;
-  row.s_max = 0.0f;
-  const bool greedy = rp.temperature == 0.0f;
-  const bool want_top = rp.num_top_logprobs > 0 && p.top_ids != nullptr && params_ok;
-  const bool want_lse = rp.num_top_logprobs >= 0 && p.logprobs != nullptr && params_ok;
 
-  // Pass 1.
-  int nonfinite = 0, edit_nan = 0;
-  float best_x = -INFINITY;
-  int32_t best_x_id = INT32_MAX;
-  uint64_t best_key = 0, best_raw_key = 0;
-  float lse_m = -INFINITY, lse_l = 0.0f;
-  for_each_token<T, N>(row, [&](float raw, float edited, int id) {
-    if (!finite_f32(raw)) ++nonfinite;
-    if (edited != edited) ++edit_nan;
-    if (greedy) {
-      if (edited > best_x || (edited == best_x && id < best_x_id)) {
-        best_x = edited;
-        best_x_id = id;
-      }
-    } else {
-      // Keys of the edited value, not of s: no division in the pass that reads from DRAM (s is
-      // monotone in x, so the best x gives s_max, and gather_from turns an x pivot into s).
-      best_key = max(best_key, sampling::rank_key(edited == 0.0f ? 0.0f : edited, id));
-    }
-    if (want_top) best_raw_key = max(best_raw_key, token_key(raw, edited, id, 0.0f, true));
-    if (want_lse) {
-      if (raw > lse_m) {
-        lse_l = lse_l * __expf(lse_m - raw) + 1.0f;
-        lse_m = raw;
-      } else {
-        lse_l += __expf(raw - lse_m);
-      }
-    }
-  });
+  // Pass 1 over the whole row, unless a split's slices did it; again for a split row in error,
+  // whose slices ran before its edit list was checked (a token listed twice would count its
+  // non-finite logit twice): the row's only output then is its non-finite count, exact this way.
+  if (!split || error != 0) r = pass_one<T, N>(row, 0, vocab / N, 0, 1, greedy, want_top, want_lse);
+  int nonfinite = r.nonfinite, edit_nan = r.edit_nan;
+  const uint64_t best_raw_key = r.raw_key;
+  float lse_m = r.lse_m, lse_l = r.lse_l;
   // Block reductions: counts, the greedy argmax, the best key, the log-normaliser.
   for (int off = 16; off > 0; off >>= 1) {
     nonfinite += __shfl_xor_sync(0xffffffffu, nonfinite, off);
@@ -682,10 +873,7 @@ __global__ void __launch_bounds__(kSampleThreads, 2) sample_rows_kernel(SampleRo
 
   int32_t token = -1;
   if (greedy) {
-    // Key of (x, id) for the reduction: larger x, then lower id (x is never NaN here).
-    // A thread that saw no token offers key 0, below every real key.
-    uint64_t k =
-        best_x_id == INT32_MAX ? 0 : sampling::rank_key(best_x == 0.0f ? 0.0f : best_x, best_x_id);
+    uint64_t k = r.key;
     for (int off = 16; off > 0; off >>= 1) k = max(k, __shfl_xor_sync(0xffffffffu, k, off));
     if (lane == 0) s_red_u[warp] = k;
     __syncthreads();
@@ -697,7 +885,7 @@ __global__ void __launch_bounds__(kSampleThreads, 2) sample_rows_kernel(SampleRo
     __syncthreads();
     token = s_index;
   } else {
-    const uint64_t mine = best_key;
+    const uint64_t mine = r.key;
     uint64_t k = mine;
     for (int off = 16; off > 0; off >>= 1) k = max(k, __shfl_xor_sync(0xffffffffu, k, off));
     if (lane == 0) s_red_u[warp] = k;
@@ -817,7 +1005,7 @@ __global__ void __launch_bounds__(kSampleThreads, 2) sample_rows_kernel(SampleRo
 }
 
 template <typename T, int N>
-void launch_sample_rows(const SampleRowsParams& p, cudaStream_t stream) {
+void launch_sample_rows(const SampleRowsParams& p, const SampleSplit& split, cudaStream_t stream) {
   // The largest vocabulary's shared memory, allowed once per device (outside any graph capture
   // in practice: the first call comes from a warm-up or a test).
   constexpr int kMaxDevices = 64;
@@ -831,8 +1019,35 @@ void launch_sample_rows(const SampleRowsParams& p, cudaStream_t stream) {
                              static_cast<int>(sample_smem_bytes(sampling::kMaxVocab))));
   });
   const size_t smem = sample_smem_bytes(p.vocab_size);
-  cuda::launch_pdl(sample_rows_kernel<T, N>, dim3(static_cast<unsigned>(p.num_rows)),
-                   dim3(kSampleThreads), smem, stream, p);
+  SplitWorkspace ws{};
+  if (split.slices > 1) {
+    auto* base = static_cast<uint8_t*>(p.workspace);
+    ws.partials = reinterpret_cast<SlicePartial*>(base);
+    base += kSampleSplitMaxBlocks * kSampleSplitPartialBytes;
+    ws.keys = reinterpret_cast<unsigned long long*>(base);
+    base += kSampleSplitMaxBlocks * kSampleThreads * 8;
+    ws.raw_keys = reinterpret_cast<unsigned long long*>(base);
+    base += kSampleSplitMaxBlocks * kSampleThreads * 8;
+    ws.counters = reinterpret_cast<unsigned*>(base);
+  }
+  cuda::launch_pdl(sample_rows_kernel<T, N>,
+                   dim3(static_cast<unsigned>(split.slices), static_cast<unsigned>(p.num_rows)),
+                   dim3(kSampleThreads), smem, stream, p, ws, static_cast<int>(split.slices),
+                   static_cast<int>(split.slice_tokens));
+}
+
+// SMs of the current device, read once per device.
+int device_sms() {
+  constexpr int kMaxDevices = 64;
+  static int sms[kMaxDevices] = {};
+  static std::once_flag once[kMaxDevices];
+  int device = 0;
+  ROOFLINE_CUDA_CHECK(cudaGetDevice(&device));
+  ROOFLINE_CHECK(device >= 0 && device < kMaxDevices);
+  std::call_once(once[device], [device] {
+    ROOFLINE_CUDA_CHECK(cudaDeviceGetAttribute(&sms[device], cudaDevAttrMultiProcessorCount, device));
+  });
+  return sms[device];
 }
 
 }  // namespace
@@ -850,13 +1065,18 @@ void sample_rows_cuda(const SampleRowsParams& p, CudaStream stream) {
   ROOFLINE_CHECK((p.top_ids == nullptr) == (p.top_logprobs == nullptr));
   ROOFLINE_CHECK_MSG(p.top_ids == nullptr || p.logprobs != nullptr,
                      "sample_rows: top logprobs need the logprobs output too");
+  ROOFLINE_CHECK_MSG(p.workspace == nullptr || cuda::is_aligned(p.workspace, 16),
+                     "sample_rows_cuda: the workspace must be 16-byte aligned");
+  const SampleSplit split =
+      sample_rows_split(p.num_rows, p.vocab_size, device_sms(), p.workspace != nullptr);
+  ROOFLINE_CHECK(split.slices == 1 || split.slices * p.num_rows <= kSampleSplitMaxBlocks);
   cuda::dispatch_activation(p.dtype, [&](auto tag) {
     using T = decltype(tag);
     constexpr int kVec = cuda::kVec16<T>;
     if (p.vocab_size % kVec == 0 && cuda::is_aligned(p.logits, 16)) {
-      launch_sample_rows<T, kVec>(p, stream);
+      launch_sample_rows<T, kVec>(p, split, stream);
     } else {
-      launch_sample_rows<T, 1>(p, stream);
+      launch_sample_rows<T, 1>(p, split, stream);
     }
   });
   ROOFLINE_CUDA_LAUNCH_CHECK(stream);

@@ -93,14 +93,23 @@ void run_batch(int64_t rows, DType dtype, cudaStream_t stream) {
                                 i % 4 == 0 ? 0 : 1});
     p.edit_count = kHistory;
   }
+  std::vector<SamplingRowParams> greedy_params = row_params;  // the same penalties, temperature 0
+  for (SamplingRowParams& p : greedy_params) p.temperature = 0.0f;
   auto d_rows = bench::DeviceMemory::from_host(row_params);
+  auto d_greedy = bench::DeviceMemory::from_host(greedy_params);
   auto d_edits = bench::DeviceMemory::from_host(edits);
   bench::DeviceMemory tokens(static_cast<size_t>(rows) * 4), errors(static_cast<size_t>(rows) * 4);
+  bench::GpuArray workspace(static_cast<size_t>(sample_rows_cuda_workspace_bytes()));
+  ROOFLINE_CUDA_CHECK(cudaMemset(workspace.get(), 0, workspace.bytes()));
+  // The chain as the engine launches it (split across vocabulary slices where the batch is small),
+  // or with one block per row (no workspace), sampled or greedy rows.
+  bool split = true, greedy = false;
 
   auto sample = [&](int c, cudaStream_t s) {
     SampleRowsParams p;
     p.logits = logits[static_cast<size_t>(c)]->ptr;
-    p.rows = static_cast<const SamplingRowParams*>(d_rows->ptr);
+    p.rows = static_cast<const SamplingRowParams*>(greedy ? d_greedy->ptr : d_rows->ptr);
+    p.workspace = split ? workspace.get() : nullptr;
     p.edits = static_cast<const TokenEdit*>(d_edits->ptr);
     p.num_edits = static_cast<int64_t>(edits.size());
     p.num_rows = rows;
@@ -119,21 +128,34 @@ void run_batch(int64_t rows, DType dtype, cudaStream_t stream) {
     p.dtype = dtype;
     argmax_cuda(p, s);
   };
-  const double sample_ms = graph_ms(sample, copies, stream);
-  const double argmax_ms = graph_ms(argmax, copies, stream);
   // Every row must have sampled a token: a silent error would make the timing meaningless.
-  std::vector<uint32_t> host_errors(static_cast<size_t>(rows));
-  ROOFLINE_CUDA_CHECK(
-      cudaMemcpy(host_errors.data(), errors.ptr, host_errors.size() * 4, cudaMemcpyDeviceToHost));
-  for (uint32_t e : host_errors)
-    if (e != 0) std::printf("  warning: a row reported error bits %u\n", e);
+  auto check_errors = [&] {
+    std::vector<uint32_t> host_errors(static_cast<size_t>(rows));
+    ROOFLINE_CUDA_CHECK(
+        cudaMemcpy(host_errors.data(), errors.ptr, host_errors.size() * 4, cudaMemcpyDeviceToHost));
+    for (uint32_t e : host_errors)
+      if (e != 0) std::printf("  warning: a row reported error bits %u\n", e);
+  };
+  double ms[2][2];  // [greedy][split]
+  for (const bool g : {false, true}) {
+    for (const bool sp : {true, false}) {
+      greedy = g;
+      split = sp;
+      ms[g][sp] = graph_ms(sample, copies, stream);
+      check_errors();
+    }
+  }
+  const double argmax_ms = graph_ms(argmax, copies, stream);
+  const int64_t slices = sample_rows_split(rows, kVocab, bench::sm_count(), true).slices;
 
   const double read_ms = static_cast<double>(logit_bytes) / bench::kCopyCeilingBytesPerSecond * 1e3;
   std::printf(
       "%-5s batch %3lld: sample_rows %8.2f us/step = %5.2fx the %7.2f us logits read at 4.28 TB/s "
-      "(goal <= 3x); argmax (one read) %7.2f us = %5.2fx\n",
-      dtype_name(dtype), static_cast<long long>(rows), sample_ms * 1e3, sample_ms / read_ms,
-      read_ms * 1e3, argmax_ms * 1e3, argmax_ms / read_ms);
+      "(goal <= 3x; %lld slices per row; one block per row: %8.2f us); greedy rows %7.2f us "
+      "(one block per row: %7.2f us); argmax (one read) %7.2f us = %5.2fx\n",
+      dtype_name(dtype), static_cast<long long>(rows), ms[0][1] * 1e3, ms[0][1] / read_ms,
+      read_ms * 1e3, static_cast<long long>(slices), ms[0][0] * 1e3, ms[1][1] * 1e3, ms[1][0] * 1e3,
+      argmax_ms * 1e3, argmax_ms / read_ms);
 }
 
 }  // namespace

@@ -168,8 +168,11 @@ using GpuRows = testing::SampleRowsResult;
 constexpr int32_t kTop = 5;
 
 // Device copies of one batch, reusable for several launches (the graph test rewrites rows).
+// The batch on the device; p.workspace lets small batches split their rows across vocabulary
+// slices (sample_rows_split), as the engine's launches do; clear it for one block per row.
 struct DeviceBatch {
-  DeviceBuffer logits, rows, edits, tokens, errors, nonfinite, logprobs, top_ids, top_logprobs;
+  DeviceBuffer logits, rows, edits, tokens, errors, nonfinite, logprobs, top_ids, top_logprobs,
+      workspace;
   SampleRowsParams p;
   DeviceBatch(const std::vector<float>& logits_f32, int64_t vocab, DType dtype,
               const std::vector<SamplingRowParams>& row_params,
@@ -182,9 +185,12 @@ struct DeviceBatch {
         nonfinite(row_params.size() * 4),
         logprobs(row_params.size() * 4),
         top_ids(row_params.size() * kTop * 4),
-        top_logprobs(row_params.size() * kTop * 4) {
+        top_logprobs(row_params.size() * kTop * 4),
+        workspace(static_cast<size_t>(sample_rows_cuda_workspace_bytes())) {
     for (DeviceBuffer* b : {&tokens, &errors, &nonfinite, &logprobs, &top_ids, &top_logprobs})
       b->poison();
+    workspace.zero();
+    p.workspace = workspace.get();
     p.logits = logits.get();
     p.rows = rows.get<SamplingRowParams>();
     p.edits = edit_list.empty() ? nullptr : edits.get<TokenEdit>();
@@ -392,10 +398,30 @@ TEST_P(SampleRowsCudaTest, SameTokensAsTheCpuTwin) {
     logits[static_cast<size_t>(vocab + vocab - 1)] = -kInf;
     rows[2].top_p = 0.0f;
   }
+  // Bad edit lists, when there is room: a token past the vocabulary, a token listed twice, a
+  // range past the edit array (each row's own error, the others unaffected).
+  if (num_rows >= 8 && vocab >= 2) {
+    if (rows[5].edit_count > 0)
+      edits[static_cast<size_t>(rows[5].edit_begin)].token = static_cast<int32_t>(vocab + 5);
+    if (rows[6].edit_count > 1) {
+      const size_t b = static_cast<size_t>(rows[6].edit_begin);
+      edits[b + 1].token = edits[b].token;
+    }
+    rows[7].edit_begin = static_cast<int64_t>(edits.size()) + 10;
+  }
   DeviceBatch batch(logits, vocab, dtype, rows, edits);
+  const GpuRows cpu = run_cpu(logits, vocab, rows, edits);
+  // Rows split across vocabulary slices where the shape allows (every batch here is small enough
+  // at a vocabulary of 4096 and up), then one block per row, each against the twin.
+  ASSERT_EQ(sample_rows_split(num_rows, vocab, 132, true).slices > 1, vocab >= 4096);
   sample_rows_cuda(batch.p, nullptr);
-  const GpuRows gpu = batch.results();
-  expect_same(gpu, run_cpu(logits, vocab, rows, edits), rows, std::string(dtype_name(dtype)));
+  expect_same(batch.results(), cpu, rows, std::string(dtype_name(dtype)) + " split");
+  for (DeviceBuffer* b : {&batch.tokens, &batch.errors, &batch.nonfinite, &batch.logprobs,
+                          &batch.top_ids, &batch.top_logprobs})
+    b->poison();
+  batch.p.workspace = nullptr;
+  sample_rows_cuda(batch.p, nullptr);
+  expect_same(batch.results(), cpu, rows, std::string(dtype_name(dtype)) + " one block per row");
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, SampleRowsCudaTest,

@@ -713,5 +713,48 @@ TEST(SampleRowsTest, MatchesAReferenceOverManyParameterSets) {
   }
 }
 
+// The CUDA kernel's split of small batches across vocabulary slices: a host plan.
+TEST(SampleRowsSplit, SlicesFillOneWaveOfSmallBatches) {
+  constexpr int kSms = 132;
+  // No workspace, or rows that fill the GPU alone: one block per row.
+  EXPECT_EQ(sample_rows_split(1, 128256, kSms, false).slices, 1);
+  EXPECT_EQ(sample_rows_split(1, 128256, kSms, false).slice_tokens, 128256);
+  EXPECT_EQ(sample_rows_split(133, 128256, kSms, true).slices, 1);
+  EXPECT_EQ(sample_rows_split(256, 128256, kSms, true).slices, 1);
+  // Batch 1: 62 slices of 2080 tokens (at least 2048 each; 264 would fill the GPU).
+  const SampleSplit one = sample_rows_split(1, 128256, kSms, true);
+  EXPECT_EQ(one.slices, 62);
+  EXPECT_EQ(one.slice_tokens, 2080);
+  // Batch 64: 4 slices (256 blocks within 264 slots); batch 3 at qwen's vocabulary: the cap.
+  EXPECT_EQ(sample_rows_split(64, 128256, kSms, true).slices, 4);
+  EXPECT_EQ(sample_rows_split(3, 151936, kSms, true).slices, kSampleMaxSlices);
+  // Vocabularies too small to be worth a slice.
+  EXPECT_EQ(sample_rows_split(1, 1000, kSms, true).slices, 1);
+  EXPECT_EQ(sample_rows_split(1, 4095, kSms, true).slices, 1);
+  EXPECT_EQ(sample_rows_split(1, 4096, kSms, true).slices, 2);
+}
+
+TEST(SampleRowsSplit, InvariantsHoldForEveryShape) {
+  for (const int sms : {1, 8, 132, 144}) {
+    for (const int64_t rows : {1, 2, 3, 7, 16, 64, 100, 132, 133, 300, 65535}) {
+      for (const int64_t vocab : {1, 31, 2048, 4096, 4097, 32000, 128256, 151936, 262144}) {
+        const SampleSplit s = sample_rows_split(rows, vocab, sms, true);
+        const std::string what = std::to_string(rows) + " rows, vocab " + std::to_string(vocab) +
+                                 ", " + std::to_string(sms) + " SMs";
+        ASSERT_GE(s.slices, 1) << what;
+        ASSERT_LE(s.slices, kSampleMaxSlices) << what;
+        // Every token in exactly one non-empty slice.
+        ASSERT_LT((s.slices - 1) * s.slice_tokens, vocab) << what;
+        ASSERT_GE(s.slices * s.slice_tokens, vocab) << what;
+        if (s.slices == 1) continue;
+        ASSERT_EQ(s.slice_tokens % 32, 0) << what;  // whole words of the edit bitmap
+        ASSERT_GE(s.slice_tokens, kSampleMinSliceTokens) << what;
+        ASSERT_LE(s.slices * rows, kSampleSplitMaxBlocks) << what;  // within the workspace
+        ASSERT_LE(s.slices * rows, 2 * int64_t{sms}) << what;       // one wave
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace roofline

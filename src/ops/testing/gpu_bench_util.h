@@ -40,6 +40,14 @@ inline double median_ms(const std::function<void(int)>& run, int warmup = 5, int
   return ms[static_cast<size_t>(iters / 2)];
 }
 
+// SMs of the current device.
+inline int sm_count() {
+  int device = 0, sms = 0;
+  ROOFLINE_CUDA_CHECK(cudaGetDevice(&device));
+  ROOFLINE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
+}
+
 // How many copies of a working set of `bytes` to rotate through so each run misses L2.
 inline int rotation_count(size_t bytes) {
   const size_t l2_times_four = 240ull << 20;
