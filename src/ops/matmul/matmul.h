@@ -83,6 +83,26 @@ inline RmsNormParams matmul_prologue_norm(const MatmulParams& p) {
   return n;
 }
 
+// The GEMM such an implementation runs after it: over p.normed, without the prologue.
+inline MatmulParams matmul_prologue_product(const MatmulParams& p) {
+  MatmulParams q = p;
+  q.x = p.normed;
+  q.norm_weight = nullptr;
+  return q;
+}
+
+// Why p's SwiGLU epilogue cannot run with `epilogue` (nullptr when it can): every implementation
+// needs the [m, n] scratch, an even n (gate rows, then up rows), no other epilogue and a dense
+// [m, n / 2] y.
+inline const char* matmul_swiglu_unsupported_reason(const MatmulParams& p,
+                                                    MatmulEpilogue epilogue) {
+  if (p.gate_up == nullptr)
+    return "the matmul's SwiGLU epilogue needs params.gate_up ([m, n] scratch)";
+  if (epilogue != MatmulEpilogue::kNone || p.n % 2 != 0 || p.y_row_stride != p.n / 2)
+    return "the SwiGLU epilogue takes an even n, no bias or residual, and a dense y";
+  return nullptr;
+}
+
 // The activation an implementation without a fused SwiGLU epilogue runs after the GEMM:
 // silu_mul of p.gate_up into p.y.
 inline SiluMulParams matmul_swiglu_activation(const MatmulParams& p) {

@@ -133,19 +133,14 @@ void matmul_with_norm(const MatmulParams& p, MatmulEpilogue epilogue) {
   ROOFLINE_CHECK(p.dtype == DType::kF32);
   if (p.m == 0) return;
   rms_norm_cpu(matmul_prologue_norm(p));
-  MatmulParams q = p;
-  q.x = p.normed;
-  q.norm_weight = nullptr;
-  matmul_impl(q, epilogue);
+  matmul_impl(matmul_prologue_product(p), epilogue);
 }
 
 void matmul_impl(const MatmulParams& p, MatmulEpilogue epilogue) {
   if (p.norm_weight != nullptr) return matmul_with_norm(p, epilogue);
   if (p.swiglu) {
-    ROOFLINE_CHECK_MSG(p.gate_up != nullptr, "the matmul's SwiGLU epilogue needs params.gate_up");
-    ROOFLINE_CHECK_MSG(
-        epilogue == MatmulEpilogue::kNone && p.n % 2 == 0 && p.y_row_stride == p.n / 2,
-        "the SwiGLU epilogue takes an even n, no bias or residual, and a dense y");
+    const char* unsupported = matmul_swiglu_unsupported_reason(p, epilogue);
+    ROOFLINE_CHECK_MSG(unsupported == nullptr, unsupported);
     matmul_impl(matmul_swiglu_product(p), epilogue);
     silu_mul_cpu(matmul_swiglu_activation(p));
     return;

@@ -382,10 +382,7 @@ void cublas_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStr
 void cublas_matmul_with_norm(const MatmulParams& p, MatmulCudaContext::Impl& impl,
                              cudaStream_t stream, MatmulEpilogue epilogue) {
   rms_norm_cuda(matmul_prologue_norm(p), stream);
-  MatmulParams q = p;
-  q.x = p.normed;
-  q.norm_weight = nullptr;
-  cublas_matmul(q, impl, stream, epilogue);
+  cublas_matmul(matmul_prologue_product(p), impl, stream, epilogue);
 }
 
 void cublas_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStream_t stream,
@@ -626,11 +623,8 @@ void matmul_dispatch(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaS
                      MatmulEpilogue epilogue) {
   ROOFLINE_CHECK(p.m >= 0 && p.n > 0 && p.k > 0);
   if (p.swiglu) {
-    ROOFLINE_CHECK_MSG(p.gate_up != nullptr,
-                       "the CUDA matmul's SwiGLU epilogue needs params.gate_up ([m, n] scratch)");
-    ROOFLINE_CHECK_MSG(epilogue == MatmulEpilogue::kNone && p.n % 2 == 0 &&
-                           p.y_row_stride == p.n / 2,
-                       "the SwiGLU epilogue takes an even n, no bias or residual, and a dense y");
+    const char* unsupported = matmul_swiglu_unsupported_reason(p, epilogue);
+    ROOFLINE_CHECK_MSG(unsupported == nullptr, unsupported);
   } else {
     ROOFLINE_CHECK(p.y_row_stride >= p.n);
   }

@@ -332,6 +332,36 @@ TEST(MatmulTest, HalfWeightSpecialValuesConvertExactly) {
   EXPECT_TRUE(all_equal(y16, y32));
 }
 
+// The fused forms' requirements, shared by every implementation (matmul.h), with their messages.
+TEST(MatmulTest, SwigluAndPrologueRejectWhatTheyCannotRun) {
+  EXPECT_EQ(matmul_swiglu_unsupported_reason(MatmulParams{}, MatmulEpilogue::kNone),
+            std::string("the matmul's SwiGLU epilogue needs params.gate_up ([m, n] scratch)"));
+  std::vector<float> x(2 * 8, 1.0f), w(6 * 8, 1.0f), y(2 * 3), gate_up(2 * 6), normed(2 * 8),
+      norm(8, 1.0f);
+  MatmulParams p = params_for(x.data(), w.data(), DType::kF32, y.data(), 2, 6, 8, 3);
+  p.swiglu = true;
+  p.gate_up = gate_up.data();
+  EXPECT_EQ(matmul_swiglu_unsupported_reason(p, MatmulEpilogue::kNone), nullptr);
+  EXPECT_NE(matmul_swiglu_unsupported_reason(p, MatmulEpilogue::kBias), nullptr);
+  p.y_row_stride = 6;  // y must be the dense [m, n / 2] activation
+  EXPECT_NE(matmul_swiglu_unsupported_reason(p, MatmulEpilogue::kNone), nullptr);
+  EXPECT_DEATH(matmul_cpu(p), "no bias or residual, and a dense y");
+  p.y_row_stride = 3;
+  p.gate_up = nullptr;
+  EXPECT_DEATH(matmul_cpu(p), "needs params.gate_up");
+  // The prologue's GEMM reads the normalised rows and runs no second prologue.
+  p.gate_up = gate_up.data();
+  p.norm_weight = norm.data();
+  p.norm_weight_dtype = DType::kF32;
+  p.normed = normed.data();
+  const MatmulParams q = matmul_prologue_product(p);
+  EXPECT_EQ(q.x, normed.data());
+  EXPECT_EQ(q.norm_weight, nullptr);
+  EXPECT_TRUE(q.swiglu);  // the epilogue stays
+  p.normed = nullptr;
+  EXPECT_DEATH(matmul_cpu(p), "needs params.normed");
+}
+
 TEST(MatmulCudaMBucket, NextPowerOfTwo) {
   // The CUDA backend's algorithm buckets (a pure host heuristic, so tested here).
   EXPECT_EQ(matmul_cuda_m_bucket(0), 1);
