@@ -163,7 +163,7 @@ inline SampleSplit sample_rows_split(int64_t num_rows, int64_t vocab, int num_sm
 }
 
 // Bytes of SampleRowsParams::workspace: per block of a split launch its partial (counts, log-sum-
-// exp, best keys: 32 bytes) and each thread's best keys (16 bytes), then one arrival counter per
+// exp, best key: 32 bytes) and each thread's best keys (16 bytes), then one arrival counter per
 // row.
 inline constexpr int64_t kSampleSplitPartialBytes = 32;
 inline constexpr int64_t sample_rows_cuda_workspace_bytes() {

@@ -649,7 +649,7 @@ struct SlicePartial {
   float lse_m;
   float lse_l;
   uint64_t key;      // the slice's best key (greedy rows use it)
-  uint64_t raw_key;  // unused by the merge (the per-thread keys serve the pivot)
+  uint64_t padding;  // to kSampleSplitPartialBytes
 };
 static_assert(sizeof(SlicePartial) == kSampleSplitPartialBytes, "the workspace layout");
 struct SplitWorkspace {
