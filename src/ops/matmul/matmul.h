@@ -130,13 +130,16 @@ void matmul_residual_cpu(const MatmulParams& p);
 
 // Which implementation a CUDA matmul runs. kAuto: our skinny kernel or cuBLASLt, whichever measured
 // faster for the (m bucket, n, k, epilogue) (problems the skinny kernel cannot take always go to
-// cuBLASLt); kCublas / kSkinny force one (tests, benchmarks). Forcing kSkinny on a problem outside
-// its domain (matmul_skinny_unsupported_reason) aborts with the reason.
+// cuBLASLt), cuBLASLt with the algorithm that measured fastest among its heuristic's first few;
+// kCublas / kSkinny force one (tests, benchmarks; kCublas with the heuristic's algorithm, untuned).
+// Forcing kSkinny on a problem outside its domain (matmul_skinny_unsupported_reason) aborts with
+// the reason.
 enum class MatmulImpl : uint8_t { kAuto, kCublas, kSkinny };
 
 // The GEMM state of the CUDA backend: a cuBLASLt handle and workspace, the skinny kernel's split-K
 // workspace (both allocated once at creation), the cuBLASLt algorithm chosen per (m bucket, n, k,
-// row stride, alignments, epilogue) and the implementation chosen per (m bucket, n, k, epilogue),
+// row stride, alignments, epilogue) (by heuristic, or by measurement for the problems kAuto
+// measures) and the implementation chosen per (m bucket, n, k, epilogue),
 // cached so that after warm-up a call allocates nothing, queries no heuristic and measures nothing
 // (CUDA-graph capture safe). The implementation choice is measured the first time a problem is seen
 // outside stream capture; see matmul_cuda.cu for what happens inside one. Not thread-safe, and its
@@ -166,6 +169,8 @@ class MatmulCudaContext {
   // ran cuBLASLt, unmeasured).
   int64_t num_impl_measurements() const;
   int64_t num_unmeasured_captures() const;
+  // Candidates those measurements timed: the skinny kernel and each cuBLASLt algorithm.
+  int64_t num_timed_candidates() const;
   // The implementation the last call ran (kCublas or kSkinny; kAuto before any call).
   MatmulImpl last_impl() const;
 
@@ -198,8 +203,8 @@ void matmul_cuda(const MatmulParams& p, MatmulCudaContext& ctx, CudaStream strea
 void matmul_bias_cuda(const MatmulParams& p, MatmulCudaContext& ctx, CudaStream stream);
 void matmul_residual_cuda(const MatmulParams& p, MatmulCudaContext& ctx, CudaStream stream);
 
-// Forgets the process-wide implementation choices (contexts keep those they already hold), so a
-// test can watch a fresh context measure. For tests only.
+// Forgets the process-wide implementation choices and tuned cuBLASLt algorithms (contexts keep
+// those they already hold), so a test can watch a fresh context measure. For tests only.
 void matmul_cuda_forget_shared_choices();
 
 }  // namespace roofline

@@ -8,23 +8,30 @@
 //
 // Selection (kAuto): problems outside the skinny kernel's domain go to cuBLASLt. For the others,
 // the choice is made per (m bucket, n, k, epilogue) by measurement, once: the first call of such a
-// problem outside stream capture times both implementations on the bucket's m (scratch x and y of
-// the context, the caller's W and bias; L2 flushed before every timed call so the weights come
-// from HBM, as in a decode step; each call behind a 3 us stand-in for the short kernel before it in
-// the step's programmatic-dependent-launch chain, under which the skinny kernel already streams
+// problem outside stream capture times the skinny kernel and cuBLASLt with each of the first
+// kTuneCandidates algorithms its heuristic offers for the bucket's m (scratch x and y of the
+// context, the caller's W and bias; L2 flushed before every timed call so the weights come from
+// HBM, as in a decode step; each call behind a 3 us stand-in for the short kernel before it in the
+// step's programmatic-dependent-launch chain, under which the skinny kernel already streams
 // weights; cuBLASLt's time includes its rms_norm and silu_mul kernels where the call has the
-// prologue or the SwiGLU epilogue) and caches the faster; near-ties (within 2 %) go to cuBLASLt. The
-// choice is also published to a process-wide table per device that every context consults before
-// measuring: the timings are noisy, and two contexts in one process (a graph-replaying and an eager
-// runner compared bit for bit, say) must not pick different implementations for the same problem. A
-// call that finds no choice while its stream is being captured cannot measure (no synchronisation,
-// no allocation inside a capture): it runs cuBLASLt, the implementation every shape supports, so a
-// graph captured without warm-up is still deterministic and correct (and counted, for tests).
+// prologue or the SwiGLU epilogue; the candidates' reps interleaved) and caches the fastest;
+// near-ties (within 2 %) between the skinny kernel and the best cuBLASLt algorithm go to cuBLASLt.
+// The fastest cuBLASLt algorithm becomes the algorithm of every plan of that (m bucket, n, k,
+// bias, residual) product that it runs with operands at least as aligned as the measurement's,
+// whichever implementation won (ROOFLINE_MATMUL_TUNE=N times the heuristic's first N instead;
+// 0 or 1: its first only, the behaviour before tuning). Both choices are also
+// published to a process-wide table per device that every context consults before measuring: the
+// timings are noisy, and two contexts in one process (a graph-replaying and an eager runner
+// compared bit for bit, say) must not pick different implementations or algorithms for the same
+// problem. A call that finds no choice while its stream is being captured cannot measure (no
+// synchronisation, no allocation inside a capture): it runs cuBLASLt, the implementation every
+// shape supports, so a graph captured without warm-up is still deterministic and correct (and
+// counted, for tests).
 // matmul_bias_cuda on shapes where cuBLASLt would round twice (see kBiasAlignmentMessage) runs the
 // skinny kernel whenever it can, measurement or not: it rounds once. ROOFLINE_MATMUL_IMPL=cublas in
-// the environment forces cuBLASLt for every context created afterwards (the "before" of a decode
-// step comparison, or a way around a suspected skinny-kernel problem without a rebuild);
-// ROOFLINE_MATMUL_IMPL=skinny takes the skinny kernel for every problem it supports (the other
+// the environment forces cuBLASLt with its heuristic's algorithms, untuned, for every context
+// created afterwards (the "before" of a decode step comparison, or a way around a suspected
+// skinny-kernel problem without a rebuild); ROOFLINE_MATMUL_IMPL=skinny takes the skinny kernel for every problem it supports (the other
 // side of that comparison).
 //
 // Layout: cuBLASLt is column-major. A row-major [r, c] matrix with row stride ld is the
@@ -39,8 +46,9 @@
 // Algorithm choice: cublasLtMatmulAlgoGetHeuristic once per (m bucket, n, k, y row stride,
 // pointer alignments, epilogue), for the bucket's upper bound m (matmul_cuda_m_bucket: the next
 // power of two); each exact m then checks the bucket's candidates with cublasLtMatmulAlgoCheck and
-// queries the heuristic for the exact m only when none fits. Descriptors and the chosen algorithm
-// are cached per exact problem, so after warm-up a call is a hash lookup plus cublasLtMatmul: no
+// queries the heuristic for the exact m only when none fits; a tuned algorithm (above) replaces it
+// where it runs the exact problem. Descriptors and the chosen algorithm are cached per exact
+// problem, so after warm-up a call is a hash lookup plus cublasLtMatmul: no
 // allocation and no heuristic (safe inside CUDA-graph capture). The workspace (split-K partials)
 // is allocated once, at creation.
 //
@@ -50,7 +58,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -73,6 +83,10 @@ namespace {
 // Heuristic candidates kept per m bucket: the first one that AlgoCheck accepts for an exact m is
 // used, so a bucket rarely needs a second query.
 constexpr int kBucketCandidates = 4;
+// cuBLASLt algorithms the implementation measurement times for a decode problem (the heuristic's
+// first ones; see measure_impl).
+constexpr int kTuneCandidates = 8;
+constexpr int kMaxTuneCandidates = 64;
 // cuBLASLt assumes 256-byte aligned pointers unless told otherwise; we tell it the real alignment.
 constexpr uint32_t kMaxAlignmentBytes = 256;
 
@@ -180,7 +194,48 @@ struct Plan {
   explicit Plan(const ProblemKey& key, const void* bias) : desc(key, bias) {}
   Descriptors desc;
   cublasLtMatmulAlgo_t algo{};
+  // The shared tuned-algorithm generation this plan's algo reflects (see SharedChoices).
+  uint64_t tuned_generation = 0;
 };
+
+bool same_algo(const cublasLtMatmulAlgo_t& a, const cublasLtMatmulAlgo_t& b) {
+  return std::memcmp(&a, &b, sizeof(a)) == 0;
+}
+
+// A cuBLASLt algorithm that measured fastest, with the problem it was measured on. cuBLASLt's
+// algorithm check sees the descriptors but not the pointers: an algorithm found for 256-byte
+// aligned operands may need that alignment, so it is used only where every operand is at least
+// as aligned as in the measurement.
+struct TunedAlgo {
+  cublasLtMatmulAlgo_t algo{};
+  ProblemKey measured{};
+  bool aligned_for(const ProblemKey& key) const {
+    return key.align_x >= measured.align_x && key.align_w >= measured.align_w &&
+           key.align_y >= measured.align_y && key.align_bias >= measured.align_bias &&
+           key.align_c >= measured.align_c;
+  }
+};
+
+// The process-wide choices (see the header comment), per device: the implementation per (m
+// bucket, n, k, epilogue, prologue, SwiGLU), and the cuBLASLt algorithm that measured fastest per
+// (m bucket, n, k, bias, residual) of the product cuBLASLt runs. The first answer for a key
+// stands. `generation` counts the algorithms published, so a plan notices a new one with one
+// atomic load per call. Never destroyed: contexts may outlive static destruction order.
+struct SharedChoices {
+  std::mutex mutex;
+  std::map<std::tuple<int, int64_t, int64_t, int64_t, MatmulEpilogue, bool, bool>, MatmulImpl>
+      choices;
+  std::map<std::tuple<int, int64_t, int64_t, int64_t, bool, bool>, TunedAlgo> algos;
+  std::atomic<uint64_t> generation{0};
+};
+SharedChoices& shared_choices() {
+  static SharedChoices* shared = new SharedChoices();
+  return *shared;
+}
+
+std::tuple<int, int64_t, int64_t, int64_t, bool, bool> tuned_key(int device, const ProblemKey& key) {
+  return {device, matmul_cuda_m_bucket(key.m), key.n, key.k, key.bias, key.residual};
+}
 
 }  // namespace
 
@@ -207,7 +262,11 @@ struct MatmulCudaContext::Impl {
   // faster.
   std::map<std::tuple<int64_t, int64_t, int64_t, MatmulEpilogue, bool, bool>, MatmulImpl> choices;
   int64_t measurements = 0;
+  int64_t timed_candidates = 0;
   int64_t unmeasured_captures = 0;
+  // cuBLASLt algorithms a measurement times (ROOFLINE_MATMUL_TUNE; 0 or 1: the heuristic's first
+  // only, i.e. untuned).
+  int tune_candidates = kTuneCandidates;
   MatmulImpl last = MatmulImpl::kAuto;
 
   ~Impl() {
@@ -289,6 +348,25 @@ struct MatmulCudaContext::Impl {
     }
     return *plans.emplace(key, std::move(plan)).first->second;
   }
+
+  // Brings plan's algorithm up to date with the process's tuned algorithms: the one measured
+  // fastest for its (m bucket, n, k, bias, residual), where that runs this exact problem. One
+  // atomic load when nothing new was published.
+  void refresh_tuned(const ProblemKey& key, Plan& plan) {
+    SharedChoices& shared = shared_choices();
+    const uint64_t generation = shared.generation.load(std::memory_order_acquire);
+    if (plan.tuned_generation == generation) return;
+    plan.tuned_generation = generation;
+    TunedAlgo tuned;
+    {
+      std::lock_guard<std::mutex> lock(shared.mutex);
+      const auto it = shared.algos.find(tuned_key(device, key));
+      if (it == shared.algos.end()) return;
+      tuned = it->second;
+    }
+    if (!same_algo(tuned.algo, plan.algo) && tuned.aligned_for(key) && fits(plan, tuned.algo))
+      plan.algo = tuned.algo;
+  }
 };
 
 MatmulCudaContext::MatmulCudaContext() : impl_(std::make_unique<Impl>()) {}
@@ -338,6 +416,18 @@ std::unique_ptr<MatmulCudaContext> MatmulCudaContext::create() {
                                  << "' is not 'auto', 'cublas' or 'skinny': ignored (auto)");
     }
   }
+  if (const char* env = std::getenv("ROOFLINE_MATMUL_TUNE")) {
+    char* end = nullptr;
+    const long value = std::strtol(env, &end, 10);
+    if (end != env && *end == '\0' && value >= 0 && value <= kMaxTuneCandidates) {
+      impl.tune_candidates = std::max<int>(static_cast<int>(value), 1);
+    } else {
+      ROOFLINE_LOG(kWarning, "ROOFLINE_MATMUL_TUNE='"
+                                 << env << "' is not a count of cuBLASLt algorithms in [0, "
+                                 << kMaxTuneCandidates << "]: ignored (" << kTuneCandidates
+                                 << ")");
+    }
+  }
   return ctx;
 }
 
@@ -354,6 +444,8 @@ void MatmulCudaContext::set_skinny_splits(int splits) {
 }
 
 int64_t MatmulCudaContext::num_impl_measurements() const { return impl_->measurements; }
+
+int64_t MatmulCudaContext::num_timed_candidates() const { return impl_->timed_candidates; }
 
 int64_t MatmulCudaContext::num_unmeasured_captures() const { return impl_->unmeasured_captures; }
 
@@ -374,29 +466,16 @@ bool bias_epilogue_rounds_once(const MatmulParams& p) {
          alignment_bytes(p.w) >= 16 && alignment_bytes(p.bias) >= 16 && alignment_bytes(p.y) >= 16;
 }
 
-void cublas_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStream_t stream,
-                   MatmulEpilogue epilogue);
-
-// The prologue on cuBLASLt: rms_norm_cuda writes the normalised rows to p.normed, the GEMM reads
-// them.
-void cublas_matmul_with_norm(const MatmulParams& p, MatmulCudaContext::Impl& impl,
-                             cudaStream_t stream, MatmulEpilogue epilogue) {
-  rms_norm_cuda(matmul_prologue_norm(p), stream);
-  cublas_matmul(matmul_prologue_product(p), impl, stream, epilogue);
+// The GEMM cuBLASLt runs for p: without the prologue (over p.normed, after rms_norm_cuda) and
+// without the SwiGLU epilogue (into p.gate_up, before silu_mul_cuda).
+MatmulParams cublas_product(const MatmulParams& p) {
+  MatmulParams q = p.norm_weight != nullptr ? matmul_prologue_product(p) : p;
+  return q.swiglu ? matmul_swiglu_product(q) : q;
 }
 
-void cublas_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStream_t stream,
-                   MatmulEpilogue epilogue) {
-  if (p.norm_weight != nullptr) return cublas_matmul_with_norm(p, impl, stream, epilogue);
-  if (p.swiglu) {  // the product into p.gate_up, then the activation
-    cublas_matmul(matmul_swiglu_product(p), impl, stream, epilogue);
-    silu_mul_cuda(matmul_swiglu_activation(p), stream);
-    return;
-  }
+ProblemKey problem_key(const MatmulParams& p, MatmulEpilogue epilogue) {
   const bool with_bias = epilogue == MatmulEpilogue::kBias;
   const bool with_residual = epilogue == MatmulEpilogue::kResidual;
-  if (with_bias) ROOFLINE_CHECK_MSG(bias_epilogue_rounds_once(p), kBiasAlignmentMessage);
-
   ProblemKey key{};
   key.m = p.m;
   key.n = p.n;
@@ -409,19 +488,35 @@ void cublas_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStr
   key.align_c = with_residual ? alignment_bytes(p.residual) : key.align_y;
   key.bias = with_bias;
   key.residual = with_residual;
-  Plan& plan = impl.plan_for(key, p.bias);
-  if (with_bias) plan.desc.set_bias(p.bias);
+  return key;
+}
+
+// p on cuBLASLt (with rms_norm_cuda before it for the prologue, silu_mul_cuda after it for the
+// SwiGLU epilogue), with the plan's algorithm or, when the measurement times candidates, `algo`
+// (which must run the product: it came from the heuristic for exactly this problem).
+void cublas_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStream_t stream,
+                   MatmulEpilogue epilogue, const cublasLtMatmulAlgo_t* algo = nullptr) {
+  if (p.norm_weight != nullptr) rms_norm_cuda(matmul_prologue_norm(p), stream);
+  const MatmulParams q = cublas_product(p);
+  const bool with_bias = epilogue == MatmulEpilogue::kBias;
+  const bool with_residual = epilogue == MatmulEpilogue::kResidual;
+  if (with_bias) ROOFLINE_CHECK_MSG(bias_epilogue_rounds_once(q), kBiasAlignmentMessage);
+  const ProblemKey key = problem_key(q, epilogue);
+  Plan& plan = impl.plan_for(key, q.bias);
+  if (impl.forced != MatmulImpl::kCublas) impl.refresh_tuned(key, plan);
+  if (with_bias) plan.desc.set_bias(q.bias);
 
   // D = alpha · op(A) · B + beta · C: C = residual with beta = 1 adds it in fp32 before D's single
   // rounding (C and D share y's layout; C may be D itself).
   const float alpha = 1.0f;
   const float beta = with_residual ? 1.0f : 0.0f;
-  const void* c = with_residual ? p.residual : p.y;
-  ROOFLINE_CUBLAS_CHECK(
-      cublasLtMatmul(impl.handle, plan.desc.op, &alpha, p.w, plan.desc.a, p.x, plan.desc.b, &beta,
-                     c, plan.desc.d, p.y, plan.desc.d, &plan.algo, impl.workspace,
-                     static_cast<size_t>(MatmulCudaContext::kWorkspaceBytes), stream));
+  const void* c = with_residual ? q.residual : q.y;
+  ROOFLINE_CUBLAS_CHECK(cublasLtMatmul(
+      impl.handle, plan.desc.op, &alpha, q.w, plan.desc.a, q.x, plan.desc.b, &beta, c,
+      plan.desc.d, q.y, plan.desc.d, algo != nullptr ? algo : &plan.algo, impl.workspace,
+      static_cast<size_t>(MatmulCudaContext::kWorkspaceBytes), stream));
   ROOFLINE_CUDA_LAUNCH_CHECK(stream);
+  if (p.swiglu) silu_mul_cuda(matmul_swiglu_activation(p), stream);
 }
 
 void skinny_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStream_t stream,
@@ -489,23 +584,38 @@ struct ScratchMemory {
   ScratchMemory& operator=(const ScratchMemory&) = delete;
 };
 
-// Times both implementations for p's (m bucket, n, k, epilogue), each call behind the stand-in for
-// the kernel before it in a decode step (see kChainPredecessorNs; the same for both, so it cancels
-// in the comparison); returns the faster. Runs outside stream capture only (it allocates and
-// synchronises). x, y and the residual are the context's
-// scratch (the caller's y may alias its residual, and its x has only p.m rows); W and the bias are
-// the caller's, read only. Without memory for the flush buffer (twice L2) the weights may be
-// partly L2-resident for both candidates alike: the comparison stays fair, if optimistic. Without
-// memory for x and y (a few MB) nothing can be timed: cuBLASLt, as inside a capture.
-MatmulImpl measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStream_t stream,
-                        MatmulEpilogue epilogue) {
+// What a measurement found: the implementation to run, and the cuBLASLt algorithm that measured
+// fastest for the product (tuned: false when the process already had one for it, which was then
+// the only cuBLASLt candidate timed).
+struct Measured {
+  MatmulImpl impl = MatmulImpl::kCublas;
+  bool tuned = false;
+  TunedAlgo algo;
+};
+
+// Times the candidates for p's (m bucket, n, k, epilogue) and returns the fastest: the skinny
+// kernel, and cuBLASLt with each of the first kTuneCandidates algorithms its heuristic offers for
+// the product (the heuristic ranks by a model of the GPU, and at decode sizes its first choice is
+// often not the fastest; only the process's tuned algorithm when one exists, so that every
+// context runs the same one). Each call runs behind the stand-in for the kernel before it in a
+// decode step (see kChainPredecessorNs; the same for all, so it cancels in the comparison), and the
+// candidates' timed calls are interleaved, rep by rep, so a clock or host drift during the
+// measurement moves them all alike. Runs outside stream capture only (it allocates and
+// synchronises). x, y and the residual are the context's scratch (the caller's y may alias its
+// residual, and its x has only p.m rows); W and the bias are the caller's, read only. Without
+// memory for the flush buffer (twice L2) the weights may be partly L2-resident for all candidates
+// alike: the comparison stays fair, if optimistic. Without memory for x and y (a few MB) nothing
+// can be timed: cuBLASLt with its heuristic's algorithm, as inside a capture.
+Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStream_t stream,
+                      MatmulEpilogue epilogue) {
+  Measured result;
   const int64_t m = matmul_cuda_m_bucket(p.m);
   ScratchMemory x(static_cast<size_t>(m * p.k) * 2);
   ScratchMemory y(static_cast<size_t>(m * p.n) * 2);
   ScratchMemory normed(p.norm_weight != nullptr ? static_cast<size_t>(m * p.k) * 2 : 16);
   ScratchMemory gate_up(p.swiglu ? static_cast<size_t>(m * p.n) * 2 : 16);
   if (x.ptr == nullptr || y.ptr == nullptr || normed.ptr == nullptr || gate_up.ptr == nullptr)
-    return MatmulImpl::kCublas;
+    return result;
   const size_t flush_bytes = static_cast<size_t>(2 * std::max<int64_t>(impl.l2_bytes, 1 << 20));
   ScratchMemory flush(flush_bytes);
   const auto flush_l2 = [&] {
@@ -529,52 +639,77 @@ MatmulImpl measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cu
   q.normed = p.norm_weight != nullptr ? normed.ptr : nullptr;
   q.gate_up = p.swiglu ? gate_up.ptr : nullptr;
 
-  std::vector<cudaEvent_t> events(2 * kMeasureReps);
-  for (auto& e : events) ROOFLINE_CUDA_CHECK(cudaEventCreate(&e));
-  float median_ms[2] = {0, 0};
-  for (int candidate = 0; candidate < 2; ++candidate) {
-    const bool skinny = candidate == 1;
-    const auto call = [&] {
-      if (skinny) {
-        skinny_matmul(q, impl, stream, epilogue);
-      } else {
-        cublas_matmul(q, impl, stream, epilogue);
-      }
-    };
-    call();  // warm-up: cuBLASLt chooses its algorithm, kernels load
-    for (int r = 0; r < kMeasureReps; ++r) {
-      flush_l2();
-      ROOFLINE_CUDA_CHECK(cudaEventRecord(events[static_cast<size_t>(2 * r)], stream));
-      cuda::launch_pdl(chain_predecessor_kernel, dim3(1), dim3(32), 0, stream, kChainPredecessorNs);
-      call();
-      ROOFLINE_CUDA_CHECK(cudaEventRecord(events[static_cast<size_t>(2 * r + 1)], stream));
+  // The cuBLASLt candidates: the tuned algorithm, or the heuristic's first few that run the product.
+  const MatmulParams product = cublas_product(q);
+  const ProblemKey key = problem_key(product, epilogue);
+  Plan& plan = impl.plan_for(key, product.bias);
+  std::vector<cublasLtMatmulAlgo_t> algos;
+  {
+    SharedChoices& shared = shared_choices();
+    std::lock_guard<std::mutex> lock(shared.mutex);
+    const auto it = shared.algos.find(tuned_key(impl.device, key));
+    if (it != shared.algos.end()) {
+      // The only cuBLASLt candidate: the process's algorithm, or, where that cannot run this
+      // problem, the plan's own.
+      const bool runs = it->second.aligned_for(key) && impl.fits(plan, it->second.algo);
+      algos.push_back(runs ? it->second.algo : plan.algo);
     }
-    ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+  result.tuned = algos.empty();
+  if (result.tuned) {
+    for (const auto& candidate : impl.query(key, plan.desc, impl.tune_candidates)) {
+      const bool seen = std::any_of(algos.begin(), algos.end(), [&](const auto& a) {
+        return same_algo(a, candidate.algo);
+      });
+      if (!seen && impl.fits(plan, candidate.algo)) algos.push_back(candidate.algo);
+    }
+    if (algos.empty()) algos.push_back(plan.algo);
+  }
+
+  // Candidate c < algos.size(): cuBLASLt with algos[c]; the last: the skinny kernel.
+  const size_t candidates = algos.size() + 1;
+  const auto call = [&](size_t c) {
+    if (c == algos.size()) {
+      skinny_matmul(q, impl, stream, epilogue);
+    } else {
+      cublas_matmul(q, impl, stream, epilogue, &algos[c]);
+    }
+  };
+  for (size_t c = 0; c < candidates; ++c) call(c);  // warm-up: kernels load
+  std::vector<cudaEvent_t> events(2 * kMeasureReps * candidates);
+  for (auto& e : events) ROOFLINE_CUDA_CHECK(cudaEventCreate(&e));
+  for (int r = 0; r < kMeasureReps; ++r) {
+    for (size_t c = 0; c < candidates; ++c) {
+      const size_t at = 2 * (static_cast<size_t>(r) * candidates + c);
+      flush_l2();
+      ROOFLINE_CUDA_CHECK(cudaEventRecord(events[at], stream));
+      cuda::launch_pdl(chain_predecessor_kernel, dim3(1), dim3(32), 0, stream, kChainPredecessorNs);
+      call(c);
+      ROOFLINE_CUDA_CHECK(cudaEventRecord(events[at + 1], stream));
+    }
+  }
+  ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<float> median_ms(candidates);
+  for (size_t c = 0; c < candidates; ++c) {
     std::vector<float> ms(kMeasureReps);
     for (int r = 0; r < kMeasureReps; ++r) {
-      ROOFLINE_CUDA_CHECK(cudaEventElapsedTime(&ms[static_cast<size_t>(r)],
-                                               events[static_cast<size_t>(2 * r)],
-                                               events[static_cast<size_t>(2 * r + 1)]));
+      const size_t at = 2 * (static_cast<size_t>(r) * candidates + c);
+      ROOFLINE_CUDA_CHECK(
+          cudaEventElapsedTime(&ms[static_cast<size_t>(r)], events[at], events[at + 1]));
     }
     std::nth_element(ms.begin(), ms.begin() + kMeasureReps / 2, ms.end());
-    median_ms[candidate] = ms[kMeasureReps / 2];
+    median_ms[c] = ms[kMeasureReps / 2];
   }
   for (auto& e : events) ROOFLINE_CUDA_CHECK(cudaEventDestroy(e));
   ++impl.measurements;
-  return median_ms[1] < kSkinnyMaxTimeRatio * median_ms[0] ? MatmulImpl::kSkinny
-                                                           : MatmulImpl::kCublas;
-}
+  impl.timed_candidates += static_cast<int64_t>(candidates);
 
-// The process-wide choices (see the header comment), per (device, m bucket, n, k, epilogue,
-// prologue, SwiGLU). Never destroyed: contexts may outlive static destruction order.
-struct SharedChoices {
-  std::mutex mutex;
-  std::map<std::tuple<int, int64_t, int64_t, int64_t, MatmulEpilogue, bool, bool>, MatmulImpl>
-      choices;
-};
-SharedChoices& shared_choices() {
-  static SharedChoices* shared = new SharedChoices();
-  return *shared;
+  const size_t best = static_cast<size_t>(
+      std::min_element(median_ms.begin(), median_ms.end() - 1) - median_ms.begin());
+  result.algo = {algos[best], key};
+  result.impl = median_ms.back() < kSkinnyMaxTimeRatio * median_ms[best] ? MatmulImpl::kSkinny
+                                                                         : MatmulImpl::kCublas;
+  return result;
 }
 
 MatmulImpl choose_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStream_t stream,
@@ -609,10 +744,16 @@ MatmulImpl choose_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cud
     ++impl.unmeasured_captures;
     return MatmulImpl::kCublas;
   }
-  MatmulImpl chosen = measure_impl(p, impl, stream, epilogue);
+  const Measured measured = measure_impl(p, impl, stream, epilogue);
+  MatmulImpl chosen = measured.impl;
   {
     // Another context may have measured the same problem meanwhile: the first answer stands.
     std::lock_guard<std::mutex> lock(shared.mutex);
+    if (measured.tuned) {
+      const auto tuned = tuned_key(impl.device, measured.algo.measured);
+      if (shared.algos.emplace(tuned, measured.algo).second)
+        shared.generation.fetch_add(1, std::memory_order_release);
+    }
     chosen = shared.choices.emplace(shared_key, chosen).first->second;
   }
   impl.choices.emplace(key, chosen);
@@ -667,6 +808,7 @@ void matmul_cuda_forget_shared_choices() {
   SharedChoices& shared = shared_choices();
   std::lock_guard<std::mutex> lock(shared.mutex);
   shared.choices.clear();
+  shared.algos.clear();
 }
 
 }  // namespace roofline

@@ -752,14 +752,23 @@ TEST(MatmulCudaGraphTest, UnmeasuredProblemInsideACaptureRunsCublas) {
   matmul_cuda(p, *ctx, stream);
   ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
   EXPECT_EQ(ctx->num_impl_measurements(), 1);
-  // A second context of the process takes the first one's choice instead of measuring (its own
-  // timings could disagree, and two runners must compute the same function).
+  // It timed the skinny kernel and several of cuBLASLt's algorithms (cuBLASLt's heuristic offers
+  // more than one for this shape), not one of each.
+  EXPECT_GT(ctx->num_timed_candidates(), 2);
+  const std::vector<uint16_t> first = y.to_host<uint16_t>();
+  // A second context of the process takes the first one's choices — implementation and cuBLASLt
+  // algorithm — instead of measuring (its own timings could disagree, and two runners must compute
+  // the same function): the same bits.
   const MatmulImpl chosen = ctx->last_impl();
   auto other = context(MatmulImpl::kAuto);
+  y.poison();
+  ROOFLINE_CUDA_CHECK(cudaDeviceSynchronize());
   matmul_cuda(p, *other, stream);
   ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
   EXPECT_EQ(other->num_impl_measurements(), 0);
+  EXPECT_EQ(other->num_timed_candidates(), 0);
   EXPECT_EQ(other->last_impl(), chosen);
+  EXPECT_EQ(y.to_host<uint16_t>(), first);
   ROOFLINE_CUDA_CHECK(cudaGraphExecDestroy(exec));
   ROOFLINE_CUDA_CHECK(cudaGraphDestroy(graph));
   ROOFLINE_CUDA_CHECK(cudaStreamDestroy(stream));
