@@ -23,11 +23,15 @@
 //   S^T rounded to bf16). About 40 warp instructions per 16 keys at head_dim 128, where the
 //   CUDA-core kernel it replaced spent ~100 per key and was bound by instruction issue at ~70 % of
 //   the copy ceiling (bench/results/2026-11-30-decode-attention-tensor-cores.md).
-// - One split: the block normalises and writes bf16 out. Several: each block writes its rows'
-//   normalised f32 partial and log2-sum-exp to the workspace, then counts itself in with an
-//   atomic; the last block of its (sequence, KV head, row chunk) merges the partials (reading
-//   them through L2) and resets the counter to zero for the next call. No second kernel, no host
-//   state: a CUDA graph can capture it.
+// - One split: the block normalises and writes bf16 out. Up to kDecodeMaxClusterSplits, when
+//   all of the launch's clusters fit on the GPU at once: the launch's splits of a group are one
+//   thread-block cluster; each block leaves its rows'
+//   normalised f32 partial and log2-sum-exp in its shared memory, and after a cluster barrier
+//   every block merges a share of the rows' dims from all of them over distributed shared memory
+//   (no L2 round trips, no device-scope atomic). More: each block writes its partial to the
+//   workspace, then counts itself in with an atomic; the last block of its (sequence, KV head,
+//   row chunk) merges the partials (reading them through L2) and resets the counter to zero for
+//   the next call. No second kernel, no host state: a CUDA graph can capture either.
 //
 // Numerics: bf16 q / K / V / out, f32 dots, f32 softmax state in base 2 (weights by the hardware
 // ex2.approx, relative error ~2^-22), each probability rounded to bf16 for the P·V MMA (relative
@@ -45,6 +49,8 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "core/check.h"
@@ -88,13 +94,59 @@ struct DecodeArgs {
   int sliding_window;
   int row_chunks;
   int splits;
+  int cluster;  // 1: the launch's splits form one thread-block cluster per group (see below)
   float scale_log2;
 };
 
+// Merges the splits' normalised partials of a group's rows (four dims of one row per item, items
+// first_item, + item_stride, ...) online over the splits — running max, rescaled sum and output —
+// so every load is independent of the others (16 splits' loads in flight at once), and writes out
+// in bf16. load(sp, r, d, &lse, &v): split sp's log2-sum-exp of row r and its dims d..d+3.
+template <int kHeadDim, typename Load>
+__device__ __forceinline__ void merge_splits(const DecodeArgs& a, int kv_head, int row0,
+                                             int rows_here, int q_begin, int splits,
+                                             int first_item, int item_stride, Load load) {
+  constexpr int kQuads = kHeadDim / 4;
+  for (int idx = first_item; idx < rows_here * kQuads; idx += item_stride) {
+    const int r = idx / kQuads;
+    const int d = (idx % kQuads) * 4;
+    float mx = kEmptyMax, total = 0.0f;
+    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 16
+    for (int sp = 0; sp < splits; ++sp) {
+      float lse;
+      float4 v;
+      load(sp, r, d, &lse, &v);
+      const float m_new = fmaxf(mx, lse);
+      const float keep = cuda::fast_exp2(mx - m_new), w = cuda::fast_exp2(lse - m_new);  // w = 0: empty split
+      total = total * keep + w;
+      o.x = o.x * keep + w * v.x;
+      o.y = o.y * keep + w * v.y;
+      o.z = o.z * keep + w * v.z;
+      o.w = o.w * keep + w * v.w;
+      mx = m_new;
+    }
+    const float inv = 1.0f / total;  // > 0: the row's own key is in some split
+    const int row = row0 + r;
+    const int head = kv_head * a.group + row % a.group;
+    const int64_t t = q_begin + row / a.group;
+    __nv_bfloat16* dst = a.out + (t * a.num_heads + head) * kHeadDim + d;
+    dst[0] = __float2bfloat16_rn(o.x * inv);
+    dst[1] = __float2bfloat16_rn(o.y * inv);
+    dst[2] = __float2bfloat16_rn(o.z * inv);
+    dst[3] = __float2bfloat16_rn(o.w * inv);
+  }
+}
+
 // The end of a block: its warps have left their rows' un-normalised
 // accumulators, running maxima and sums in shared memory (s_acc [kWarps][kRows][kHeadDim], then
-// s_m and s_l [kWarps][kRows]). Merges the warps; with one split writes bf16 out, else writes the
-// block's partial and log2-sum-exp, counts itself in, and the group's last block merges the splits.
+// s_m and s_l [kWarps][kRows]). Merges the warps; with one split writes bf16 out. With several in
+// a cluster (a.cluster), leaves the block's partial and log2-sum-exp in its own shared memory
+// (s_part [kRows][kHeadDim], s_lse [kRows], after s_l), and after a cluster barrier every block of
+// the group merges a share of the rows' dims, reading the others' partials over distributed shared
+// memory; a second barrier keeps each block's partial alive until all have read it. Otherwise
+// writes the partial to the workspace, counts itself in, and the group's last block merges the
+// splits through L2.
 template <int kHeadDim, int kRows>
 __device__ __forceinline__ void finish_block(const DecodeArgs& a, unsigned char* smem,
                                              unsigned* s_last_ptr, int seq, int kv_head, int row0,
@@ -105,6 +157,8 @@ __device__ __forceinline__ void finish_block(const DecodeArgs& a, unsigned char*
   const float* s_acc = reinterpret_cast<const float*>(smem);
   const float* s_m = s_acc + kWarps * kRows * kHeadDim;
   const float* s_l = s_m + kWarps * kRows;
+  float* s_part = reinterpret_cast<float*>(smem) + kWarps * kRows * (kHeadDim + 2);
+  float* s_lse = s_part + kRows * kHeadDim;
   __syncthreads();
 
   const int64_t group_index = static_cast<int64_t>(seq) * gridDim.y + blockIdx.y;
@@ -127,12 +181,27 @@ __device__ __forceinline__ void finish_block(const DecodeArgs& a, unsigned char*
       const int head = kv_head * a.group + row % a.group;
       const int64_t t = q_begin + row / a.group;
       a.out[(t * a.num_heads + head) * kHeadDim + d] = __float2bfloat16_rn(o / sum);
+    } else if (a.cluster) {
+      s_part[r * kHeadDim + d] = sum > 0.0f ? o / sum : 0.0f;
+      if (d == 0) s_lse[r] = sum > 0.0f ? mx + log2f(sum) : kNegInf;
     } else {
       a.part_out[(split_block * kRows + r) * kHeadDim + d] = sum > 0.0f ? o / sum : 0.0f;
       if (d == 0) a.part_lse[split_block * kRows + r] = sum > 0.0f ? mx + log2f(sum) : kNegInf;
     }
   }
   if (splits == 1) return;
+  if (a.cluster) {
+    // The block's rank in the cluster is its split (the cluster spans the launch's splits).
+    cuda::cluster_sync();
+    merge_splits<kHeadDim>(
+        a, kv_head, row0, rows_here, q_begin, splits, split * kThreads + tid, splits * kThreads,
+        [&](int sp, int r, int d, float* lse, float4* v) {
+          *lse = cuda::cluster_load_f32(s_lse + r, static_cast<unsigned>(sp));
+          *v = cuda::cluster_load_f32x4(s_part + r * kHeadDim + d, static_cast<unsigned>(sp));
+        });
+    cuda::cluster_sync();
+    return;
+  }
 
   // Count this block in (cuda::arrive_last_of); the last of the group's splits merges them all.
   __syncthreads();
@@ -141,44 +210,12 @@ __device__ __forceinline__ void finish_block(const DecodeArgs& a, unsigned char*
   __syncthreads();
   if (s_last == 0u) return;
   const int64_t first_block = group_index * a.splits;
-  // Four dims of one row per thread, merged online over the splits (running max, rescaled sum and
-  // output), so every load is independent of the others: 16 splits' loads in flight at once (B=1
-  // takes up to 33 splits), one L2 round trip per 16 splits instead of a weights pass and a
-  // barrier before the outputs.
-  constexpr int kQuads = kHeadDim / 4;
-  for (int idx = tid; idx < rows_here * kQuads; idx += kThreads) {
-    const int r = idx / kQuads;
-    const int d = (idx % kQuads) * 4;
-    float mx = kEmptyMax, total = 0.0f;
-    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 16
-    for (int sp = 0; sp < splits; ++sp) {
-      const float lse = __ldcg(a.part_lse + (first_block + sp) * kRows + r);
-      const float4 v = __ldcg(reinterpret_cast<const float4*>(
-          a.part_out + ((first_block + sp) * kRows + r) * kHeadDim + d));
-      const float m_new = fmaxf(mx, lse);
-      const float keep = cuda::fast_exp2(mx - m_new), w = cuda::fast_exp2(lse - m_new);  // w = 0: empty split
-      total = total * keep + w;
-      o.x = o.x * keep + w * v.x;
-      o.y = o.y * keep + w * v.y;
-      o.z = o.z * keep + w * v.z;
-      o.w = o.w * keep + w * v.w;
-      mx = m_new;
-    }
-    const float inv = 1.0f / total;  // > 0: the row's own key is in some split
-    o.x *= inv;
-    o.y *= inv;
-    o.z *= inv;
-    o.w *= inv;
-    const int row = row0 + r;
-    const int head = kv_head * a.group + row % a.group;
-    const int64_t t = q_begin + row / a.group;
-    __nv_bfloat16* dst = a.out + (t * a.num_heads + head) * kHeadDim + d;
-    dst[0] = __float2bfloat16_rn(o.x);
-    dst[1] = __float2bfloat16_rn(o.y);
-    dst[2] = __float2bfloat16_rn(o.z);
-    dst[3] = __float2bfloat16_rn(o.w);
-  }
+  merge_splits<kHeadDim>(a, kv_head, row0, rows_here, q_begin, splits, tid, kThreads,
+                         [&](int sp, int r, int d, float* lse, float4* v) {
+                           *lse = __ldcg(a.part_lse + (first_block + sp) * kRows + r);
+                           *v = __ldcg(reinterpret_cast<const float4*>(
+                               a.part_out + ((first_block + sp) * kRows + r) * kHeadDim + d));
+                         });
 }
 
 // Shapes per head dim. A warp stage is 16 keys (one MMA's m) of K and of V; the ring depth keeps
@@ -197,7 +234,10 @@ struct MmaDecodeConfig {
   static constexpr int kSteps = kHeadDim / 16;                  // k steps of S, m tiles of O
   static constexpr int kStages = kHeadDim <= 128 ? 3 : 2;
   static constexpr int kRingBytes = kWarps * kStages * 2 * kStageChunks * 16;
-  static constexpr int kMergeBytes = kWarps * kRows * (kHeadDim + 2) * 4;
+  // The block's end: the warps' accumulators, maxima and sums, then (clustered) the block's
+  // partial and log2-sum-exp for the other blocks of its cluster to read.
+  static constexpr int kMergeBytes =
+      kWarps * kRows * (kHeadDim + 2) * 4 + kRows * (kHeadDim + 1) * 4;
   static constexpr int kSmemBytes = kRingBytes > kMergeBytes ? kRingBytes : kMergeBytes;
   // Key rows are kChunks 16-byte chunks; chunk c of key k sits at c ^ f(k) so the 8 rows an
   // ldmatrix reads (8 keys, one chunk) fall in 8 different 16-byte bank groups: f(k) = k mod 8
@@ -250,7 +290,15 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs
   // the same count, so they agree on who merges and over how many partials.
   const int splits = min(a.splits, max(1, (hi - lo + static_cast<int>(kDecodeMinKeysPerSplit) - 1) /
                                              static_cast<int>(kDecodeMinKeysPerSplit)));
-  if (split >= splits) return;
+  if (split >= splits) {
+    // A cluster's idle blocks still take part in its two barriers (finish_block).
+    if (a.cluster) {
+      cuda::pdl_launch_dependents();
+      cuda::cluster_sync();
+      cuda::cluster_sync();
+    }
+    return;
+  }
   const int per_split =
       ((hi - lo + splits - 1) / splits + kKeysPerStage - 1) / kKeysPerStage * kKeysPerStage;
   const int s_lo = min(hi, lo + split * per_split);
@@ -451,6 +499,45 @@ int64_t resident_blocks(int device) {
   return blocks[device];
 }
 
+// How many clusters of `size` blocks (2..kDecodeMaxClusterSplits) of the kernel the current device
+// runs at once, measured once per device and kernel; 0 when clustered merging is unavailable (before
+// sm_90) or turned off (ROOFLINE_DECODE_CLUSTER=0 merges every split through the workspace, for A/B
+// runs). A launch clusters its splits only when all its clusters fit at once: clusters are placed
+// whole within a GPC, so fewer of them fit than blocks would, and a second wave of short blocks
+// costs more than the merge saves (H200, B=8 L=512: 64 clusters of 4, 10.2 -> 16.9 us).
+template <auto kKernel, int kSmemBytes>
+int64_t max_active_clusters(int device, int64_t size) {
+  constexpr int kMaxDevices = 64;
+  static int64_t clusters[kMaxDevices][kDecodeMaxClusterSplits + 1] = {};
+  static std::once_flag once[kMaxDevices];
+  ROOFLINE_CHECK(device >= 0 && device < kMaxDevices);
+  ROOFLINE_CHECK(size >= 2 && size <= kDecodeMaxClusterSplits);
+  std::call_once(once[device], [device] {
+    const char* env = std::getenv("ROOFLINE_DECODE_CLUSTER");
+    if (env != nullptr && std::strcmp(env, "0") == 0) return;
+    int major = 0;
+    ROOFLINE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    if (major < 9) return;
+    for (int64_t s = 2; s <= kDecodeMaxClusterSplits; ++s) {
+      cudaLaunchConfig_t config = {};
+      config.gridDim = dim3(static_cast<unsigned>(s));
+      config.blockDim = dim3(kThreads);
+      config.dynamicSmemBytes = kSmemBytes;
+      cudaLaunchAttribute attribute;
+      attribute.id = cudaLaunchAttributeClusterDimension;
+      attribute.val.clusterDim.x = static_cast<unsigned>(s);
+      attribute.val.clusterDim.y = 1;
+      attribute.val.clusterDim.z = 1;
+      config.attrs = &attribute;
+      config.numAttrs = 1;
+      int n = 0;
+      if (cudaOccupancyMaxActiveClusters(&n, kKernel, &config) == cudaSuccess) clusters[device][s] = n;
+      cudaGetLastError();  // a refusal is an answer here, not an error for the next launch
+    }
+  });
+  return clusters[device][size];
+}
+
 // Plans and launches one kernel (kRows rows per block) over the batch.
 template <auto kKernel, int kSmemBytes, int kRows>
 void launch(const PagedAttentionParams& p, int64_t max_q_len, int64_t max_seq_len,
@@ -486,12 +573,17 @@ void launch(const PagedAttentionParams& p, int64_t max_q_len, int64_t max_seq_le
   a.sliding_window = static_cast<int>(p.sliding_window);
   a.row_chunks = static_cast<int>(plan.row_chunks);
   a.splits = static_cast<int>(plan.splits);
+  const int64_t groups = p.num_seqs * p.num_kv_heads * plan.row_chunks;
+  a.cluster = plan.cluster && groups <= max_active_clusters<kKernel, kSmemBytes>(device, plan.splits)
+                  ? 1
+                  : 0;
   a.scale_log2 = p.scale * 1.4426950408889634f;
   const int64_t head_blocks = p.num_kv_heads * plan.row_chunks;
   ROOFLINE_CHECK(head_blocks <= 65535 && p.num_seqs <= 65535);
   const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(head_blocks),
                   static_cast<unsigned>(p.num_seqs));
-  cuda::launch_pdl(kKernel, grid, dim3(kThreads), kSmemBytes, stream, a);
+  cuda::launch_pdl_clustered(kKernel, grid, dim3(kThreads), kSmemBytes, stream,
+                             a.cluster ? static_cast<unsigned>(plan.splits) : 1u, a);
   ROOFLINE_CUDA_LAUNCH_CHECK(stream);
 }
 

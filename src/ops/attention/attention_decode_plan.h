@@ -7,13 +7,14 @@
 // rows (the n of the kernel's m16n8k16 MMAs); more rows take more row chunks. When sequences x
 // KV heads x row chunks
 // would not fill the GPU, each sequence's KV range is split across blocks (split-K); each block
-// writes a normalised partial output with its log-sum-exp, and the last block of a group to
-// finish merges them (no second kernel). The split count is a function of the launch's shape
-// only — batch, heads, rows, the longest context — so a CUDA graph captured for a shape bucket
-// stays valid for any contexts up to that bound. It is an upper bound: the kernel uses no more
-// splits for a group than its actual key range fills at kDecodeMinKeysPerSplit keys each, so a
-// graph planned for a whole --max-model-len does not merge dozens of near-empty splits at short
-// contexts.
+// keeps a normalised partial output with its log-sum-exp, and the blocks of a group merge them —
+// through distributed shared memory when the group's splits fit one cluster, else through the
+// workspace, by the last block of the group to finish (no second kernel either way). The split
+// count is a function of the launch's shape only — batch, heads, rows, the longest context — so a
+// CUDA graph captured for a shape bucket stays valid for any contexts up to that bound. It is an
+// upper bound: the kernel uses no more splits for a group than its actual key range fills at
+// kDecodeMinKeysPerSplit keys each, so a graph planned for a whole --max-model-len does not merge
+// dozens of near-empty splits at short contexts.
 #pragma once
 
 #include <algorithm>
@@ -35,12 +36,19 @@ inline constexpr int64_t kDecodeMaxSplits = 128;
 inline constexpr int64_t kDecodeMinKeysPerSplit = 128;
 // Blocks that write split partials in one launch, at most: bounds the workspace.
 inline constexpr int64_t kDecodeMaxSplitBlocks = 2048;
+// Up to this many splits form one thread-block cluster per group (8: the portable cluster size),
+// and merge through distributed shared memory instead of the workspace: no partials written to
+// and read back from L2, no device-scope atomic, no fence (see attention_decode_cuda.cu).
+inline constexpr int64_t kDecodeMaxClusterSplits = 8;
 inline constexpr int64_t kDecodeMaxHeadDim = 256;
 
 struct DecodePlan {
   int64_t rows = kDecodeMaxRows;  // rows per block
   int64_t row_chunks = 1;         // blocks along the rows of one (sequence, KV head)
   int64_t splits = 1;             // blocks along one sequence's KV range
+  // The splits of a group may form a cluster (2..kDecodeMaxClusterSplits of them); the launcher
+  // clusters them when all the launch's clusters fit on the GPU at once.
+  bool cluster = false;
 };
 
 // group: query heads per KV head; max_q_len: the most queries any sequence brings (1..8);
@@ -62,6 +70,7 @@ inline DecodePlan plan_decode_attention(int64_t num_seqs, int64_t num_kv_heads, 
   splits = std::min(splits, kDecodeMaxSplits);
   splits = std::min(splits, kDecodeMaxSplitBlocks / base);
   p.splits = std::max<int64_t>(1, splits);
+  p.cluster = p.splits > 1 && p.splits <= kDecodeMaxClusterSplits;
   return p;
 }
 

@@ -36,6 +36,15 @@ TEST(DecodePlanTest, SplitsOnlyWhenTheGridWouldNotFillTheGpu) {
   EXPECT_EQ(plan_decode_attention(8, 8, 4, 1, 32768, 264).splits, 4);
 }
 
+TEST(DecodePlanTest, SplitsMergeInAClusterWhenTheyFitOne) {
+  EXPECT_FALSE(plan_decode_attention(64, 8, 4, 1, 4096, kResident).cluster);  // no split
+  EXPECT_TRUE(plan_decode_attention(1, 8, 4, 1, 512, kResident).cluster);     // 4 splits
+  EXPECT_TRUE(plan_decode_attention(1, 8, 4, 1, 1024, kResident).cluster);    // 8
+  EXPECT_FALSE(plan_decode_attention(1, 8, 4, 1, 1025, kResident).cluster);   // 9
+  EXPECT_FALSE(plan_decode_attention(1, 8, 4, 1, 4096, kResident).cluster);   // 32
+  EXPECT_TRUE(plan_decode_attention(1, 2, 7, 1, 540, kResident).cluster);     // qwen2.5-0.5b: 5
+}
+
 TEST(DecodePlanTest, SplitBlocksNeverExceedTheWorkspace) {
   for (const int64_t seqs : {1, 2, 3, 7, 64, 257, 4096}) {
     for (const int64_t kv_heads : {1, 2, 8, 64}) {
@@ -49,6 +58,7 @@ TEST(DecodePlanTest, SplitBlocksNeverExceedTheWorkspace) {
               ASSERT_EQ(p.rows, kDecodeMaxRows);
               ASSERT_GE(p.rows * p.row_chunks, group * q);
               ASSERT_LT(p.rows * (p.row_chunks - 1), group * q);
+              ASSERT_EQ(p.cluster, p.splits > 1 && p.splits <= kDecodeMaxClusterSplits);
               if (p.splits > 1) {
                 ASSERT_LE(seqs * kv_heads * p.row_chunks * p.splits, kDecodeMaxSplitBlocks);
                 ASSERT_LE((p.splits - 1) * kDecodeMinKeysPerSplit, len);

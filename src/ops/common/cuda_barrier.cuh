@@ -1,8 +1,9 @@
 // Block-level synchronisation for warp-specialised kernels (sm_90): mbarriers in shared memory
 // (a producer's copies complete a phase, consumers wait on its parity), named barriers (a subset
 // of the block's warps syncs or only arrives), and the register reallocation between warpgroups
-// (setmaxnreg); and the grid-level arrival count of kernels whose last block merges the others'
-// partials. Include only from .cu files.
+// (setmaxnreg); the grid-level arrival count of kernels whose last block merges the others'
+// partials; and the cluster barrier and distributed-shared-memory loads of clustered launches.
+// Include only from .cu files.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -86,6 +87,48 @@ __device__ __forceinline__ bool arrive_last_of(unsigned* counter, unsigned total
   const bool last = before == total - 1;
   if (last) *counter = 0u;
   return last;
+}
+
+// Thread-block clusters (sm_90): a barrier over every thread of every block of the cluster,
+// releasing each thread's prior writes (shared memory included) to the threads that wait on it,
+// and a load from another block's shared memory (distributed shared memory) at the address that
+// `local` has in this block's.
+__device__ __forceinline__ void cluster_sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ uint32_t cluster_smem_addr(const void* local, unsigned rank) {
+  uint32_t remote = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
+               : "=r"(remote)
+               : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(local))), "r"(rank));
+#endif
+  return remote;
+}
+
+__device__ __forceinline__ float cluster_load_f32(const float* local, unsigned rank) {
+  float v = 0.0f;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("ld.shared::cluster.f32 %0, [%1];\n"
+               : "=f"(v)
+               : "r"(cluster_smem_addr(local, rank))
+               : "memory");
+#endif
+  return v;
+}
+
+__device__ __forceinline__ float4 cluster_load_f32x4(const float* local, unsigned rank) {
+  float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(cluster_smem_addr(local, rank))
+               : "memory");
+#endif
+  return v;
 }
 
 }  // namespace roofline::cuda
