@@ -23,9 +23,10 @@
 //   S^T rounded to bf16). About 40 warp instructions per 16 keys at head_dim 128, where the
 //   CUDA-core kernel it replaced spent ~100 per key and was bound by instruction issue at ~70 % of
 //   the copy ceiling (bench/results/2026-11-30-decode-attention-tensor-cores.md).
-// - One split: the block normalises and writes bf16 out. Up to kDecodeMaxClusterSplits, when
-//   all of the launch's clusters fit on the GPU at once: the launch's splits of a group are one
-//   thread-block cluster; each block leaves its rows'
+// - One split: the block normalises and writes bf16 out. When all of the launch's clusters fit on
+//   the GPU at once, its blocks form thread-block clusters of up to kDecodeMaxClusterSplits
+//   consecutive splits, and a group whose key range takes 2 to that many splits has them all in
+//   its first cluster; each block leaves its rows'
 //   normalised f32 partial and log2-sum-exp in its shared memory, and after a cluster barrier
 //   every block merges a share of the rows' dims from all of them over distributed shared memory
 //   (no L2 round trips, no device-scope atomic). More: each block writes its partial to the
@@ -94,7 +95,9 @@ struct DecodeArgs {
   int sliding_window;
   int row_chunks;
   int splits;
-  int cluster;  // 1: the launch's splits form one thread-block cluster per group (see below)
+  // 0: no clusters. Else the launch's blocks form clusters of this many consecutive splits, and a
+  // group whose key range takes 2..cluster_width splits merges them in its first cluster.
+  int cluster_width;
   float scale_log2;
 };
 
@@ -150,7 +153,8 @@ __device__ __forceinline__ void merge_splits(const DecodeArgs& a, int kv_head, i
 template <int kHeadDim, int kRows>
 __device__ __forceinline__ void finish_block(const DecodeArgs& a, unsigned char* smem,
                                              unsigned* s_last_ptr, int seq, int kv_head, int row0,
-                                             int rows_here, int q_begin, int splits) {
+                                             int rows_here, int q_begin, int splits,
+                                             bool clustered) {
   unsigned& s_last = *s_last_ptr;
   const int tid = static_cast<int>(threadIdx.x);
   const int split = static_cast<int>(blockIdx.x);
@@ -181,7 +185,7 @@ __device__ __forceinline__ void finish_block(const DecodeArgs& a, unsigned char*
       const int head = kv_head * a.group + row % a.group;
       const int64_t t = q_begin + row / a.group;
       a.out[(t * a.num_heads + head) * kHeadDim + d] = __float2bfloat16_rn(o / sum);
-    } else if (a.cluster) {
+    } else if (clustered) {
       s_part[r * kHeadDim + d] = sum > 0.0f ? o / sum : 0.0f;
       if (d == 0) s_lse[r] = sum > 0.0f ? mx + log2f(sum) : kNegInf;
     } else {
@@ -190,8 +194,8 @@ __device__ __forceinline__ void finish_block(const DecodeArgs& a, unsigned char*
     }
   }
   if (splits == 1) return;
-  if (a.cluster) {
-    // The block's rank in the cluster is its split (the cluster spans the launch's splits).
+  if (clustered) {
+    // The group's splits are ranks 0..splits-1 of its first cluster.
     cuda::cluster_sync();
     merge_splits<kHeadDim>(
         a, kv_head, row0, rows_here, q_begin, splits, split * kThreads + tid, splits * kThreads,
@@ -290,9 +294,13 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs
   // the same count, so they agree on who merges and over how many partials.
   const int splits = min(a.splits, max(1, (hi - lo + static_cast<int>(kDecodeMinKeysPerSplit) - 1) /
                                              static_cast<int>(kDecodeMinKeysPerSplit)));
+  // Whether the group merges its splits in its first cluster (group-uniform, like splits). Its
+  // idle blocks there still take part in the cluster's two barriers (finish_block); the blocks of
+  // its other clusters are all idle and leave at once, as do all idle blocks of an unclustered
+  // group (a group of one split writes out directly, without barriers).
+  const bool clustered = splits > 1 && splits <= a.cluster_width;
   if (split >= splits) {
-    // A cluster's idle blocks still take part in its two barriers (finish_block).
-    if (a.cluster) {
+    if (clustered && split < a.cluster_width) {
       cuda::pdl_launch_dependents();
       cuda::cluster_sync();
       cuda::cluster_sync();
@@ -476,7 +484,8 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs
       s_l[warp * kRows + t2 + r] = l[r];
     }
   }
-  finish_block<kHeadDim, kRows>(a, smem, &s_last, seq, kv_head, row0, rows_here, q_begin, splits);
+  finish_block<kHeadDim, kRows>(a, smem, &s_last, seq, kv_head, row0, rows_here, q_begin, splits,
+                                clustered);
 }
 
 // Resident blocks of one kernel on the current device, measured once per device and kernel.
@@ -573,17 +582,23 @@ void launch(const PagedAttentionParams& p, int64_t max_q_len, int64_t max_seq_le
   a.sliding_window = static_cast<int>(p.sliding_window);
   a.row_chunks = static_cast<int>(plan.row_chunks);
   a.splits = static_cast<int>(plan.splits);
+  // Clusters of `width` splits, ceil(splits / width) per group, the last padded with blocks that
+  // leave at once: only when every cluster of the launch fits on the GPU at once.
+  const int64_t width = decode_cluster_width(plan.splits);
+  const int64_t clusters_per_group = (plan.splits + width - 1) / width;
   const int64_t groups = p.num_seqs * p.num_kv_heads * plan.row_chunks;
-  a.cluster = plan.cluster && groups <= max_active_clusters<kKernel, kSmemBytes>(device, plan.splits)
-                  ? 1
-                  : 0;
+  const bool clustered =
+      width > 1 &&
+      groups * clusters_per_group <= max_active_clusters<kKernel, kSmemBytes>(device, width);
+  a.cluster_width = clustered ? static_cast<int>(width) : 0;
+  const int64_t grid_x = clustered ? width * clusters_per_group : plan.splits;
   a.scale_log2 = p.scale * 1.4426950408889634f;
   const int64_t head_blocks = p.num_kv_heads * plan.row_chunks;
   ROOFLINE_CHECK(head_blocks <= 65535 && p.num_seqs <= 65535);
-  const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(head_blocks),
+  const dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(head_blocks),
                   static_cast<unsigned>(p.num_seqs));
   cuda::launch_pdl_clustered(kKernel, grid, dim3(kThreads), kSmemBytes, stream,
-                             a.cluster ? static_cast<unsigned>(plan.splits) : 1u, a);
+                             clustered ? static_cast<unsigned>(width) : 1u, a);
   ROOFLINE_CUDA_LAUNCH_CHECK(stream);
 }
 

@@ -36,9 +36,9 @@ inline constexpr int64_t kDecodeMaxSplits = 128;
 inline constexpr int64_t kDecodeMinKeysPerSplit = 128;
 // Blocks that write split partials in one launch, at most: bounds the workspace.
 inline constexpr int64_t kDecodeMaxSplitBlocks = 2048;
-// Up to this many splits form one thread-block cluster per group (8: the portable cluster size),
-// and merge through distributed shared memory instead of the workspace: no partials written to
-// and read back from L2, no device-scope atomic, no fence (see attention_decode_cuda.cu).
+// Up to this many splits form one thread-block cluster (8: the portable cluster size), and merge
+// through distributed shared memory instead of the workspace: no partials written to and read
+// back from L2, no device-scope atomic, no fence (see attention_decode_cuda.cu).
 inline constexpr int64_t kDecodeMaxClusterSplits = 8;
 inline constexpr int64_t kDecodeMaxHeadDim = 256;
 
@@ -46,9 +46,6 @@ struct DecodePlan {
   int64_t rows = kDecodeMaxRows;  // rows per block
   int64_t row_chunks = 1;         // blocks along the rows of one (sequence, KV head)
   int64_t splits = 1;             // blocks along one sequence's KV range
-  // The splits of a group may form a cluster (2..kDecodeMaxClusterSplits of them); the launcher
-  // clusters them when all the launch's clusters fit on the GPU at once.
-  bool cluster = false;
 };
 
 // group: query heads per KV head; max_q_len: the most queries any sequence brings (1..8);
@@ -70,8 +67,16 @@ inline DecodePlan plan_decode_attention(int64_t num_seqs, int64_t num_kv_heads, 
   splits = std::min(splits, kDecodeMaxSplits);
   splits = std::min(splits, kDecodeMaxSplitBlocks / base);
   p.splits = std::max<int64_t>(1, splits);
-  p.cluster = p.splits > 1 && p.splits <= kDecodeMaxClusterSplits;
   return p;
+}
+
+// The cluster width of a launch planned for `splits`: its blocks form clusters of this many
+// consecutive splits (ceil(splits / width) clusters per group, the last padded with idle blocks),
+// so that a group whose actual key range takes 2..width splits — any short context, even in a
+// graph planned for a whole --max-model-len — merges them in its first cluster. The launcher
+// clusters only when every cluster of the launch fits on the GPU at once.
+inline int64_t decode_cluster_width(int64_t splits) {
+  return std::clamp<int64_t>(splits, 1, kDecodeMaxClusterSplits);
 }
 
 // Bytes of the workspace the decode kernel needs for any plan: per split block, kDecodeMaxRows

@@ -36,13 +36,13 @@ TEST(DecodePlanTest, SplitsOnlyWhenTheGridWouldNotFillTheGpu) {
   EXPECT_EQ(plan_decode_attention(8, 8, 4, 1, 32768, 264).splits, 4);
 }
 
-TEST(DecodePlanTest, SplitsMergeInAClusterWhenTheyFitOne) {
-  EXPECT_FALSE(plan_decode_attention(64, 8, 4, 1, 4096, kResident).cluster);  // no split
-  EXPECT_TRUE(plan_decode_attention(1, 8, 4, 1, 512, kResident).cluster);     // 4 splits
-  EXPECT_TRUE(plan_decode_attention(1, 8, 4, 1, 1024, kResident).cluster);    // 8
-  EXPECT_FALSE(plan_decode_attention(1, 8, 4, 1, 1025, kResident).cluster);   // 9
-  EXPECT_FALSE(plan_decode_attention(1, 8, 4, 1, 4096, kResident).cluster);   // 32
-  EXPECT_TRUE(plan_decode_attention(1, 2, 7, 1, 540, kResident).cluster);     // qwen2.5-0.5b: 5
+TEST(DecodePlanTest, ClustersSpanUpToEightSplits) {
+  EXPECT_EQ(decode_cluster_width(1), 1);  // no split: no cluster
+  EXPECT_EQ(decode_cluster_width(4), 4);  // llama3-8b bs 1 at 512 keys: one cluster of 4
+  EXPECT_EQ(decode_cluster_width(5), 5);  // qwen2.5-0.5b bs 1 at 540 keys
+  EXPECT_EQ(decode_cluster_width(8), 8);
+  EXPECT_EQ(decode_cluster_width(33), 8);   // llama3-8b bs 1 planned for 8192: 5 clusters of 8
+  EXPECT_EQ(decode_cluster_width(128), 8);  // qwen2.5-0.5b bs 1 planned for 32768: 16 of 8
 }
 
 TEST(DecodePlanTest, SplitBlocksNeverExceedTheWorkspace) {
@@ -58,7 +58,10 @@ TEST(DecodePlanTest, SplitBlocksNeverExceedTheWorkspace) {
               ASSERT_EQ(p.rows, kDecodeMaxRows);
               ASSERT_GE(p.rows * p.row_chunks, group * q);
               ASSERT_LT(p.rows * (p.row_chunks - 1), group * q);
-              ASSERT_EQ(p.cluster, p.splits > 1 && p.splits <= kDecodeMaxClusterSplits);
+              const int64_t width = decode_cluster_width(p.splits);
+              ASSERT_GE(width, 1);
+              ASSERT_LE(width, std::min(p.splits, kDecodeMaxClusterSplits));
+              ASSERT_TRUE(width == p.splits || width == kDecodeMaxClusterSplits);
               if (p.splits > 1) {
                 ASSERT_LE(seqs * kv_heads * p.row_chunks * p.splits, kDecodeMaxSplitBlocks);
                 ASSERT_LE((p.splits - 1) * kDecodeMinKeysPerSplit, len);
