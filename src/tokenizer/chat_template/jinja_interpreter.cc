@@ -3,10 +3,11 @@
 #include "tokenizer/chat_template/jinja_interpreter.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <unordered_set>
 
 #include "tokenizer/chat_template/jinja_parser.h"
 
@@ -186,6 +187,27 @@ int64_t floor_div(int64_t a, int64_t b) {
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
+}
+
+// Whether `dict` is reachable from `value` through lists, dicts and namespaces. Values share
+// lists, dicts and namespaces by reference, so storing a value into a namespace it reaches would
+// make a reference cycle, which reference counting never frees. `seen` keeps a DAG of shared
+// containers from being walked once per path.
+bool reaches(const Value& value, const Dict* dict, std::unordered_set<const void*>* seen) {
+  const void* container = value.is_dict()   ? static_cast<const void*>(&value.dict_items())
+                          : value.is_list() ? static_cast<const void*>(&value.list_items())
+                                            : nullptr;
+  if (container == nullptr) return false;
+  if (container == dict) return true;
+  if (!seen->insert(container).second) return false;
+  if (value.is_list()) {
+    for (const Value& item : value.list_items())
+      if (reaches(item, dict, seen)) return true;
+    return false;
+  }
+  for (const auto& item : value.dict_items().items())
+    if (reaches(item.second, dict, seen)) return true;
+  return false;
 }
 
 }  // namespace
@@ -406,6 +428,11 @@ void Interpreter::assign(const Stmt& s, Value value) {
     }
     if (!s.text.empty() && s.text[0] == '_') {
       fail(s.pos, "Chat templates cannot store underscore-prefixed attributes on a namespace");
+    }
+    std::unordered_set<const void*> seen;
+    if (reaches(value, &target.dict_items(), &seen)) {
+      fail(s.pos, "cannot store namespace '" + s.targets[0] + "' inside itself (attribute '" +
+                      s.text + "'): chat templates cannot build self-referencing values");
     }
     target.dict_items().set(s.text, std::move(value));
     return;
