@@ -107,8 +107,8 @@ struct DecodeArgs {
 // in bf16. load(sp, r, d, &lse, &v): split sp's log2-sum-exp of row r and its dims d..d+3.
 template <int kHeadDim, typename Load>
 __device__ __forceinline__ void merge_splits(const DecodeArgs& a, int kv_head, int row0,
-                                             int rows_here, int q_begin, int splits,
-                                             int first_item, int item_stride, Load load) {
+                                             int rows_here, int q_begin, int splits, int first_item,
+                                             int item_stride, Load load) {
   constexpr int kQuads = kHeadDim / 4;
   for (int idx = first_item; idx < rows_here * kQuads; idx += item_stride) {
     const int r = idx / kQuads;
@@ -121,7 +121,8 @@ __device__ __forceinline__ void merge_splits(const DecodeArgs& a, int kv_head, i
       float4 v;
       load(sp, r, d, &lse, &v);
       const float m_new = fmaxf(mx, lse);
-      const float keep = cuda::fast_exp2(mx - m_new), w = cuda::fast_exp2(lse - m_new);  // w = 0: empty split
+      const float keep = cuda::fast_exp2(mx - m_new);
+      const float w = cuda::fast_exp2(lse - m_new);  // 0: an empty split
       total = total * keep + w;
       o.x = o.x * keep + w * v.x;
       o.y = o.y * keep + w * v.y;
@@ -197,12 +198,12 @@ __device__ __forceinline__ void finish_block(const DecodeArgs& a, unsigned char*
   if (clustered) {
     // The group's splits are ranks 0..splits-1 of its first cluster.
     cuda::cluster_sync();
-    merge_splits<kHeadDim>(
-        a, kv_head, row0, rows_here, q_begin, splits, split * kThreads + tid, splits * kThreads,
-        [&](int sp, int r, int d, float* lse, float4* v) {
-          *lse = cuda::cluster_load_f32(s_lse + r, static_cast<unsigned>(sp));
-          *v = cuda::cluster_load_f32x4(s_part + r * kHeadDim + d, static_cast<unsigned>(sp));
-        });
+    merge_splits<kHeadDim>(a, kv_head, row0, rows_here, q_begin, splits, split * kThreads + tid,
+                           splits * kThreads, [&](int sp, int r, int d, float* lse, float4* v) {
+                             *lse = cuda::cluster_load_f32(s_lse + r, static_cast<unsigned>(sp));
+                             *v = cuda::cluster_load_f32x4(s_part + r * kHeadDim + d,
+                                                           static_cast<unsigned>(sp));
+                           });
     cuda::cluster_sync();
     return;
   }
@@ -509,11 +510,11 @@ int64_t resident_blocks(int device) {
 }
 
 // How many clusters of `size` blocks (2..kDecodeMaxClusterSplits) of the kernel the current device
-// runs at once, measured once per device and kernel; 0 when clustered merging is unavailable (before
-// sm_90) or turned off (ROOFLINE_DECODE_CLUSTER=0 merges every split through the workspace, for A/B
-// runs). A launch clusters its splits only when all its clusters fit at once: clusters are placed
-// whole within a GPC, so fewer of them fit than blocks would, and a second wave of short blocks
-// costs more than the merge saves (H200, B=8 L=512: 64 clusters of 4, 10.2 -> 16.9 us).
+// runs at once, measured once per device and kernel; 0 when clustered merging is unavailable
+// (before sm_90) or turned off (ROOFLINE_DECODE_CLUSTER=0 merges every split through the workspace,
+// for A/B runs). A launch clusters its splits only when all its clusters fit at once: clusters are
+// placed whole within a GPC, so fewer of them fit than blocks would, and a second wave of short
+// blocks costs more than the merge saves (H200, B=8 L=512: 64 clusters of 4, 10.2 -> 16.9 us).
 template <auto kKernel, int kSmemBytes>
 int64_t max_active_clusters(int device, int64_t size) {
   constexpr int kMaxDevices = 64;
@@ -540,7 +541,8 @@ int64_t max_active_clusters(int device, int64_t size) {
       config.attrs = &attribute;
       config.numAttrs = 1;
       int n = 0;
-      if (cudaOccupancyMaxActiveClusters(&n, kKernel, &config) == cudaSuccess) clusters[device][s] = n;
+      if (cudaOccupancyMaxActiveClusters(&n, kKernel, &config) == cudaSuccess)
+        clusters[device][s] = n;
       cudaGetLastError();  // a refusal is an answer here, not an error for the next launch
     }
   });
@@ -587,9 +589,8 @@ void launch(const PagedAttentionParams& p, int64_t max_q_len, int64_t max_seq_le
   const int64_t width = decode_cluster_width(plan.splits);
   const int64_t clusters_per_group = (plan.splits + width - 1) / width;
   const int64_t groups = p.num_seqs * p.num_kv_heads * plan.row_chunks;
-  const bool clustered =
-      width > 1 &&
-      groups * clusters_per_group <= max_active_clusters<kKernel, kSmemBytes>(device, width);
+  const bool clustered = width > 1 && groups * clusters_per_group <=
+                                          max_active_clusters<kKernel, kSmemBytes>(device, width);
   a.cluster_width = clustered ? static_cast<int>(width) : 0;
   const int64_t grid_x = clustered ? width * clusters_per_group : plan.splits;
   a.scale_log2 = p.scale * 1.4426950408889634f;

@@ -31,8 +31,8 @@
 // skinny kernel whenever it can, measurement or not: it rounds once. ROOFLINE_MATMUL_IMPL=cublas in
 // the environment forces cuBLASLt with its heuristic's algorithms, untuned, for every context
 // created afterwards (the "before" of a decode step comparison, or a way around a suspected
-// skinny-kernel problem without a rebuild); ROOFLINE_MATMUL_IMPL=skinny takes the skinny kernel for every problem it supports (the other
-// side of that comparison).
+// skinny-kernel problem without a rebuild); ROOFLINE_MATMUL_IMPL=skinny takes the skinny kernel
+// for every problem it supports (the other side of that comparison).
 //
 // Layout: cuBLASLt is column-major. A row-major [r, c] matrix with row stride ld is the
 // column-major [c, r] matrix with leading dimension ld, so the row-major product y = x · Wᵀ is the
@@ -60,8 +60,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -233,7 +233,8 @@ SharedChoices& shared_choices() {
   return *shared;
 }
 
-std::tuple<int, int64_t, int64_t, int64_t, bool, bool> tuned_key(int device, const ProblemKey& key) {
+std::tuple<int, int64_t, int64_t, int64_t, bool, bool> tuned_key(int device,
+                                                                 const ProblemKey& key) {
   return {device, matmul_cuda_m_bucket(key.m), key.n, key.k, key.bias, key.residual};
 }
 
@@ -424,8 +425,7 @@ std::unique_ptr<MatmulCudaContext> MatmulCudaContext::create() {
     } else {
       ROOFLINE_LOG(kWarning, "ROOFLINE_MATMUL_TUNE='"
                                  << env << "' is not a count of cuBLASLt algorithms in [0, "
-                                 << kMaxTuneCandidates << "]: ignored (" << kTuneCandidates
-                                 << ")");
+                                 << kMaxTuneCandidates << "]: ignored (" << kTuneCandidates << ")");
     }
   }
   return ctx;
@@ -512,8 +512,8 @@ void cublas_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStr
   const float beta = with_residual ? 1.0f : 0.0f;
   const void* c = with_residual ? q.residual : q.y;
   ROOFLINE_CUBLAS_CHECK(cublasLtMatmul(
-      impl.handle, plan.desc.op, &alpha, q.w, plan.desc.a, q.x, plan.desc.b, &beta, c,
-      plan.desc.d, q.y, plan.desc.d, algo != nullptr ? algo : &plan.algo, impl.workspace,
+      impl.handle, plan.desc.op, &alpha, q.w, plan.desc.a, q.x, plan.desc.b, &beta, c, plan.desc.d,
+      q.y, plan.desc.d, algo != nullptr ? algo : &plan.algo, impl.workspace,
       static_cast<size_t>(MatmulCudaContext::kWorkspaceBytes), stream));
   ROOFLINE_CUDA_LAUNCH_CHECK(stream);
   if (p.swiglu) silu_mul_cuda(matmul_swiglu_activation(p), stream);
@@ -639,7 +639,8 @@ Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
   q.normed = p.norm_weight != nullptr ? normed.ptr : nullptr;
   q.gate_up = p.swiglu ? gate_up.ptr : nullptr;
 
-  // The cuBLASLt candidates: the tuned algorithm, or the heuristic's first few that run the product.
+  // The cuBLASLt candidates: the tuned algorithm, or the heuristic's first few that run the
+  // product.
   const MatmulParams product = cublas_product(q);
   const ProblemKey key = problem_key(product, epilogue);
   Plan& plan = impl.plan_for(key, product.bias);
@@ -658,9 +659,8 @@ Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
   result.tuned = algos.empty();
   if (result.tuned) {
     for (const auto& candidate : impl.query(key, plan.desc, impl.tune_candidates)) {
-      const bool seen = std::any_of(algos.begin(), algos.end(), [&](const auto& a) {
-        return same_algo(a, candidate.algo);
-      });
+      const bool seen = std::any_of(algos.begin(), algos.end(),
+                                    [&](const auto& a) { return same_algo(a, candidate.algo); });
       if (!seen && impl.fits(plan, candidate.algo)) algos.push_back(candidate.algo);
     }
     if (algos.empty()) algos.push_back(plan.algo);
@@ -704,8 +704,8 @@ Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
   ++impl.measurements;
   impl.timed_candidates += static_cast<int64_t>(candidates);
 
-  const size_t best = static_cast<size_t>(
-      std::min_element(median_ms.begin(), median_ms.end() - 1) - median_ms.begin());
+  const size_t best = static_cast<size_t>(std::min_element(median_ms.begin(), median_ms.end() - 1) -
+                                          median_ms.begin());
   result.algo = {algos[best], key};
   result.impl = median_ms.back() < kSkinnyMaxTimeRatio * median_ms[best] ? MatmulImpl::kSkinny
                                                                          : MatmulImpl::kCublas;
