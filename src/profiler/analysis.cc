@@ -286,6 +286,23 @@ double ms(double ns) { return ns / 1e6; }
 
 }  // namespace
 
+std::string capture_overhead_text(double traced_ms_per_step, double untraced_ms_per_step,
+                                  bool cuda_graphs) {
+  const double overhead = traced_ms_per_step / std::max(1e-9, untraced_ms_per_step) - 1.0;
+  std::string out = printf_string(
+      "capture overhead: %.3f ms per step with CUPTI, %.3f ms before CUPTI was loaded: %+.1f %%\n",
+      traced_ms_per_step, untraced_ms_per_step, 100.0 * overhead);
+  if (overhead <= kCaptureOverheadBudget) return out;
+  out += printf_string(
+      "  above the %.0f %% budget: the kernel times and gaps below carry %.3f ms a step of tracing "
+      "cost%s; compare steps by the untraced %.3f ms\n",
+      100.0 * kCaptureOverheadBudget, traced_ms_per_step - untraced_ms_per_step,
+      cuda_graphs ? " (before Blackwell, CUPTI timestamps every graph-launched kernel in software)"
+                  : "",
+      untraced_ms_per_step);
+  return out;
+}
+
 std::string format_report(const ProfileReport& r) {
   // How many kernel rows to print: the rest are usually a long tail of tiny kernels.
   constexpr size_t kTopKernels = 15;

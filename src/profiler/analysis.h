@@ -126,6 +126,16 @@ ProfileReport analyze(const std::vector<TraceEvent>& events, const std::vector<C
 // light ranked by op, and a closing "measured X ms vs roofline Y ms: Z % of the speed of light".
 std::string format_report(const ProfileReport& report);
 
+// The capture's cost, as `roofline profile` prints it: "capture overhead: T ms per step with
+// CUPTI, U ms before CUPTI was loaded: +X %", and, when X exceeds kCaptureOverheadBudget, a second
+// line that says what the excess does to the figures below it and why: with CUDA graphs CUPTI
+// timestamps every graph-launched kernel in software on GPUs before Blackwell (its hardware
+// kernel tracing is Blackwell-only), so each kernel's time and the gaps around it carry that cost;
+// the untraced step is the figure to compare.
+inline constexpr double kCaptureOverheadBudget = 0.03;
+std::string capture_overhead_text(double traced_ms_per_step, double untraced_ms_per_step,
+                                  bool cuda_graphs);
+
 // Chrome / Perfetto trace-event JSON: {"traceEvents": [{"ph": "X", "ts": µs, "dur": µs, "pid": 0,
 // "tid": stream, "args": {"op", "call_index", "step"}}, ...]}, one event per input, in input order.
 std::string chrome_trace_json(const std::vector<TraceEvent>& events);

@@ -333,5 +333,27 @@ TEST(Analysis, ChromeTraceParsesBack) {
   EXPECT_EQ(nlohmann::json::parse(chrome_trace_json({})).at("traceEvents").size(), 0u);
 }
 
+TEST(Analysis, CaptureOverheadSaysWhenTheFiguresCarryTheTracingCost) {
+  // Within the 3 % budget: the measured line only.
+  EXPECT_EQ(capture_overhead_text(4.874, 4.816, false),
+            "capture overhead: 4.874 ms per step with CUPTI, 4.816 ms before CUPTI was loaded: "
+            "+1.2 %\n");
+  // Above it (the H200's qwen2.5-0.5b bs 1 graph step): what the excess is, why, and what to use.
+  const std::string graphs = capture_overhead_text(1.014, 0.764, true);
+  EXPECT_EQ(graphs,
+            "capture overhead: 1.014 ms per step with CUPTI, 0.764 ms before CUPTI was loaded: "
+            "+32.7 %\n"
+            "  above the 3 % budget: the kernel times and gaps below carry 0.250 ms a step of "
+            "tracing cost (before Blackwell, CUPTI timestamps every graph-launched kernel in "
+            "software); compare steps by the untraced 0.764 ms\n");
+  const std::string eager = capture_overhead_text(2.008, 1.733, false);
+  EXPECT_NE(eager.find("0.275 ms a step of tracing cost; compare steps by the untraced 1.733 ms"),
+            std::string::npos)
+      << eager;
+  EXPECT_EQ(eager.find("Blackwell"), std::string::npos) << eager;
+  // A traced step faster than the untraced one (noise) is within budget.
+  EXPECT_EQ(capture_overhead_text(5.847, 6.534, true).find("budget"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace roofline

@@ -626,10 +626,8 @@ int run_profile(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, c
                 p.dropped_records > 0 ? "; CUPTI DROPPED RECORDS: the trace is incomplete" : "");
     if (!p.join_mismatch.empty()) std::printf("join: %s\n", p.join_mismatch.c_str());
     std::printf(
-        "capture overhead: %.3f ms per step with CUPTI, %.3f ms before CUPTI was loaded: %+.1f "
-        "%%\n",
-        p.ms_per_step, p.ms_per_step_untraced,
-        100.0 * (p.ms_per_step / std::max(1e-9, p.ms_per_step_untraced) - 1.0));
+        "%s", roofline::capture_overhead_text(p.ms_per_step, p.ms_per_step_untraced, p.cuda_graphs)
+                  .c_str());
     if (p.ms_per_step_graph_floor > 0)
       std::printf(
           "step boundary: %.3f ms per step without CUPTI, %.3f ms with its graph replayed back to "
