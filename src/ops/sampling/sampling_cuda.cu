@@ -17,6 +17,7 @@
 #include <cmath>
 #include <mutex>
 
+#include "ops/common/cuda_async.cuh"
 #include "ops/common/cuda_barrier.cuh"
 #include "ops/common/cuda_launch.cuh"
 #include "ops/common/cuda_vector.cuh"
@@ -155,14 +156,18 @@ void argmax_cuda(const ArgmaxParams& p, CudaStream stream) {
 // - Pass 1 (always): every logit once. NaN / inf count, the argmax of the edited logits x (greedy
 //   rows end here: it is also the best x, hence s_max = s(best x), s = x / T being monotone), each
 //   thread's own best x, and the raw log-normaliser when logprobs are asked for. No division:
-//   this pass is the one that reads DRAM, and it must keep up with it.
-// - Top-k with k <= kSamplingFastTopK (the common case, e.g. k = 50): the k-th best of the
-//   threads' own bests, v, is a pivot: at least k tokens have x >= v, so the k-th best s is at
-//   least s(v), and every top-k token has s >= s(v). Pass 2 gathers the tokens with s >= s(v)
-//   into shared memory (typically a few hundred; the division only for x within rounding of v
-//   or above); a bitonic sort of those few ranks them exactly by (s, id), and top-p, min-p and
-//   the draw run on chip over the first k. Two passes over the logits in all; the second mostly
-//   hits L2.
+//   this pass is the one that reads DRAM, and it must keep up with it. A row without logprobs
+//   runs it lean (pass_one_lean: a max per token and one compare per pack, the non-finite test
+//   one fma per token, the packs streamed through shared memory by cp.async); per-token keys
+//   made it ~40 instructions a token.
+// - Top-k with k <= kSamplingFastTopK (the common case, e.g. k = 50): a lower bound v on the k-th
+//   best of the threads' own bests (three radix rounds on the top 24 key bits) is a pivot: at
+//   least k tokens have x >= v, so the k-th best s is at least s(v), and every top-k token has
+//   s >= s(v). Pass 2 gathers the tokens with s >= s(v) into shared memory (typically a few
+//   dozen; the division only for x within rounding of v or above), reading again only the
+//   stripes of pass 1 whose best reaches v (a stripe is the packs one thread read; a few dozen of
+//   512), all their packs in flight at once. The candidates are ranked by counting (or the
+//   bitonic sort above 256), and top-p, min-p and the draw run in one warp over the first k.
 // - Otherwise (no top-k, a large k, or a pivot that lets more than kCap tokens through): radix
 //   selection on the 50-bit rank key, 11/11/10/9/9 bits per level. One pass per level builds a
 //   histogram of token counts and integer weights of the tokens that share the key prefix found
@@ -183,17 +188,18 @@ void argmax_cuda(const ArgmaxParams& p, CudaStream stream) {
 // Split of small batches (sampling.h, sample_rows_split; needs p.workspace): one block per row
 // keeps ~16 KB of a row in flight, so a batch of 1 at a 128k vocabulary took ~27 us greedy and
 // ~60 us sampled on the H200, bound by DRAM latency, not bandwidth. A batch of at most one row per
-// SM is launched as (slices, rows) blocks instead (one wave of two blocks per SM): each block runs pass 1 over its slice (an
-// edit bitmap of its own slice's tokens, every slices-th entry of the edit list), writes its
-// counts, log-normaliser and best key to the workspace, and each thread's best keys; the row's
-// last block to arrive (one acquire-release atomic, as decode attention merges its splits) merges
-// them into what pass 1 over the whole row gives its threads: the counts and the normaliser sum
-// exactly, a greedy row's argmax is the best of the slices' bests, and thread t's best key is the
-// best of the t-th threads' of every slice, 512 bests of disjoint token sets as before, so the
-// top-k pivot and everything after it are unchanged. That block then checks the edit list and
-// runs the later passes over the whole row as before (a row in error runs pass 1 again, so its
-// non-finite count stays exact whatever its edit list). Tokens, errors and logprobs are identical
-// to the unsplit kernel's (sampling_cuda_test runs both against the CPU twin).
+// SM is launched as (slices, rows) blocks instead (one wave of two blocks per SM): each block runs
+// pass 1 over its slice (an edit bitmap of its own slice's tokens, every slices-th entry of the
+// edit list), writes its counts, log-normaliser and best key to the workspace, and each thread's
+// best keys; the row's last block to arrive (one acquire-release atomic, as decode attention merges
+// its splits) merges them into what pass 1 over the whole row gives its threads: the counts and the
+// normaliser sum exactly, a greedy row's argmax is the best of the slices' bests, and thread t's
+// best key is the best of the t-th threads' of every slice, 512 bests of disjoint token sets as
+// before, so the top-k pivot and everything after it are unchanged (thread t's stripe is then its
+// packs in every slice). That block then checks the edit list and runs the later passes over the
+// whole row as before (a row in error runs pass 1 again, so its non-finite count stays exact
+// whatever its edit list). Tokens, errors and logprobs are identical to the unsplit kernel's
+// (sampling_cuda_test runs both against the CPU twin).
 //
 // Bound: memory. Reads num_rows * vocab_size logits in pass 1 and again (from L2 when it holds
 // them) in each further pass: two passes for a top-k <= 512 row.
@@ -266,6 +272,30 @@ __device__ __forceinline__ bool finite_f32(float v) {
   return (__float_as_uint(v) & 0x7f800000u) != 0x7f800000u;
 }
 
+// Calls visit(pack, p) for this thread's packs p of [pack_lo, pack_hi): pack_lo + threadIdx.x,
+// then every kSampleThreads-th, kSampleUnroll<N> loads in flight (the threads' stripes).
+template <typename T, int N, typename F>
+__device__ __forceinline__ void for_each_pack(const RowView<T>& row, int pack_lo, int pack_hi,
+                                              F&& visit) {
+  using P = cuda::Pack<typename T::Storage, N>;
+  constexpr int kUnroll = kSampleUnroll<N>;
+  const P* x = reinterpret_cast<const P*>(row.x);
+  for (int p0 = pack_lo + static_cast<int>(threadIdx.x); p0 < pack_hi;
+       p0 += kUnroll * kSampleThreads) {
+    P raw[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int p = p0 + u * kSampleThreads;
+      if (p < pack_hi) raw[u] = x[p];
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int p = p0 + u * kSampleThreads;
+      if (p < pack_hi) visit(raw[u], p);
+    }
+  }
+}
+
 // Calls f(raw, edited, id) for every token of packs [pack_lo, pack_hi) of the row exactly once:
 // the unedited ones from the streaming loop, and edits edit_first, edit_first + edit_step, ... of
 // the edit list (a split's slices share the list out; the bitmap of each slice marks the edited
@@ -277,36 +307,91 @@ __device__ __forceinline__ void for_each_token_in(const RowView<T>& row, int pac
   using P = cuda::Pack<typename T::Storage, N>;
   const int tid = static_cast<int>(threadIdx.x);
   const bool edited = row.num_edits > 0;
-  constexpr int kUnroll = kSampleUnroll<N>;
-  for (int p0 = pack_lo + tid; p0 < pack_hi; p0 += kUnroll * kSampleThreads) {
-    P raw[kUnroll];
+  for_each_pack<T, N>(row, pack_lo, pack_hi, [&](const P& pk, int p) {
+    const int first = p * N;
+    // N divides 32 and packs are N-aligned, so a pack's bits sit in one word.
+    const uint32_t skip = edited ? (row.bitmap[first >> 5] >> (first & 31)) : 0u;
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int p = p0 + u * kSampleThreads;
-      if (p < pack_hi) raw[u] = reinterpret_cast<const P*>(row.x)[p];
+    for (int i = 0; i < N; ++i) {
+      if ((skip >> i) & 1u) continue;
+      const float v = T::to_f32(pk.v[i]);
+      f(v, v, first + i);
     }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int p = p0 + u * kSampleThreads;
-      if (p < pack_hi) {
-        const int first = p * N;
-        // N divides 32 and packs are N-aligned, so a pack's bits sit in one word.
-        const uint32_t skip = edited ? (row.bitmap[first >> 5] >> (first & 31)) : 0u;
-#pragma unroll
-        for (int i = 0; i < N; ++i) {
-          if ((skip >> i) & 1u) continue;
-          const float v = T::to_f32(raw[u].v[i]);
-          f(v, v, first + i);
-        }
-      }
-    }
-  }
+  });
   for (int e = edit_first + tid * edit_step; e < row.num_edits; e += kSampleThreads * edit_step) {
     const TokenEdit ed = row.edits[e];
     if (ed.token < 0 || ed.token >= row.vocab) continue;
     const float v = T::to_f32(row.x[ed.token]);
     f(v, sampling::apply_edit(v, ed, row.repetition, row.frequency, row.presence), ed.token);
   }
+}
+
+// Where a row's stripes lie: pass 1 gives thread t of a block the packs t, t + kSampleThreads, ...
+// of each of `slices` slices of `slice_packs` packs (one slice of the whole row without a split).
+struct Stripes {
+  int slices;
+  int slice_packs;
+};
+
+// Calls f(raw, raw, id) for the unedited tokens of the packs whose largest value reaches `floor`
+// in the stripes whose best x reaches it, and f(raw, edited, id) for every edit. Pass 1 left each
+// thread its stripe's best edited x (`mine`, a rank key), so a stripe below `floor` holds no
+// token that reaches it (edited tokens, in no stripe, come through the list). Typically a few
+// dozen of the 512 stripes qualify; the whole block loads their packs together, item by item,
+// so the row is not walked again and the loads are in flight at once. Uses hist_count.
+template <typename T, int N, typename F>
+__device__ void for_each_token_reaching_in_stripes(const RowView<T>& row, const Shared& sh,
+                                                   float floor, uint64_t mine, Stripes stripes,
+                                                   int* s_num, F&& f) {
+  using P = cuda::Pack<typename T::Storage, N>;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int lane = tid & 31;
+  int* list = reinterpret_cast<int*>(sh.hist_count);
+  if (tid == 0) *s_num = 0;
+  __syncthreads();
+  const bool active = mine != 0 && sampling::rank_key_value(mine) >= floor;
+  const unsigned ballot = __ballot_sync(0xffffffffu, active);
+  int base = 0;
+  if (lane == 0 && ballot != 0u) base = atomicAdd(s_num, __popc(ballot));
+  base = __shfl_sync(0xffffffffu, base, 0);
+  if (active) list[base + __popc(ballot & ((1u << lane) - 1u))] = tid;
+  __syncthreads();
+  const int num = *s_num;
+  const int packs = row.vocab / N;
+  const int per_slice = (stripes.slice_packs + kSampleThreads - 1) / kSampleThreads;
+  const int per_stripe = stripes.slices * per_slice;
+  const int items = num * per_stripe;
+  const bool edited = row.num_edits > 0;
+  // One pack at a time: batches of two or four measured slower (spills under the 64-register
+  // cap; run 6 of bench/results/2026-12-01-sampling-lean-passes.md).
+  for (int i = tid; i < items; i += kSampleThreads) {
+    const int stripe = i / per_stripe;
+    const int rem = i - stripe * per_stripe;
+    const int slice = rem / per_slice;
+    const int local = list[stripe] + (rem - slice * per_slice) * kSampleThreads;
+    const int p = slice * stripes.slice_packs + local;
+    if (local >= stripes.slice_packs || p >= packs) continue;
+    const P pk = reinterpret_cast<const P*>(row.x)[p];
+    float m = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < N; ++k) m = fmaxf(m, T::to_f32(pk.v[k]));
+    if (!(m >= floor)) continue;
+    const int first = p * N;
+    const uint32_t skip = edited ? (row.bitmap[first >> 5] >> (first & 31)) : 0u;
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      if ((skip >> k) & 1u) continue;
+      const float v = T::to_f32(pk.v[k]);
+      f(v, v, first + k);
+    }
+  }
+  for (int e = tid; e < row.num_edits; e += kSampleThreads) {
+    const TokenEdit ed = row.edits[e];
+    if (ed.token < 0 || ed.token >= row.vocab) continue;
+    const float v = T::to_f32(row.x[ed.token]);
+    f(v, sampling::apply_edit(v, ed, row.repetition, row.frequency, row.presence), ed.token);
+  }
+  __syncthreads();  // the list is hist_count's storage
 }
 
 // Every token of the row exactly once (for_each_token_in over the whole row).
@@ -541,22 +626,158 @@ __device__ int32_t finish_on_chip(const RowView<T>& row, const Shared& sh, int n
   return sampling::rank_key_id(sh.cand[r]);
 }
 
-// The k-th largest of the threads' own best keys (k <= kSampleThreads), sorted in cand.
-__device__ uint64_t kth_thread_best(const Shared& sh, uint64_t mine, int k) {
-  sh.cand[threadIdx.x] = mine;
+// A lower bound on the k-th largest of the threads' own best keys (k <= kSampleThreads): the
+// k-th key with its bits below the top 24 cleared, so at least k of the keys reach it. Three
+// radix rounds of 8 bits (a 256-bin count of the keys that share the prefix found so far, one
+// warp's scan for the bin where the running count from the top reaches k): nine barriers where
+// a bitonic sort of the 512 keys took 45 (6 µs a row on the H200).
+__device__ uint64_t kth_key_bound(const Shared& sh, uint64_t mine, int k, int* s_bin,
+                                  uint32_t* s_above) {
+  constexpr int kBits = 8, kBins = 1 << kBits, kRounds = 3;
+  static_assert(kBins <= kMaxBins && kBins == 32 * 8, "one warp scans the bins, 8 a lane");
+  const int tid = static_cast<int>(threadIdx.x);
+  uint32_t* bins = sh.hist_count;
+  uint64_t prefix = 0;
+  uint32_t above = 0;  // keys in the bins above the prefix's
+  int resolved = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    const int shift = sampling::kKeyBits - resolved - kBits;
+    if (tid < kBins) bins[tid] = 0;
+    __syncthreads();
+    if (resolved == 0 || (mine >> (sampling::kKeyBits - resolved)) == prefix)
+      atomicAdd(&bins[kBins - 1 - static_cast<int>((mine >> shift) & (kBins - 1))], 1u);
+    __syncthreads();
+    if (tid < 32) {
+      uint32_t c[8], sum = 0;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        c[j] = bins[tid * 8 + j];
+        sum += c[j];
+      }
+      uint32_t incl = sum;
+#pragma unroll
+      for (int off = 1; off < 32; off <<= 1) {
+        const uint32_t y = __shfl_up_sync(0xffffffffu, incl, off);
+        if (tid >= off) incl += y;
+      }
+      uint32_t run = above + incl - sum;  // keys ranked above this lane's first bin
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        if (run < static_cast<uint32_t>(k) && static_cast<uint32_t>(k) <= run + c[j]) {
+          *s_bin = tid * 8 + j;
+          *s_above = run;
+        }
+        run += c[j];
+      }
+    }
+    __syncthreads();
+    const int j = *s_bin;
+    above = *s_above;
+    __syncthreads();  // bins and the result slots are rewritten next round
+    prefix = (prefix << kBits) | static_cast<uint64_t>(kBins - 1 - j);
+    resolved += kBits;
+  }
+  return prefix << (sampling::kKeyBits - resolved);
+}
+
+// The candidates cand[0, n) (distinct keys) ranked descending: by counting, for each, the keys
+// above it (one thread a candidate, two barriers) when n <= 256, else by the bitonic sort.
+// Returns where the ranked keys are (hist_weight's storage, or cand).
+__device__ const uint64_t* rank_candidates(const Shared& sh, int n) {
+  constexpr int kRankMax = 256;
+  if (n > kRankMax) {
+    block_sort_desc(sh.cand, n);
+    return sh.cand;
+  }
+  uint64_t* out = sh.hist_weight;
+  const int i = static_cast<int>(threadIdx.x);
+  if (i < n) {
+    const uint64_t key = sh.cand[i];
+    int rank = 0;
+    for (int j = 0; j < n; ++j) rank += sh.cand[j] > key ? 1 : 0;
+    out[rank] = key;
+  }
   __syncthreads();
-  block_sort_desc(sh.cand, kSampleThreads);
-  const uint64_t pivot = sh.cand[k - 1];
+  return out;
+}
+
+// finish_on_chip's top-p, min-p and draw over the ranked keys[0, n) (n <= kSamplingFastTopK) by
+// one warp, without block barriers: each lane sums the integer weights of its run of candidates,
+// a warp scan places the runs, and the lane whose run holds a threshold finds its rank. The same
+// integer sums and thresholds as finish_on_chip, so the same token. Every thread returns it.
+template <typename T>
+__device__ int32_t finish_in_warp(const RowView<T>& row, const uint64_t* keys, int n,
+                                  const RowState& st, int* s_token) {
+  static_assert(kSamplingFastTopK <= 32 * 16, "runs of at most 16 candidates a lane");
+  const int lane = static_cast<int>(threadIdx.x);
+  if (lane < 32) {
+    const int per = (n + 31) / 32;
+    const int lo = min(lane * per, n), hi = min(lo + per, n);
+    auto rel = [&](int i) {
+      return sampling::relative_prob(sampling::rank_key_value(keys[i]), row.s_max);
+    };
+    // The exclusive prefix of the lane's run sum and the warp's total.
+    auto place = [&](uint64_t sum, uint64_t* total) {
+      uint64_t incl = sum;
+#pragma unroll
+      for (int off = 1; off < 32; off <<= 1) {
+        const uint64_t y = __shfl_up_sync(0xffffffffu, incl, off);
+        if (lane >= off) incl += y;
+      }
+      *total = __shfl_sync(0xffffffffu, incl, 31);
+      return incl - sum;
+    };
+    // The first rank whose inclusive prefix reaches target (0 < target <= total): the lane whose
+    // run holds it walks the run again.
+    auto first_reaching = [&](uint64_t excl, uint64_t sum, uint64_t target, auto&& weight) {
+      const bool here = excl < target && target <= excl + sum;
+      int r = 0;
+      if (here) {
+        uint64_t run = excl;
+        for (int i = lo; i < hi; ++i) {
+          run += weight(i);
+          if (run >= target) {
+            r = i;
+            break;
+          }
+        }
+      }
+      const unsigned holder = __ballot_sync(0xffffffffu, here);
+      return __shfl_sync(0xffffffffu, r, __ffs(holder) - 1);
+    };
+    auto weight = [&](int i) { return sampling::weight_of(rel(i)); };
+    uint64_t sum = 0, total = 0;
+    for (int i = lo; i < hi; ++i) sum += weight(i);
+    const uint64_t excl = place(sum, &total);
+    int kept = n;
+    if (st.top_p < 1.0f)
+      kept = first_reaching(excl, sum, sampling::top_p_threshold(st.top_p, total), weight) + 1;
+    auto weight_kept = [&](int i) {
+      const float q = rel(i);
+      return i < kept && q >= st.min_p ? sampling::weight_of(q) : uint64_t{0};
+    };
+    uint64_t sum_kept = 0, total_kept = 0;
+    for (int i = lo; i < hi; ++i) sum_kept += weight_kept(i);
+    const uint64_t excl_kept = place(sum_kept, &total_kept);
+    const uint64_t u = sampling::uniform_below(sampling::draw_bits(st.seed, st.step), total_kept);
+    const int r = first_reaching(excl_kept, sum_kept, u + 1, weight_kept);
+    if (lane == 0) *s_token = sampling::rank_key_id(keys[r]);
+  }
   __syncthreads();
-  return pivot;
+  const int32_t token = *s_token;
+  __syncthreads();
+  return token;
 }
 
 // Gathers into cand the rank keys of the tokens whose key reaches `pivot` (raw keys: the top
-// logprobs), or, for s keys, whose s reaches s(v) where v is the edited value of the pivot token
-// (`pivot` is then a key of the edited value, see pass 1). Returns their number, or -1 past kCap.
+// logprobs; the whole row is read again), or, for s keys, whose s reaches s(v) where v is the
+// edited value of the pivot token (`pivot` is then a key of the edited value, see pass 1; only
+// the stripes of pass 1 whose best key, `mine` of each thread, reaches v are read again).
+// Returns their number, or -1 past kCap.
 template <typename T, int N>
 __device__ int gather_from(const RowView<T>& row, const Shared& sh, uint64_t pivot, bool raw_keys,
-                           int* s_count) {
+                           int* s_count, uint64_t mine = 0, Stripes stripes = Stripes{0, 0},
+                           int* s_num = nullptr) {
   if (threadIdx.x == 0) *s_count = 0;
   __syncthreads();
   // s = x / T is monotone in x, so x >= v implies s(x) >= s(v), and a smaller x can round to the
@@ -565,20 +786,24 @@ __device__ int gather_from(const RowView<T>& row, const Shared& sh, uint64_t piv
   const float v = sampling::rank_key_value(pivot);
   const float s_v = sampling::scaled_logit(v, row.temperature);
   const float near = v - (fabsf(v) * 0x1p-20f + row.temperature * 0x1p-120f);
-  for_each_token<T, N>(row, [&](float raw, float edited, int id) {
-    uint64_t key;
-    if (raw_keys) {
-      key = token_key(raw, edited, id, row.temperature, true);
-      if (key < pivot) return;
-    } else {
-      if (!(edited >= near)) return;
-      const float s = sampling::scaled_logit(edited, row.temperature);
-      if (!(s >= s_v)) return;
-      key = sampling::rank_key(s, id);
-    }
+  auto keep = [&](uint64_t key) {
     const int slot = atomicAdd(s_count, 1);
     if (slot < kCap) sh.cand[slot] = key;
-  });
+  };
+  if (raw_keys) {
+    for_each_token<T, N>(row, [&](float raw, float edited, int id) {
+      const uint64_t key = token_key(raw, edited, id, row.temperature, true);
+      if (key >= pivot) keep(key);
+    });
+  } else {
+    // Streamed tokens are unedited (edited == raw): a pack below `near` holds no candidate.
+    auto take = [&](float raw, float edited, int id) {
+      if (!(edited >= near)) return;
+      const float s = sampling::scaled_logit(edited, row.temperature);
+      if (s >= s_v) keep(sampling::rank_key(s, id));
+    };
+    for_each_token_reaching_in_stripes<T, N>(row, sh, near, mine, stripes, s_num, take);
+  }
   __syncthreads();
   const int n = *s_count;
   __syncthreads();
@@ -635,6 +860,117 @@ __device__ Pass1 pass_one(const RowView<T>& row, int pack_lo, int pack_hi, int e
   return r;
 }
 
+// Pass 1 for a row that asks for no logprobs (the common case), with pass_one's results but far
+// fewer instructions per token: each thread keeps only its best (x, id), found pack by pack (a
+// max per token, one compare per pack; the winning pack stays in registers until the end, where
+// its lowest id holding the best x is looked up), and tests for NaN / inf with one fma per token
+// (v * 0 + acc turns NaN for good once any v is NaN or inf). r.nonfinite is then only "some"
+// (>= 1) or 0: a row that has some is counted again exactly by pass_one before it is reported.
+// Packs holding an edited token go token by token, the edits through the list, as in pass_one.
+// Measured on the H200 at batch 256 (sampling_cuda_bench, phase timers): pass_one's per-token
+// keys made the pass about 40 instructions a token and 2.6x slower than the DRAM read.
+template <typename T, int N>
+__device__ Pass1 pass_one_lean(const RowView<T>& row, const Shared& sh, int pack_lo, int pack_hi,
+                               int edit_first, int edit_step) {
+  using P = cuda::Pack<typename T::Storage, N>;
+  constexpr uint32_t kPackBits = N == 32 ? 0xffffffffu : (1u << N) - 1u;
+  const int tid = static_cast<int>(threadIdx.x);
+  const bool edited = row.num_edits > 0;
+  Pass1 r;
+  float best_x = -INFINITY;
+  int32_t best_id = INT32_MAX;  // < 0: -(pack + 1), the pack held in best_pack
+  P best_pack{};
+  float poison = 0.0f;
+  auto visit = [&](const P& pk, int p) {
+    const int first = p * N;
+    const uint32_t skip = edited ? (row.bitmap[first >> 5] >> (first & 31)) & kPackBits : 0u;
+    if (skip == 0u) {
+      float m = -INFINITY;
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        const float v = T::to_f32(pk.v[i]);
+        m = fmaxf(m, v);
+        poison = __fmaf_rn(v, 0.0f, poison);
+      }
+      // Strictly greater: on a tie the earlier pack, whose ids are lower, keeps the lead.
+      if (m > best_x) {
+        best_x = m;
+        best_id = -(p + 1);
+        best_pack = pk;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        if ((skip >> i) & 1u) continue;
+        const float v = T::to_f32(pk.v[i]);
+        if (!finite_f32(v)) ++r.nonfinite;
+        if (v > best_x) {
+          best_x = v;
+          best_id = first + i;
+        }
+      }
+    }
+  };
+  const P* x = reinterpret_cast<const P*>(row.x);
+  if constexpr (sizeof(P) == 16) {
+    // Each thread streams its packs through its own kRing slots of shared memory (cp.async: no
+    // registers while in flight), kRing - 1 packs ahead of the one it reads: 80 bytes a thread,
+    // 40 KB a block in flight, which the DRAM's latency needs (two 16-byte packs in registers
+    // reached ~60 % of the copy ceiling at batch 256; four spilled). The slots are cand,
+    // hist_weight and hist_count, unused until pass 1 is over; a slot is refilled only after
+    // its pack was read and used, and no other thread touches it.
+    constexpr int kRing = 5;
+    static_assert(kRing * kSampleThreads * 16 <= kCap * 8 + kMaxBins * 8 + kMaxBins * 4,
+                  "the ring fits cand, hist_weight and hist_count");
+    P* ring = reinterpret_cast<P*>(sh.cand) + tid;
+    const int p0 = pack_lo + tid;
+#pragma unroll
+    for (int s = 0; s < kRing - 1; ++s) {
+      const int p = p0 + s * kSampleThreads;
+      if (p < pack_hi) cuda::cp_async_16(ring + s * kSampleThreads, x + p, true);
+      cuda::cp_async_commit();
+    }
+    int slot = 0;
+    for (int p = p0; p < pack_hi; p += kSampleThreads) {
+      const int ahead = p + (kRing - 1) * kSampleThreads;
+      const int ahead_slot = slot == 0 ? kRing - 1 : slot - 1;  // the previous pack's, used
+      if (ahead < pack_hi) cuda::cp_async_16(ring + ahead_slot * kSampleThreads, x + ahead, true);
+      cuda::cp_async_commit();
+      cuda::cp_async_wait<kRing - 1>();  // this pack's group has landed
+      visit(ring[slot * kSampleThreads], p);
+      slot = slot + 1 == kRing ? 0 : slot + 1;
+    }
+    cuda::cp_async_wait_all();
+  } else {
+    for_each_pack<T, N>(row, pack_lo, pack_hi, visit);
+  }
+  for (int e = edit_first + tid * edit_step; e < row.num_edits; e += kSampleThreads * edit_step) {
+    const TokenEdit ed = row.edits[e];
+    if (ed.token < 0 || ed.token >= row.vocab) continue;
+    const float v = T::to_f32(row.x[ed.token]);
+    if (!finite_f32(v)) ++r.nonfinite;
+    const float x = sampling::apply_edit(v, ed, row.repetition, row.frequency, row.presence);
+    if (x != x) ++r.edit_nan;
+    // The lowest id the current best may have: a pack's first (an edited token is never in a
+    // pack that went the fast way), or the token itself.
+    const int32_t best_lo = best_id >= 0 ? best_id : (-best_id - 1) * N;
+    if (x > best_x || (x == best_x && ed.token < best_lo)) {
+      best_x = x;
+      best_id = ed.token;
+    }
+  }
+  if (best_id < 0) {  // the lowest id of the winning pack that holds best_x (-0 == +0 included)
+    const int p = -best_id - 1;
+    best_id = p * N + N - 1;
+#pragma unroll
+    for (int i = N - 1; i >= 0; --i)
+      if (T::to_f32(best_pack.v[i]) == best_x) best_id = p * N + i;
+  }
+  if (poison != 0.0f) ++r.nonfinite;  // NaN: some streamed token is NaN or inf
+  r.key = best_id == INT32_MAX ? 0 : sampling::rank_key(best_x == 0.0f ? 0.0f : best_x, best_id);
+  return r;
+}
+
 // (m, l) pairs of a log-sum-exp merged: the running max and the sum rescaled to it.
 __device__ __forceinline__ void lse_merge(float& m, float& l, float om, float ol) {
   const float nm = fmaxf(m, om);
@@ -659,6 +995,25 @@ struct SplitWorkspace {
   unsigned* counters;      // [kSampleSplitMaxBlocks]: arrivals per row, zero between launches
 };
 
+// The largest of p[0], p[kSampleThreads], ... (one per slice), eight loads in flight (the last
+// slices % 8 one by one): with the greedy / top-logprobs tests inside one loop each load sat in
+// its own branch and waited for the one before (~7 µs for a row of 62 slices on the H200).
+__device__ __forceinline__ uint64_t max_over_slices(const unsigned long long* p, int slices) {
+  constexpr int kBatch = 8;
+  uint64_t best = 0;
+  int sl = 0;
+  for (; sl + kBatch <= slices; sl += kBatch) {
+    unsigned long long v[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) v[j] = __ldcg(p + (sl + j) * kSampleThreads);
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) best = max(best, static_cast<uint64_t>(v[j]));
+  }
+  for (; sl < slices; ++sl)
+    best = max(best, static_cast<uint64_t>(__ldcg(p + sl * kSampleThreads)));
+  return best;
+}
+
 // A split launch's block over its slice of the row: pass 1 with the slice's own edit bitmap, its
 // partial into the workspace, then the arrival count. Returns true in the row's last block to
 // arrive, with `merged` holding, per thread, what pass 1 over the whole row would have given the
@@ -667,9 +1022,9 @@ struct SplitWorkspace {
 // slices (each the best of a set of tokens disjoint from the other threads' sets, as in pass 1
 // over the whole row, which is what the top-k pivot needs).
 template <typename T, int N>
-__device__ bool pass_one_split(const SplitWorkspace& ws, const RowView<T>& row, int slices,
-                               int slice_tokens, bool greedy, bool want_top, bool want_lse,
-                               Pass1* merged) {
+__device__ bool pass_one_split(const SplitWorkspace& ws, const RowView<T>& row, const Shared& sh,
+                               int slices, int slice_tokens, bool greedy, bool want_top,
+                               bool want_lse, Pass1* merged) {
   __shared__ int s_counts[2][kSampleWarps];
   __shared__ float s_lse[2][kSampleWarps];
   __shared__ uint64_t s_key[kSampleWarps];
@@ -691,7 +1046,9 @@ __device__ bool pass_one_split(const SplitWorkspace& ws, const RowView<T>& row, 
     __syncthreads();
   }
   const Pass1 mine =
-      pass_one<T, N>(row, lo / N, hi / N, slice, slices, greedy, want_top, want_lse);
+      want_top || want_lse
+          ? pass_one<T, N>(row, lo / N, hi / N, slice, slices, greedy, want_top, want_lse)
+          : pass_one_lean<T, N>(row, sh, lo / N, hi / N, slice, slices);
 
   // The slice's partial: counts summed, log-normaliser merged, best key; each thread's keys.
   int nonfinite = mine.nonfinite, edit_nan = mine.edit_nan;
@@ -749,12 +1106,8 @@ __device__ bool pass_one_split(const SplitWorkspace& ws, const RowView<T>& row, 
   }
   const unsigned long long* keys = ws.keys + row_index * slices * kSampleThreads + tid;
   const unsigned long long* raw_keys = ws.raw_keys + row_index * slices * kSampleThreads + tid;
-#pragma unroll 8
-  for (int sl = 0; sl < slices; ++sl) {
-    if (!greedy) mg.key = max(mg.key, static_cast<uint64_t>(__ldcg(keys + sl * kSampleThreads)));
-    if (want_top)
-      mg.raw_key = max(mg.raw_key, static_cast<uint64_t>(__ldcg(raw_keys + sl * kSampleThreads)));
-  }
+  if (!greedy) mg.key = max_over_slices(keys, slices);
+  if (want_top) mg.raw_key = max_over_slices(raw_keys, slices);
   *merged = mg;
   return true;
 }
@@ -767,6 +1120,8 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ uint64_t warp_tmp[32];
   __shared__ int s_index, s_count;
+  __shared__ uint32_t s_bin_above;
+  __shared__ int s_num;
   __shared__ uint32_t s_bad_edit;
   __shared__ float s_red_f[32];
   __shared__ int s_red_i[32];
@@ -813,7 +1168,8 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
   const bool split = slices > 1;
   if (split) {
     row.num_edits = params_ok ? num_edits : 0;
-    if (!pass_one_split<T, N>(ws, row, slices, slice_tokens, greedy, want_top, want_lse, &r)) return;
+    if (!pass_one_split<T, N>(ws, row, sh, slices, slice_tokens, greedy, want_top, want_lse, &r))
+      return;
   }
 
   if (tid == 0) s_bad_edit = range_ok ? 0u : 1u;
@@ -839,27 +1195,41 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
   // Pass 1 over the whole row, unless a split's slices did it; again for a split row in error,
   // whose slices ran before its edit list was checked (a token listed twice would count its
   // non-finite logit twice): the row's only output then is its non-finite count, exact this way.
-  if (!split || error != 0) r = pass_one<T, N>(row, 0, vocab / N, 0, 1, greedy, want_top, want_lse);
-  int nonfinite = r.nonfinite, edit_nan = r.edit_nan;
+  // A row that asks for no logprobs runs the lean pass 1, whose non-finite count is only "some":
+  // such a row runs pass_one again for the exact count it reports.
+  const bool lean = !want_top && !want_lse;
+  if (!split || error != 0)
+    r = lean ? pass_one_lean<T, N>(row, sh, 0, vocab / N, 0, 1)
+             : pass_one<T, N>(row, 0, vocab / N, 0, 1, greedy, want_top, want_lse);
+  int nonfinite = 0, edit_nan = 0;
+  // Block sums of the counts.
+  auto sum_counts = [&] {
+    nonfinite = r.nonfinite;
+    edit_nan = r.edit_nan;
+    for (int off = 16; off > 0; off >>= 1) {
+      nonfinite += __shfl_xor_sync(0xffffffffu, nonfinite, off);
+      edit_nan += __shfl_xor_sync(0xffffffffu, edit_nan, off);
+    }
+    if (lane == 0) {
+      s_red_i[warp] = nonfinite;
+      s_red_f[warp] = __int_as_float(edit_nan);
+    }
+    __syncthreads();
+    nonfinite = 0;
+    edit_nan = 0;
+    for (int w = 0; w < kSampleWarps; ++w) {
+      nonfinite += s_red_i[w];
+      edit_nan += __float_as_int(s_red_f[w]);
+    }
+    __syncthreads();
+  };
+  sum_counts();
+  if (lean && nonfinite > 0) {
+    r = pass_one<T, N>(row, 0, vocab / N, 0, 1, greedy, false, false);
+    sum_counts();
+  }
   const uint64_t best_raw_key = r.raw_key;
   float lse_m = r.lse_m, lse_l = r.lse_l;
-  // Block reductions: counts, the greedy argmax, the best key, the log-normaliser.
-  for (int off = 16; off > 0; off >>= 1) {
-    nonfinite += __shfl_xor_sync(0xffffffffu, nonfinite, off);
-    edit_nan += __shfl_xor_sync(0xffffffffu, edit_nan, off);
-  }
-  if (lane == 0) {
-    s_red_i[warp] = nonfinite;
-    s_red_f[warp] = __int_as_float(edit_nan);
-  }
-  __syncthreads();
-  nonfinite = 0;
-  edit_nan = 0;
-  for (int w = 0; w < kSampleWarps; ++w) {
-    nonfinite += s_red_i[w];
-    edit_nan += __float_as_int(s_red_f[w]);
-  }
-  __syncthreads();
   if (nonfinite > 0) error |= kSamplingNonFiniteLogits;
   if (error == 0 && edit_nan > 0) error |= kSamplingBadEdits;
   if (p.nonfinite_counts != nullptr && tid == 0) p.nonfinite_counts[row_index] = nonfinite;
@@ -905,11 +1275,12 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
       const bool top_k_on = rp.top_k > 0 && rp.top_k < vocab;
       bool done = false;
       if (top_k_on && rp.top_k <= kSamplingFastTopK) {
-        const uint64_t pivot = kth_thread_best(sh, mine, rp.top_k);
-        const int n = gather_from<T, N>(row, sh, pivot, false, &s_count);
-        if (n > 0) {
-          block_sort_desc(sh.cand, n);
-          token = finish_on_chip(row, sh, rp.top_k, 0, st, warp_tmp, &s_index);
+        const uint64_t pivot = kth_key_bound(sh, mine, rp.top_k, &s_index, &s_bin_above);
+        // Pass 1's stripes: the split's slices, or the whole row.
+        const Stripes stripes = split ? Stripes{slices, slice_tokens / N} : Stripes{1, vocab / N};
+        const int n = gather_from<T, N>(row, sh, pivot, false, &s_count, mine, stripes, &s_num);
+        if (n >= rp.top_k) {
+          token = finish_in_warp(row, rank_candidates(sh, n), rp.top_k, st, &s_index);
           done = true;
         }
       }
@@ -976,7 +1347,7 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
     if (p.top_ids != nullptr) {
       const int want = min(rp.num_top_logprobs, vocab);
       if (want > 0) {
-        const uint64_t pivot = kth_thread_best(sh, best_raw_key, want);
+        const uint64_t pivot = kth_key_bound(sh, best_raw_key, want, &s_index, &s_bin_above);
         if (gather_from<T, N>(row, sh, pivot, true, &s_count) > 0) {
           block_sort_desc(sh.cand, s_count);
         } else {
