@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
@@ -161,7 +162,19 @@ void run_batch(int64_t rows, DType dtype, cudaStream_t stream) {
 }  // namespace
 }  // namespace roofline
 
-int main() {
+// sampling_cuda_bench [ROWS [bf16|f32]]: every batch and dtype, or only the one named (to point
+// Nsight Compute at one launch).
+int main(int argc, char** argv) {
+  std::vector<int64_t> batches = {1, 64, 256};
+  std::vector<roofline::DType> dtypes = {roofline::DType::kBF16, roofline::DType::kF32};
+  if (argc > 3 || (argc >= 2 && std::atoll(argv[1]) < 1) ||
+      (argc == 3 && std::string(argv[2]) != "bf16" && std::string(argv[2]) != "f32")) {
+    std::fprintf(stderr, "usage: sampling_cuda_bench [ROWS (>= 1) [bf16|f32]]\n");
+    return 2;
+  }
+  if (argc >= 2) batches = {std::atoll(argv[1])};
+  if (argc == 3)
+    dtypes = {std::string(argv[2]) == "f32" ? roofline::DType::kF32 : roofline::DType::kBF16};
   if (!roofline::bench::gpu_present()) {
     std::printf("sampling_cuda_bench: no CUDA device, skipped\n");
     return 0;
@@ -172,8 +185,8 @@ int main() {
       "sample_rows_cuda, vocab %lld, top-k 50 + top-p 0.9 + temperature 0.8 + penalties over %d "
       "history tokens per row, inside a CUDA graph:\n",
       static_cast<long long>(roofline::kVocab), roofline::kHistory);
-  for (const roofline::DType dtype : {roofline::DType::kBF16, roofline::DType::kF32})
-    for (const int64_t rows : {1, 64, 256}) roofline::run_batch(rows, dtype, stream);
+  for (const roofline::DType dtype : dtypes)
+    for (const int64_t rows : batches) roofline::run_batch(rows, dtype, stream);
   ROOFLINE_CUDA_CHECK(cudaStreamDestroy(stream));
   return 0;
 }
