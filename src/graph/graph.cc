@@ -48,6 +48,7 @@ std::string call_kind_name(OpKind op, const NodeAttrs& attrs) {
   if (!matmul) return name;
   if (attrs.rms_norm_prologue) name = "rms_norm+" + name;
   if (attrs.swiglu_epilogue) name += "+silu_mul";
+  if (attrs.qkv_rope_epilogue) name += "+qkv_rope";
   return name;
 }
 

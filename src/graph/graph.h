@@ -45,6 +45,11 @@ enum class OpKind : uint8_t {
   // A kMatmul with NodeAttrs::swiglu_epilogue [fused matmul + silu_mul]: the weights are gate and
   // up (2I rows in all), y is [rows, I] = silu(gate) · up, and the last output [rows, 2I] is
   // scratch for implementations that apply the activation in a kernel of their own.
+  // A kMatmul or kMatmulBias with NodeAttrs::qkv_rope_epilogue [fused matmul + qkv_rope]: the
+  // weights are q|k|v, positions and slot_mapping follow the weights and biases (before the
+  // norm's weight), y is qkv_rope's rotated q, the node writes the KV cache of attrs.layer as
+  // qkv_rope does (attrs: its heads and head_dim), and the last output [rows, (heads + 2 kv_heads)
+  // · head_dim] is scratch for implementations that run qkv_rope in a kernel of their own.
   kQkvRope,           // (qkv, positions, slot_mapping[, q_norm, k_norm]) -> q; writes the KV cache
   kAttention,         // (q, block_tables, seq_lens, query_start) -> [T, heads * head_dim]
   kSiluMul,           // (gate_up) -> [T, I]
@@ -91,10 +96,11 @@ struct NodeAttrs {
   bool qk_norm = false;           // qkv_rope: has q_norm / k_norm inputs
   bool rms_norm_prologue = false;  // matmuls: normalise x first (eps: the norm's)
   bool swiglu_epilogue = false;    // kMatmul: y = silu(gate) · up of the product
+  bool qkv_rope_epilogue = false;  // kMatmul, kMatmulBias: y = qkv_rope(product) (+ KV write)
 };
 
 // What profiles and plan dumps call a node: its op kind, "rms_norm+" before a matmul with the
-// RMSNorm prologue, "+silu_mul" after one with the SwiGLU epilogue.
+// RMSNorm prologue, "+silu_mul" / "+qkv_rope" after one with the SwiGLU / RoPE epilogue.
 std::string call_kind_name(OpKind op, const NodeAttrs& attrs);
 
 struct Node {

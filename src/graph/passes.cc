@@ -15,7 +15,10 @@ std::vector<std::vector<int>> readers_of(const Graph& g) {
   return readers;
 }
 
-bool has_side_effect(const Node& n) { return n.op == OpKind::kQkvRope; }
+// Nodes that write the KV cache.
+bool has_side_effect(const Node& n) {
+  return n.op == OpKind::kQkvRope || n.attrs.qkv_rope_epilogue;
+}
 
 bool is_graph_output(const Graph& g, int value) {
   for (int id : g.outputs())
@@ -93,13 +96,50 @@ int fuse_matmul_silu_mul(Graph& g) {
     const int product = rw.nodes[i].inputs[0];
     const int mm = rw.writer[product];
     if (mm < 0 || rw.nodes[mm].op != OpKind::kMatmul || rw.nodes[mm].attrs.swiglu_epilogue ||
-        rw.nodes[mm].outputs[0] != product)
+        rw.nodes[mm].attrs.qkv_rope_epilogue || rw.nodes[mm].outputs[0] != product)
       continue;
     if (rw.readers[product].size() != 1 || is_graph_output(g, product)) continue;
     Node& m = rw.nodes[mm];
     m.outputs[0] = rw.nodes[i].outputs[0];
     m.outputs.push_back(product);  // scratch now, after the prologue's if any
     m.attrs.swiglu_epilogue = true;
+    rw.erase[i] = true;
+    ++rw.fused;
+  }
+  return rw.finish();
+}
+
+int fuse_matmul_qkv_rope(Graph& g) {
+  Rewrite rw(g);
+  for (size_t i = 0; i < rw.nodes.size(); ++i) {
+    const Node& rope = rw.nodes[i];
+    if (rope.op != OpKind::kQkvRope || rope.attrs.qk_norm) continue;
+    const int product = rope.inputs[0];
+    const int mm = rw.writer[product];
+    if (mm < 0) continue;
+    const Node& m0 = rw.nodes[mm];
+    if ((m0.op != OpKind::kMatmul && m0.op != OpKind::kMatmulBias) || m0.attrs.swiglu_epilogue ||
+        m0.attrs.qkv_rope_epilogue || m0.outputs[0] != product)
+      continue;
+    if (rw.readers[product].size() != 1 || is_graph_output(g, product)) continue;
+    // The KV cache is written where the matmul ran: nothing between may read this layer's cache
+    // (an attention node of the same layer), and the step inputs exist from the start.
+    bool cache_read_between = false;
+    for (size_t k = static_cast<size_t>(mm) + 1; k < i; ++k)
+      cache_read_between = cache_read_between || (rw.nodes[k].op == OpKind::kAttention &&
+                                                  rw.nodes[k].attrs.layer == rope.attrs.layer);
+    if (cache_read_between) continue;
+    Node& m = rw.nodes[mm];
+    // positions and slot_mapping go before the norm's weight, which stays the last input.
+    const auto at = m.attrs.rms_norm_prologue ? m.inputs.end() - 1 : m.inputs.end();
+    m.inputs.insert(at, {rope.inputs[1], rope.inputs[2]});
+    m.outputs[0] = rope.outputs[0];
+    m.outputs.push_back(product);  // scratch now, after the prologue's if any
+    m.attrs.qkv_rope_epilogue = true;
+    m.attrs.layer = rope.attrs.layer;
+    m.attrs.num_heads = rope.attrs.num_heads;
+    m.attrs.num_kv_heads = rope.attrs.num_kv_heads;
+    m.attrs.head_dim = rope.attrs.head_dim;
     rw.erase[i] = true;
     ++rw.fused;
   }
@@ -121,8 +161,10 @@ int fuse_rms_norm_matmul(Graph& g) {
     if (read_twice) continue;
     m.inputs[0] = rw.nodes[i].inputs[0];
     m.inputs.push_back(rw.nodes[i].inputs[1]);
-    // Scratch now, written (if at all) inside the matmul's call; before the SwiGLU scratch, if any.
-    m.outputs.insert(m.attrs.swiglu_epilogue ? m.outputs.end() - 1 : m.outputs.end(), normed);
+    // Scratch now, written (if at all) inside the matmul's call; before the SwiGLU or RoPE
+    // epilogue's scratch, if any.
+    const bool epilogue_scratch = m.attrs.swiglu_epilogue || m.attrs.qkv_rope_epilogue;
+    m.outputs.insert(epilogue_scratch ? m.outputs.end() - 1 : m.outputs.end(), normed);
     m.attrs.rms_norm_prologue = true;
     m.attrs.eps = rw.nodes[i].attrs.eps;
     rw.erase[i] = true;
@@ -199,6 +241,7 @@ void run_passes(Graph& graph, const PassOptions& options) {
     fuse_matmul_residual(graph);
     fuse_rms_norm_matmul(graph);
     fuse_matmul_silu_mul(graph);
+    fuse_matmul_qkv_rope(graph);
     fuse_residual_rms_norm(graph);
   }
   remove_dead_nodes(graph);

@@ -20,6 +20,12 @@ int fuse_rms_norm_matmul(Graph& graph);
 // (NodeAttrs::swiglu_epilogue): the activation costs no kernel where the GEMM can fold it in.
 int fuse_matmul_silu_mul(Graph& graph);
 
+// qkv_rope(matmul(x, q, k, v)) without q/k norms, where qkv_rope is the product's only reader ->
+// that matmul with the RoPE epilogue (NodeAttrs::qkv_rope_epilogue): rotating q and k and writing
+// the KV cache cost no kernel where the GEMM can fold them in (the skinny decode kernel), and run
+// as before where it cannot.
+int fuse_matmul_qkv_rope(Graph& graph);
+
 // add(residual, x) followed by rms_norm of its sum -> one rms_norm_residual node that writes both
 // the normed rows and the new residual: one pass over the activations instead of three (for the
 // adds fuse_matmul_residual left, e.g. after a projection with a bias).

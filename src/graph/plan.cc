@@ -117,14 +117,17 @@ CallCost call_cost(const PlanCall& c, const StepShape& s, DType kv_dtype) {
     case OpKind::kMatmul:
     case OpKind::kMatmulBias:
     case OpKind::kMatmulResidual: {
-      // y only: the prologue's and the SwiGLU epilogue's scratch outputs are not part of the fused
-      // op's ideal.
+      // y only: the prologue's and the SwiGLU and RoPE epilogues' scratch outputs are not part of
+      // the fused op's ideal; the RoPE epilogue's K and V written into the cache are.
       for (const auto& r : c.inputs) cost.bytes += bytes_of(r);
       cost.bytes += bytes_of(c.outputs[0]);
+      if (c.attrs.qkv_rope_epilogue)
+        cost.bytes += 2.0 * s.num_tokens * c.attrs.num_kv_heads * c.attrs.head_dim * kv_elem;
       const double rows = static_cast<double>(c.inputs[0].shape[0].eval(s.num_tokens, s.num_seqs));
       const double k = static_cast<double>(c.inputs[0].shape[1].eval(s.num_tokens, s.num_seqs));
-      // The product's width: y's, or with the SwiGLU epilogue its [rows, 2I] scratch's.
-      const BufferRef& product = c.attrs.swiglu_epilogue ? c.outputs.back() : c.outputs[0];
+      // The product's width: y's, or with the SwiGLU or RoPE epilogue its scratch's.
+      const bool scratch = c.attrs.swiglu_epilogue || c.attrs.qkv_rope_epilogue;
+      const BufferRef& product = scratch ? c.outputs.back() : c.outputs[0];
       const double n = static_cast<double>(product.shape[1].eval(s.num_tokens, s.num_seqs));
       cost.flops = 2 * rows * n * k;
       break;

@@ -7,8 +7,9 @@
 // writes its column range of the output through the row stride (with the RMSNorm prologue, the
 // first part's call normalises x into the node's scratch output and the others read that).
 // A matmul's inputs: x, w_0 .. w_{p-1}, then b_0 .. b_{p-1} (matmul_bias), the residual
-// (matmul_residual), the norm's weight (the prologue); its outputs: y, then the prologue's scratch,
-// then the SwiGLU epilogue's (the [rows, 2I] product).
+// (matmul_residual), positions and slot_mapping (the RoPE epilogue), the norm's weight (the
+// prologue); its outputs: y, then the prologue's scratch, then the SwiGLU or RoPE epilogue's (the
+// [rows, 2I] or [rows, q|k|v] product).
 #pragma once
 
 #include <array>
@@ -69,6 +70,29 @@ inline int64_t dim(const BufferRef& r, int i, const ExecContext& ctx) {
   return r.shape[static_cast<size_t>(i)].eval(ctx.num_tokens, ctx.num_seqs);
 }
 
+// qkv_rope's params for a call that rotates into its first output (a qkv_rope node, or a matmul
+// with the RoPE epilogue) and writes the KV cache of its layer; qkv and the q/k norms are the
+// caller's.
+inline QkvRopeParams qkv_rope_params(const PlanCall& c, const BufferRef& positions,
+                                     const BufferRef& slot_mapping, const ExecContext& ctx) {
+  QkvRopeParams p;
+  p.positions = static_cast<const int32_t*>(buffer_ptr(positions, ctx));
+  p.slot_mapping = static_cast<const int64_t*>(buffer_ptr(slot_mapping, ctx));
+  p.q_out = act(c.outputs[0], ctx);
+  p.dtype = ctx.act_dtype;
+  p.k_cache = ctx.k_cache[static_cast<size_t>(c.attrs.layer)];
+  p.v_cache = ctx.v_cache[static_cast<size_t>(c.attrs.layer)];
+  p.kv_dtype = ctx.kv_dtype;
+  p.inv_freq = ctx.rope_inv_freq;
+  p.num_tokens = dim(c.outputs[0], 0, ctx);
+  p.num_heads = c.attrs.num_heads;
+  p.num_kv_heads = c.attrs.num_kv_heads;
+  p.head_dim = c.attrs.head_dim;
+  p.block_size = ctx.kv_shape.block_size;
+  p.num_blocks = ctx.kv_shape.num_blocks;
+  return p;
+}
+
 template <typename Kernels>
 void run_matmul(const PlanCall& c, const ExecContext& ctx, Kernels& k) {
   const auto& in = c.inputs;
@@ -77,13 +101,23 @@ void run_matmul(const PlanCall& c, const ExecContext& ctx, Kernels& k) {
   const bool residual = c.op == OpKind::kMatmulResidual;
   const bool norm = c.attrs.rms_norm_prologue;
   const bool swiglu = c.attrs.swiglu_epilogue;
-  ROOFLINE_CHECK(static_cast<int>(in.size()) == 1 + parts * (bias ? 2 : 1) + residual + norm);
-  ROOFLINE_CHECK(static_cast<int>(c.outputs.size()) == 1 + norm + swiglu);
+  const bool rope = c.attrs.qkv_rope_epilogue;
+  ROOFLINE_CHECK(static_cast<int>(in.size()) ==
+                 1 + parts * (bias ? 2 : 1) + residual + 2 * rope + norm);
+  ROOFLINE_CHECK(static_cast<int>(c.outputs.size()) == 1 + norm + (swiglu || rope));
   ROOFLINE_CHECK(!residual || parts == 1);
   ROOFLINE_CHECK(!swiglu || (!bias && !residual));
-  // The product x · Wᵀ: y itself, or with the SwiGLU epilogue the [rows, 2I] scratch (the last
-  // output) that y = silu(gate) · up is computed from.
-  const BufferRef& product = swiglu ? c.outputs.back() : c.outputs[0];
+  ROOFLINE_CHECK(!rope || (!swiglu && !residual));
+  // The product x · Wᵀ: y itself, or with the SwiGLU / RoPE epilogue the scratch (the last output)
+  // that y = silu(gate) · up / y = qkv_rope(product) is computed from.
+  const BufferRef& product = swiglu || rope ? c.outputs.back() : c.outputs[0];
+  // The RoPE epilogue's qkv_rope, over the product.
+  QkvRopeParams rope_params;
+  if (rope) {
+    const size_t at = in.size() - 2 - norm;
+    rope_params = qkv_rope_params(c, in[at], in[at + 1], ctx);
+    rope_params.qkv = act(product, ctx);
+  }
   const int64_t ldy = dim(product, 1, ctx);
   const int64_t kdim = dim(in[1], 1, ctx);
   // Are the parts (and their biases) contiguous, so one GEMM covers them?
@@ -103,8 +137,10 @@ void run_matmul(const PlanCall& c, const ExecContext& ctx, Kernels& k) {
     rows += dim(w, 0, ctx);
   }
   const int groups = contiguous ? 1 : parts;
-  // One call applies the SwiGLU epilogue itself; separate parts write the product, then silu_mul.
+  // One call applies the SwiGLU / RoPE epilogue itself; separate parts write the product, then
+  // silu_mul / qkv_rope run over it.
   const bool fused_swiglu = swiglu && groups == 1;
+  const bool fused_rope = rope && groups == 1;
   int64_t col = 0;
   for (int i = 0; i < groups; ++i) {
     const BufferRef& w = in[1 + i];
@@ -133,6 +169,10 @@ void run_matmul(const PlanCall& c, const ExecContext& ctx, Kernels& k) {
       p.y = act(c.outputs[0], ctx);
       p.y_row_stride = ldy / 2;
     }
+    if (fused_rope) {
+      p.qkv_rope = true;
+      p.rope = rope_params;
+    }
     if (bias) {
       p.bias = in[1 + parts + i].weight;
       p.bias_dtype = in[1 + parts + i].dtype;
@@ -155,6 +195,7 @@ void run_matmul(const PlanCall& c, const ExecContext& ctx, Kernels& k) {
     s.intermediate = dim(c.outputs[0], 1, ctx);
     k.silu_mul(s);
   }
+  if (rope && !fused_rope) k.qkv_rope(rope_params);
 }
 
 }  // namespace detail
@@ -224,28 +265,14 @@ void run_plan_call(const PlanCall& c, const ExecContext& ctx, Kernels& k) {
       detail::run_matmul(c, ctx, k);
       return;
     case OpKind::kQkvRope: {
-      QkvRopeParams p;
+      QkvRopeParams p = detail::qkv_rope_params(c, in[1], in[2], ctx);
       p.qkv = act(in[0], ctx);
-      p.positions = static_cast<const int32_t*>(buffer_ptr(in[1], ctx));
-      p.slot_mapping = static_cast<const int64_t*>(buffer_ptr(in[2], ctx));
       if (c.attrs.qk_norm) {
         p.q_norm_weight = in[3].weight;
         p.k_norm_weight = in[4].weight;
         p.norm_weight_dtype = in[3].dtype;
         p.norm_eps = c.attrs.eps;
       }
-      p.q_out = act(out[0], ctx);
-      p.dtype = ctx.act_dtype;
-      p.k_cache = ctx.k_cache[static_cast<size_t>(c.attrs.layer)];
-      p.v_cache = ctx.v_cache[static_cast<size_t>(c.attrs.layer)];
-      p.kv_dtype = ctx.kv_dtype;
-      p.inv_freq = ctx.rope_inv_freq;
-      p.num_tokens = dim(out[0], 0, ctx);
-      p.num_heads = c.attrs.num_heads;
-      p.num_kv_heads = c.attrs.num_kv_heads;
-      p.head_dim = c.attrs.head_dim;
-      p.block_size = ctx.kv_shape.block_size;
-      p.num_blocks = ctx.kv_shape.num_blocks;
       k.qkv_rope(p);
       return;
     }

@@ -52,7 +52,8 @@ TEST(Passes, MatmulsAbsorbTheResidualAddsTheNormsBeforeThemAndTheActivation) {
   // Every layer: o_proj + attn_residual and down_proj + mlp_residual become matmul_residual nodes;
   // input_layernorm and post_attention_layernorm become the qkv and gate_up matmuls' prologue;
   // silu_mul becomes gate_up's epilogue. The final norm feeds the last-token gather, not a matmul:
-  // it stays. A layer is 6 nodes: qkv, qkv_rope, attention, o, gate_up, down.
+  // it stays. A layer is 6 nodes: qkv, qkv_rope, attention, o, gate_up, down (qkv_rope goes
+  // into qkv in the next test).
   for (const char* fixture : {"llama_mha", "qwen2_bias_gqa2_hd64_tied"}) {
     SCOPED_TRACE(fixture);
     Loaded m = load(fixture);
@@ -91,6 +92,60 @@ TEST(Passes, MatmulsAbsorbTheResidualAddsTheNormsBeforeThemAndTheActivation) {
     EXPECT_NE(g->to_string().find("rms_norm+matmul+silu_mul layers.0.gate_up_proj"),
               std::string::npos);
   }
+}
+
+TEST(Passes, TheQkvProjectionAbsorbsQkvRopeUnlessItNormsQAndK) {
+  // After the other fusions, each layer's qkv_rope becomes the q|k|v projection's RoPE epilogue:
+  // the matmul now outputs the rotated q (which attention reads), writes the layer's KV cache,
+  // takes positions and slot_mapping before the norm's weight, and keeps the product as its last,
+  // scratch output. A layer is 5 nodes. Qwen3's q/k norms need whole heads: its qkv_rope stays.
+  for (const char* fixture : {"llama_mha", "qwen2_bias_gqa2_hd64_tied"}) {
+    SCOPED_TRACE(fixture);
+    Loaded m = load(fixture);
+    auto g = build_model_graph(m.config, *m.weights, GraphOptions{});
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    const int layers = static_cast<int>(m.config.num_layers);
+    const size_t before = g->nodes().size();
+    fuse_matmul_residual(*g);
+    fuse_rms_norm_matmul(*g);
+    fuse_matmul_silu_mul(*g);
+    EXPECT_EQ(fuse_matmul_qkv_rope(*g), layers);
+    EXPECT_EQ(count(*g, OpKind::kQkvRope), 0);
+    EXPECT_EQ(g->nodes().size(), before - 6 * layers);
+    EXPECT_EQ(g->validate(), "");
+    EXPECT_EQ(remove_dead_nodes(*g), 0);
+    const bool bias = std::string(fixture).find("bias") != std::string::npos;
+    int fused = 0;
+    for (const Node& n : g->nodes()) {
+      if (!n.attrs.qkv_rope_epilogue) continue;
+      EXPECT_EQ(n.attrs.layer, fused) << n.name;
+      ++fused;
+      EXPECT_EQ(call_kind_name(n.op, n.attrs),
+                bias ? "rms_norm+matmul_bias+qkv_rope" : "rms_norm+matmul+qkv_rope");
+      const size_t in = n.inputs.size();
+      EXPECT_EQ(g->value(n.inputs[in - 3]).step_input, StepInput::kPositions) << n.name;
+      EXPECT_EQ(g->value(n.inputs[in - 2]).step_input, StepInput::kSlotMapping) << n.name;
+      EXPECT_NE(g->value(n.inputs.back()).weight_name.find("input_layernorm"), std::string::npos);
+      ASSERT_EQ(n.outputs.size(), 3u) << n.name;  // q, the norm's scratch, the product
+      const int64_t q_width = n.attrs.num_heads * n.attrs.head_dim;
+      EXPECT_EQ(g->value(n.outputs[0]).shape[1].c, q_width);
+      EXPECT_EQ(g->value(n.outputs[2]).shape[1].c,
+                q_width + 2 * n.attrs.num_kv_heads * n.attrs.head_dim);
+      // The layer's attention reads the rotated q.
+      int readers = 0;
+      for (const Node& r : g->nodes())
+        readers += r.op == OpKind::kAttention && r.attrs.layer == n.attrs.layer &&
+                   r.inputs[0] == n.outputs[0];
+      EXPECT_EQ(readers, 1) << n.name;
+    }
+    EXPECT_EQ(fused, layers);
+    EXPECT_NE(g->to_string().find("+qkv_rope layers.0.qkv_proj"), std::string::npos);
+  }
+  Loaded qwen3 = load("qwen3_qknorm_hd32_sharded");
+  auto g = build_model_graph(qwen3.config, *qwen3.weights, GraphOptions{});
+  ASSERT_TRUE(g.ok());
+  run_passes(*g, PassOptions{});
+  EXPECT_EQ(count(*g, OpKind::kQkvRope), static_cast<int>(qwen3.config.num_layers));
 }
 
 TEST(Passes, AMatmulWhoseOutputIsReadTwiceKeepsItsAdd) {

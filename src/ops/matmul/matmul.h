@@ -17,6 +17,14 @@
 // implementation can (the skinny kernel pairs gate row j with up row j in one tile); cuBLASLt and
 // the CPU write the [m, 2I] product to `gate_up` and run silu_mul over it.
 //
+// RoPE epilogue (MatmulParams::qkv_rope, no residual, no SwiGLU): the product is the fused q|k|v
+// projection ([m, n], n = (num_heads + 2·num_kv_heads)·head_dim) and the call ends with qkv_rope
+// over it (MatmulParams::rope: rotated q to rope.q_out, rotated k and v into the paged KV cache) —
+// the qkv projection and qkv_rope in one kernel where the implementation can (the skinny kernel
+// pairs each head's rows i and i + head_dim / 2 in one tile and rotates them in its epilogue);
+// cuBLASLt and the CPU write the product to y ([m, n], dense: the scratch) and run qkv_rope over
+// it.
+//
 // Element types: the CPU backend takes f32 activations (x, y, residual) and f32/f16/bf16 weights
 // and bias; the CUDA backend takes bf16 for all of them, with fp32 accumulation, through cuBLASLt
 // or, for decode's m <= 64 rows, our weight-streaming kernel (matmul_skinny.h) — whichever measured
@@ -28,6 +36,7 @@
 
 #include "core/cuda_stream.h"
 #include "core/dtype.h"
+#include "ops/qkv_rope/qkv_rope.h"
 #include "ops/rms_norm/rms_norm.h"
 #include "ops/silu_mul/silu_mul.h"
 
@@ -60,6 +69,11 @@ struct MatmulParams {
   // scratch of implementations that materialise the product. Required with swiglu.
   bool swiglu = false;
   void* gate_up = nullptr;
+  // The RoPE epilogue: when qkv_rope is set, y is the [m, n] q|k|v product (dense: y_row_stride ==
+  // n), the scratch of implementations that materialise it, and the call applies qkv_rope with
+  // `rope` to it (rope.qkv, num_tokens and dtype are the call's own: y, m and dtype).
+  bool qkv_rope = false;
+  QkvRopeParams rope;
 };
 
 // What a matmul adds to x · Wᵀ before y is stored (rounded once, on the GPU).
@@ -120,6 +134,38 @@ inline MatmulParams matmul_swiglu_product(const MatmulParams& p) {
   q.swiglu = false;
   q.y = p.gate_up;
   q.y_row_stride = p.n;
+  return q;
+}
+
+// Why p's RoPE epilogue cannot run with `epilogue` (nullptr when it can): every implementation
+// needs n to be the q|k|v width of rope's heads, a dense y (the product's scratch), no residual and
+// no SwiGLU.
+inline const char* matmul_rope_unsupported_reason(const MatmulParams& p, MatmulEpilogue epilogue) {
+  const QkvRopeParams& r = p.rope;
+  if (epilogue == MatmulEpilogue::kResidual || p.swiglu)
+    return "the matmul's RoPE epilogue takes no residual and no SwiGLU epilogue";
+  if (r.num_heads < 1 || r.num_kv_heads < 1 || r.head_dim < 2 || r.head_dim % 2 != 0 ||
+      p.n != (r.num_heads + 2 * r.num_kv_heads) * r.head_dim)
+    return "the matmul's RoPE epilogue needs n = (num_heads + 2 * num_kv_heads) * head_dim, "
+           "head_dim even";
+  if (p.y_row_stride != p.n)
+    return "the matmul's RoPE epilogue needs a dense y (the q|k|v product's scratch)";
+  return nullptr;
+}
+
+// The qkv_rope an implementation without a fused RoPE epilogue runs after the GEMM, over the
+// product in p.y.
+inline QkvRopeParams matmul_rope_pass(const MatmulParams& p) {
+  QkvRopeParams r = p.rope;
+  r.qkv = p.y;
+  r.num_tokens = p.m;
+  r.dtype = p.dtype;
+  return r;
+}
+// What such an implementation's GEMM computes first: the product into p.y.
+inline MatmulParams matmul_rope_product(const MatmulParams& p) {
+  MatmulParams q = p;
+  q.qkv_rope = false;
   return q;
 }
 

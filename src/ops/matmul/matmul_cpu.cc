@@ -1,7 +1,9 @@
 // matmul_cpu / matmul_bias_cpu / matmul_residual_cpu: y[i][j] = sum_k x[i][k] * W[j][k]
 // (+ bias[j] | + residual[i][j]), fp32 accumulation. With the RMSNorm prologue (p.norm_weight),
 // rms_norm_cpu writes the normalised rows to p.normed first and the GEMM reads them: the same
-// arithmetic as the unfused rms_norm and matmul the CPU backend ran before the fusion.
+// arithmetic as the unfused rms_norm and matmul the CPU backend ran before the fusion. The SwiGLU
+// and RoPE epilogues likewise write the product (to p.gate_up, p.y) and run silu_mul_cpu /
+// qkv_rope_cpu over it.
 //
 // The hot loop of the CPU backend. Work is split over n (output columns) in tiles of kColTile
 // weight rows; a thread converts its tile to f32 once (f16/bf16 weights) into a thread-local
@@ -143,6 +145,13 @@ void matmul_impl(const MatmulParams& p, MatmulEpilogue epilogue) {
     ROOFLINE_CHECK_MSG(unsupported == nullptr, unsupported);
     matmul_impl(matmul_swiglu_product(p), epilogue);
     silu_mul_cpu(matmul_swiglu_activation(p));
+    return;
+  }
+  if (p.qkv_rope) {
+    const char* unsupported = matmul_rope_unsupported_reason(p, epilogue);
+    ROOFLINE_CHECK_MSG(unsupported == nullptr, unsupported);
+    matmul_impl(matmul_rope_product(p), epilogue);
+    qkv_rope_cpu(matmul_rope_pass(p));
     return;
   }
   const bool with_bias = epilogue == MatmulEpilogue::kBias;

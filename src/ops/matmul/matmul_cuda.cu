@@ -2,9 +2,9 @@
 // + residual[m, n]), bf16 x / W / bias / residual / y, fp32 accumulation, one rounding of y to
 // bf16. Two implementations: cuBLASLt (CUBLAS_COMPUTE_32F; the bias added in fp32 by the BIAS
 // epilogue, the residual as C with beta = 1) and, for m <= 64, our weight-streaming kernel
-// (matmul_skinny_cuda.cu). The RMSNorm prologue (p.norm_weight) and the SwiGLU epilogue
-// (p.swiglu) run inside the skinny kernel; on cuBLASLt they are rms_norm_cuda into p.normed before
-// the GEMM and silu_mul_cuda over p.gate_up after it.
+// (matmul_skinny_cuda.cu). The RMSNorm prologue (p.norm_weight) and the SwiGLU and RoPE epilogues
+// (p.swiglu, p.qkv_rope) run inside the skinny kernel; on cuBLASLt they are rms_norm_cuda into
+// p.normed before the GEMM and silu_mul_cuda over p.gate_up or qkv_rope_cuda over p.y after it.
 //
 // Selection (kAuto): problems outside the skinny kernel's domain go to cuBLASLt. For the others,
 // the choice is made per (m bucket, n, k, epilogue) by measurement, once: the first call of such a
@@ -13,20 +13,19 @@
 // context, the caller's W and bias; L2 flushed before every timed call so the weights come from
 // HBM, as in a decode step; each call behind a 3 us stand-in for the short kernel before it in the
 // step's programmatic-dependent-launch chain, under which the skinny kernel already streams
-// weights; cuBLASLt's time includes its rms_norm and silu_mul kernels where the call has the
-// prologue or the SwiGLU epilogue; the candidates' reps interleaved) and caches the fastest;
-// near-ties (within 2 %) between the skinny kernel and the best cuBLASLt algorithm go to cuBLASLt.
-// The fastest cuBLASLt algorithm becomes the algorithm of every plan of that (m bucket, n, k,
-// bias, residual) product that it runs with operands at least as aligned as the measurement's,
-// whichever implementation won (ROOFLINE_MATMUL_TUNE=N times the heuristic's first N instead;
-// 0 or 1: its first only, the behaviour before tuning). Both choices are also
-// published to a process-wide table per device that every context consults before measuring: the
-// timings are noisy, and two contexts in one process (a graph-replaying and an eager runner
-// compared bit for bit, say) must not pick different implementations or algorithms for the same
-// problem. A call that finds no choice while its stream is being captured cannot measure (no
-// synchronisation, no allocation inside a capture): it runs cuBLASLt, the implementation every
-// shape supports, so a graph captured without warm-up is still deterministic and correct (and
-// counted, for tests).
+// weights; cuBLASLt's time includes its rms_norm, silu_mul and qkv_rope kernels where the call has
+// the prologue or the SwiGLU or RoPE epilogue; the candidates' reps interleaved) and caches the
+// fastest; near-ties (within 2 %) between the skinny kernel and the best cuBLASLt algorithm go to
+// cuBLASLt. The fastest cuBLASLt algorithm becomes the algorithm of every plan of that (m bucket,
+// n, k, bias, residual) product that it runs with operands at least as aligned as the
+// measurement's, whichever implementation won (ROOFLINE_MATMUL_TUNE=N times the heuristic's first N
+// instead; 0 or 1: its first only, the behaviour before tuning). Both choices are also published to
+// a process-wide table per device that every context consults before measuring: the timings are
+// noisy, and two contexts in one process (a graph-replaying and an eager runner compared bit for
+// bit, say) must not pick different implementations or algorithms for the same problem. A call that
+// finds no choice while its stream is being captured cannot measure (no synchronisation, no
+// allocation inside a capture): it runs cuBLASLt, the implementation every shape supports, so a
+// graph captured without warm-up is still deterministic and correct (and counted, for tests).
 // matmul_bias_cuda on shapes where cuBLASLt would round twice (see kBiasAlignmentMessage) runs the
 // skinny kernel whenever it can, measurement or not: it rounds once. ROOFLINE_MATMUL_IMPL=cublas in
 // the environment forces cuBLASLt with its heuristic's algorithms, untuned, for every context
@@ -223,7 +222,7 @@ struct TunedAlgo {
 // atomic load per call. Never destroyed: contexts may outlive static destruction order.
 struct SharedChoices {
   std::mutex mutex;
-  std::map<std::tuple<int, int64_t, int64_t, int64_t, MatmulEpilogue, bool, bool>, MatmulImpl>
+  std::map<std::tuple<int, int64_t, int64_t, int64_t, MatmulEpilogue, bool, bool, bool>, MatmulImpl>
       choices;
   std::map<std::tuple<int, int64_t, int64_t, int64_t, bool, bool>, TunedAlgo> algos;
   std::atomic<uint64_t> generation{0};
@@ -259,9 +258,10 @@ struct MatmulCudaContext::Impl {
   MatmulImpl forced = MatmulImpl::kAuto;
   bool prefer_skinny = false;  // ROOFLINE_MATMUL_IMPL=skinny: the skinny kernel wherever it can
   int skinny_splits = 0;  // 0: matmul_skinny_launch chooses
-  // (m bucket, n, k, epilogue, RMSNorm prologue, SwiGLU) -> the implementation that measured
+  // (m bucket, n, k, epilogue, RMSNorm prologue, SwiGLU, RoPE) -> the implementation that measured
   // faster.
-  std::map<std::tuple<int64_t, int64_t, int64_t, MatmulEpilogue, bool, bool>, MatmulImpl> choices;
+  std::map<std::tuple<int64_t, int64_t, int64_t, MatmulEpilogue, bool, bool, bool>, MatmulImpl>
+      choices;
   int64_t measurements = 0;
   int64_t timed_candidates = 0;
   int64_t unmeasured_captures = 0;
@@ -466,10 +466,12 @@ bool bias_epilogue_rounds_once(const MatmulParams& p) {
          alignment_bytes(p.w) >= 16 && alignment_bytes(p.bias) >= 16 && alignment_bytes(p.y) >= 16;
 }
 
-// The GEMM cuBLASLt runs for p: without the prologue (over p.normed, after rms_norm_cuda) and
-// without the SwiGLU epilogue (into p.gate_up, before silu_mul_cuda).
+// The GEMM cuBLASLt runs for p: without the prologue (over p.normed, after rms_norm_cuda),
+// without the SwiGLU epilogue (into p.gate_up, before silu_mul_cuda) and without the RoPE epilogue
+// (into p.y, before qkv_rope_cuda).
 MatmulParams cublas_product(const MatmulParams& p) {
   MatmulParams q = p.norm_weight != nullptr ? matmul_prologue_product(p) : p;
+  if (q.qkv_rope) q = matmul_rope_product(q);
   return q.swiglu ? matmul_swiglu_product(q) : q;
 }
 
@@ -491,9 +493,10 @@ ProblemKey problem_key(const MatmulParams& p, MatmulEpilogue epilogue) {
   return key;
 }
 
-// p on cuBLASLt (with rms_norm_cuda before it for the prologue, silu_mul_cuda after it for the
-// SwiGLU epilogue), with the plan's algorithm or, when the measurement times candidates, `algo`
-// (which must run the product: it came from the heuristic for exactly this problem).
+// p on cuBLASLt (with rms_norm_cuda before it for the prologue, silu_mul_cuda or qkv_rope_cuda
+// after it for the SwiGLU or RoPE epilogue), with the plan's algorithm or, when the measurement
+// times candidates, `algo` (which must run the product: it came from the heuristic for exactly this
+// problem).
 void cublas_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStream_t stream,
                    MatmulEpilogue epilogue, const cublasLtMatmulAlgo_t* algo = nullptr) {
   if (p.norm_weight != nullptr) rms_norm_cuda(matmul_prologue_norm(p), stream);
@@ -517,14 +520,25 @@ void cublas_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStr
       static_cast<size_t>(MatmulCudaContext::kWorkspaceBytes), stream));
   ROOFLINE_CUDA_LAUNCH_CHECK(stream);
   if (p.swiglu) silu_mul_cuda(matmul_swiglu_activation(p), stream);
+  if (p.qkv_rope) qkv_rope_cuda(matmul_rope_pass(p), stream);
 }
 
+// p on the skinny kernel: with the RoPE epilogue fused where matmul_skinny_fuses_rope says so,
+// else its product into p.y and qkv_rope_cuda over it.
 void skinny_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStream_t stream,
                    MatmulEpilogue epilogue) {
-  const MatmulSkinnyLaunch launch =
-      matmul_skinny_launch(p.m, p.n, p.k, impl.num_sms, impl.skinny_splits,
-                           p.norm_weight != nullptr || p.swiglu);
-  matmul_skinny_cuda(p, epilogue, launch, impl.skinny_workspace, stream);
+  const MatmulSkinnyLaunch launch = matmul_skinny_launch(
+      p.m, p.n, p.k, impl.num_sms, impl.skinny_splits, matmul_skinny_no_split(p));
+  if (!p.qkv_rope || matmul_skinny_fuses_rope(launch, impl.num_sms)) {
+    matmul_skinny_cuda(p, epilogue, launch, impl.skinny_workspace, stream);
+    return;
+  }
+  const MatmulParams product = matmul_rope_product(p);
+  matmul_skinny_cuda(product, epilogue,
+                     matmul_skinny_launch(p.m, p.n, p.k, impl.num_sms, impl.skinny_splits,
+                                          matmul_skinny_no_split(product)),
+                     impl.skinny_workspace, stream);
+  qkv_rope_cuda(matmul_rope_pass(p), stream);
 }
 
 // Timed calls per implementation in a measurement (median taken); each is preceded by an L2 flush.
@@ -614,7 +628,18 @@ Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
   ScratchMemory y(static_cast<size_t>(m * p.n) * 2);
   ScratchMemory normed(p.norm_weight != nullptr ? static_cast<size_t>(m * p.k) * 2 : 16);
   ScratchMemory gate_up(p.swiglu ? static_cast<size_t>(m * p.n) * 2 : 16);
-  if (x.ptr == nullptr || y.ptr == nullptr || normed.ptr == nullptr || gate_up.ptr == nullptr)
+  // The RoPE epilogue's destinations: q [m, heads · D], one cache slot (every token writes slot 0,
+  // at position 0), the positions and the slot map (zeros).
+  const QkvRopeParams& rope = p.rope;
+  const size_t kv_bytes =
+      p.qkv_rope ? static_cast<size_t>(rope.num_kv_heads * rope.head_dim) * 2 : 16;
+  ScratchMemory q_out(p.qkv_rope ? static_cast<size_t>(m * rope.num_heads * rope.head_dim) * 2
+                                 : 16);
+  ScratchMemory k_cache(kv_bytes), v_cache(kv_bytes);
+  ScratchMemory positions(static_cast<size_t>(m) * 4), slots(static_cast<size_t>(m) * 8);
+  if (x.ptr == nullptr || y.ptr == nullptr || normed.ptr == nullptr || gate_up.ptr == nullptr ||
+      q_out.ptr == nullptr || k_cache.ptr == nullptr || v_cache.ptr == nullptr ||
+      positions.ptr == nullptr || slots.ptr == nullptr)
     return result;
   const size_t flush_bytes = static_cast<size_t>(2 * std::max<int64_t>(impl.l2_bytes, 1 << 20));
   ScratchMemory flush(flush_bytes);
@@ -629,6 +654,8 @@ Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
   flush_l2();  // evicts the memset's dirty lines now, not during a timed call
   ROOFLINE_CUDA_CHECK(cudaMemsetAsync(x.ptr, 0, static_cast<size_t>(m * p.k) * 2, stream));
   ROOFLINE_CUDA_CHECK(cudaMemsetAsync(y.ptr, 0, static_cast<size_t>(m * p.n) * 2, stream));
+  ROOFLINE_CUDA_CHECK(cudaMemsetAsync(positions.ptr, 0, static_cast<size_t>(m) * 4, stream));
+  ROOFLINE_CUDA_CHECK(cudaMemsetAsync(slots.ptr, 0, static_cast<size_t>(m) * 8, stream));
 
   MatmulParams q = p;
   q.m = m;
@@ -638,6 +665,15 @@ Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
   q.residual = epilogue == MatmulEpilogue::kResidual ? y.ptr : nullptr;
   q.normed = p.norm_weight != nullptr ? normed.ptr : nullptr;
   q.gate_up = p.swiglu ? gate_up.ptr : nullptr;
+  if (p.qkv_rope) {
+    q.rope.q_out = q_out.ptr;
+    q.rope.k_cache = k_cache.ptr;
+    q.rope.v_cache = v_cache.ptr;
+    q.rope.positions = static_cast<const int32_t*>(positions.ptr);
+    q.rope.slot_mapping = static_cast<const int64_t*>(slots.ptr);
+    q.rope.block_size = 1;
+    q.rope.num_blocks = 1;
+  }
 
   // The cuBLASLt candidates: the tuned algorithm, or the heuristic's first few that run the
   // product.
@@ -725,7 +761,7 @@ MatmulImpl choose_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cud
     return MatmulImpl::kSkinny;
 
   const auto key = std::make_tuple(matmul_cuda_m_bucket(p.m), p.n, p.k, epilogue,
-                                   p.norm_weight != nullptr, p.swiglu);
+                                   p.norm_weight != nullptr, p.swiglu, p.qkv_rope);
   const auto it = impl.choices.find(key);
   if (it != impl.choices.end()) return it->second;
   const auto shared_key = std::tuple_cat(std::make_tuple(impl.device), key);
@@ -766,6 +802,10 @@ void matmul_dispatch(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaS
   if (p.swiglu) {
     const char* unsupported = matmul_swiglu_unsupported_reason(p, epilogue);
     ROOFLINE_CHECK_MSG(unsupported == nullptr, unsupported);
+  } else if (p.qkv_rope) {
+    const char* unsupported = matmul_rope_unsupported_reason(p, epilogue);
+    ROOFLINE_CHECK_MSG(unsupported == nullptr, unsupported);
+    ROOFLINE_CHECK_MSG(p.rope.kv_dtype == DType::kBF16, "the CUDA KV cache is bf16");
   } else {
     ROOFLINE_CHECK(p.y_row_stride >= p.n);
   }

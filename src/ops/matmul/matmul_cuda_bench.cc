@@ -5,14 +5,17 @@
 // matmul_skinny.h; "*" marks matmul_skinny_launch's choice), and for o and down at m = 1, 8 the
 // residual epilogue on both implementations; the RMSNorm prologue (the qkv and gate_up GEMMs of
 // Llama-3-8B and Qwen2.5-0.5B at m = 1, 8) on both, cuBLASLt's time including its rms_norm kernel,
-// beside the same GEMM without it, and for gate_up the prologue with the SwiGLU epilogue (cuBLASLt:
-// + its silu_mul kernel). Then one prefill of m = 8192 tokens per weight as
-// TFLOP/s beside the 783 TFLOP/s bf16 GEMM ceiling. Method (as HARDWARE.md's cuBLAS table): 16
-// back-to-back calls captured in one CUDA graph (launch latency excluded), each on the next of
-// `rotation_count` weight copies so L2 does not serve the weights; median of 50 graph launches
-// after warm-up (20 for the split sweep).
+// beside the same GEMM without it, for gate_up the prologue with the SwiGLU epilogue (cuBLASLt:
+// + its silu_mul kernel) and for qkv the prologue with the RoPE epilogue (cuBLASLt: + its qkv_rope
+// kernel; one token's K and V into the cache). Then one prefill of m = 8192 tokens per weight as
+// TFLOP/s beside the 783 TFLOP/s bf16 GEMM ceiling. `matmul_cuda_bench [decode] [prologue]
+// [prefill]` runs only the sections named (all by default); anything else gets a usage line. Method
+// (as HARDWARE.md's cuBLAS table): 16 back-to-back calls captured in one CUDA graph (launch latency
+// excluded), each on the next of `rotation_count` weight copies so L2 does not serve the weights;
+// median of 50 graph launches after warm-up (20 for the split sweep).
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -37,10 +40,15 @@ using bench::random_bf16;
 // Median ms of one call of y[m, n] = x · Wᵀ (+ y: the residual epilogue in place, with
 // `residual`), over weight copies rotated call by call.
 // With `norm`, each call has the RMSNorm prologue; with `swiglu`, the SwiGLU epilogue (W's n rows
-// are gate then up, y the [m, n / 2] activation).
+// are gate then up, y the [m, n / 2] activation); with `rope` (heads, KV heads, head dim), the
+// RoPE epilogue (q to its buffer, K and V into a cache slot per token).
+struct RopeHeads {
+  int64_t heads = 0, kv_heads = 0, head_dim = 0;
+};
 double time_matmul(MatmulCudaContext& ctx, cudaStream_t stream, int64_t m, int64_t n, int64_t k,
                    const std::vector<const DeviceMemory*>& weights, int iters = 50,
-                   bool residual = false, bool norm = false, bool swiglu = false) {
+                   bool residual = false, bool norm = false, bool swiglu = false,
+                   RopeHeads rope = {}) {
   const std::vector<uint16_t> x_host = random_bf16(m * k, 11);
   DeviceMemory x(x_host.size() * 2);
   ROOFLINE_CUDA_CHECK(cudaMemcpy(x.ptr, x_host.data(), x_host.size() * 2, cudaMemcpyHostToDevice));
@@ -72,6 +80,43 @@ double time_matmul(MatmulCudaContext& ctx, cudaStream_t stream, int64_t m, int64
     p.swiglu = true;
     p.gate_up = gate_up.ptr;
     p.y_row_stride = n / 2;
+  }
+  const bool with_rope = rope.head_dim > 0;
+  const int64_t kv = rope.kv_heads * rope.head_dim;
+  DeviceMemory q_out(with_rope ? static_cast<size_t>(m * rope.heads * rope.head_dim) * 2 : 16);
+  DeviceMemory k_cache(with_rope ? static_cast<size_t>(m * kv) * 2 : 16);
+  DeviceMemory v_cache(with_rope ? static_cast<size_t>(m * kv) * 2 : 16);
+  DeviceMemory positions(static_cast<size_t>(m) * 4), slots(static_cast<size_t>(m) * 8);
+  DeviceMemory inv_freq(with_rope ? static_cast<size_t>(rope.head_dim / 2) * 4 : 16);
+  if (with_rope) {
+    std::vector<int32_t> pos(static_cast<size_t>(m));
+    std::vector<int64_t> slot(static_cast<size_t>(m));
+    std::vector<float> freq(static_cast<size_t>(rope.head_dim / 2));
+    for (int64_t t = 0; t < m; ++t) {
+      pos[static_cast<size_t>(t)] = static_cast<int32_t>(512 + t);  // a decode step's positions
+      slot[static_cast<size_t>(t)] = t;
+    }
+    for (size_t i = 0; i < freq.size(); ++i)
+      freq[i] = std::pow(500000.0f, -2.0f * static_cast<float>(i) / rope.head_dim);
+    ROOFLINE_CUDA_CHECK(
+        cudaMemcpy(positions.ptr, pos.data(), pos.size() * 4, cudaMemcpyHostToDevice));
+    ROOFLINE_CUDA_CHECK(
+        cudaMemcpy(slots.ptr, slot.data(), slot.size() * 8, cudaMemcpyHostToDevice));
+    ROOFLINE_CUDA_CHECK(
+        cudaMemcpy(inv_freq.ptr, freq.data(), freq.size() * 4, cudaMemcpyHostToDevice));
+    p.qkv_rope = true;
+    p.rope.q_out = q_out.ptr;
+    p.rope.k_cache = k_cache.ptr;
+    p.rope.v_cache = v_cache.ptr;
+    p.rope.positions = static_cast<const int32_t*>(positions.ptr);
+    p.rope.slot_mapping = static_cast<const int64_t*>(slots.ptr);
+    p.rope.inv_freq = static_cast<const float*>(inv_freq.ptr);
+    p.rope.num_heads = rope.heads;
+    p.rope.num_kv_heads = rope.kv_heads;
+    p.rope.head_dim = rope.head_dim;
+    p.rope.block_size = 1;
+    p.rope.num_blocks = m;
+    p.rope.kv_dtype = DType::kBF16;
   }
   auto call = [&](int i) {
     p.w = weights[static_cast<size_t>(i) % weights.size()]->ptr;
@@ -113,7 +158,7 @@ struct RotatedWeights {
   }
 };
 
-int run() {
+int run(bool decode, bool prologue, bool prefill) {
   // One context per implementation; the selection's measurements happen once per problem, in the
   // warm-up calls before capture.
   auto ctx = MatmulCudaContext::create();
@@ -125,8 +170,9 @@ int run() {
   cudaStream_t stream;
   ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 
-  std::printf("decode GEMMs (bandwidth = weight bytes / time):\n");
+  if (decode) std::printf("decode GEMMs (bandwidth = weight bytes / time):\n");
   for (const auto& w : kLlama3_8bWeights) {
+    if (!decode) break;
     const size_t weight_bytes = static_cast<size_t>(w.n * w.k) * 2;
     RotatedWeights rotated(w.n, w.k, 1);
     const std::vector<const DeviceMemory*>& ptrs = rotated.ptrs;
@@ -171,8 +217,10 @@ int run() {
     }
   }
 
-  std::printf("RMSNorm prologue (cublas: rms_norm kernel + GEMM):\n");
+  if (prologue)
+    std::printf("RMSNorm prologue (cublas: rms_norm kernel + GEMM (+ silu_mul | qkv_rope)):\n");
   for (const auto& w : kMatmulCudaTestWeights) {
+    if (!prologue) break;
     const std::string shape = w.name;
     const bool wanted = shape == "llama3-8b qkv" || shape == "llama3-8b gate_up" ||
                         shape == "qwen2.5-0.5b qkv" || shape == "qwen2.5-0.5b gate_up";
@@ -184,24 +232,35 @@ int run() {
       const std::string name =
           shape + " " + std::to_string(w.n) + "x" + std::to_string(w.k) + " m=" + std::to_string(m);
       const bool gated = shape.find("gate_up") != std::string::npos;
-      for (const int variant : {0, 1, 2}) {  // plain, +norm, +norm +swiglu
-        if (variant == 2 && !gated) continue;
+      // The q|k|v heads: Llama-3-8B 32 + 2·8 of 128, Qwen2.5-0.5B 14 + 2·2 of 64.
+      const RopeHeads heads = shape == "llama3-8b qkv"      ? RopeHeads{32, 8, 128}
+                              : shape == "qwen2.5-0.5b qkv" ? RopeHeads{14, 2, 64}
+                                                            : RopeHeads{};
+      // plain, +norm, +norm +swiglu (gate_up), +norm +rope (qkv)
+      for (const int variant : {0, 1, 2, 3}) {
+        if ((variant == 2 && !gated) || (variant == 3 && heads.head_dim == 0)) continue;
         const bool norm = variant >= 1, swiglu = variant == 2;
-        const char* tag = swiglu ? " +norm +swiglu" : norm ? " +norm" : "";
+        const RopeHeads rope = variant == 3 ? heads : RopeHeads{};
+        const char* tag = variant == 3 ? " +norm +rope"
+                          : swiglu     ? " +norm +swiglu"
+                          : norm       ? " +norm"
+                                       : "";
         bench::print_bandwidth(
             (name + " skinny" + tag).c_str(),
-            time_matmul(*skinny, stream, m, w.n, w.k, ptrs, 50, false, norm, swiglu),
+            time_matmul(*skinny, stream, m, w.n, w.k, ptrs, 50, false, norm, swiglu, rope),
             static_cast<double>(weight_bytes));
         bench::print_bandwidth(
             (name + " cublas" + tag).c_str(),
-            time_matmul(*cublas, stream, m, w.n, w.k, ptrs, 50, false, norm, swiglu),
+            time_matmul(*cublas, stream, m, w.n, w.k, ptrs, 50, false, norm, swiglu, rope),
             static_cast<double>(weight_bytes));
       }
     }
   }
 
-  std::printf("prefill GEMMs (m = %lld):\n", static_cast<long long>(kMatmulCudaBenchPrefillM));
+  if (prefill)
+    std::printf("prefill GEMMs (m = %lld):\n", static_cast<long long>(kMatmulCudaBenchPrefillM));
   for (const auto& w : kLlama3_8bWeights) {
+    if (!prefill) break;
     const int64_t m = kMatmulCudaBenchPrefillM;
     const std::vector<uint16_t> host = random_bf16(w.n * w.k, 2);
     DeviceMemory weight(host.size() * 2);
@@ -220,11 +279,23 @@ int run() {
 }  // namespace
 }  // namespace roofline
 
-int main() {
+int main(int argc, char** argv) {
+  bool decode = argc == 1, prologue = argc == 1, prefill = argc == 1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string section = argv[i];
+    decode = decode || section == "decode";
+    prologue = prologue || section == "prologue";
+    prefill = prefill || section == "prefill";
+    if (section != "decode" && section != "prologue" && section != "prefill") {
+      std::fprintf(stderr,
+                   "usage: matmul_cuda_bench [decode] [prologue] [prefill] (default: all)\n");
+      return 2;
+    }
+  }
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("matmul_cuda_bench: no CUDA device on this machine, nothing to time\n");
     return 0;
   }
-  return roofline::run();
+  return roofline::run(decode, prologue, prefill);
 }

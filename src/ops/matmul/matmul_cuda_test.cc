@@ -14,6 +14,9 @@
 // scales 1/4 to 4 so that a row normalised by another row's 1 / rms is far off; and in a graph.
 // The SwiGLU epilogue (gate and up rows of one weight, y = silu(gate) · up): every implementation,
 // with and without the prologue, against the CPU twin.
+// The RoPE epilogue (q|k|v rows; q rotated to its output, k rotated and v into the paged cache):
+// every implementation, with and without bias and the prologue, against the CPU twin, and the
+// skinny kernel's fused form bit for bit against its product followed by qkv_rope_cuda.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -494,6 +497,256 @@ TEST(MatmulCudaSwigluTest, EpilogueMatchesCpuTwinForEveryImplementation) {
           }
           EXPECT_TRUE(all_close(from_bf16(y.to_host<uint16_t>()), expected,
                                 swiglu_atol_for(s.k, with_norm), kSwigluRtol));
+        }
+      }
+    }
+  }
+}
+
+// The RoPE epilogue's problems: the q|k|v projections of Llama-3-8B and Qwen2.5-0.5B, and head
+// dims 256 and 32 (a tile pairs 8 dims of each half of a head: 1 and 16 tiles per head).
+struct RopeShape {
+  const char* name;
+  int64_t heads, kv_heads, head_dim, k;
+};
+constexpr RopeShape kRopeShapes[] = {{"llama3-8b qkv", 32, 8, 128, 4096},
+                                     {"qwen2.5-0.5b qkv", 14, 2, 64, 896},
+                                     {"head_dim 256", 8, 2, 256, 1032},
+                                     {"head_dim 32", 5, 1, 32, 264}};
+constexpr int64_t kRopeBlockSize = 16;
+
+// The step inputs of m tokens: positions (0, then random below 40k) and the slot map into caches
+// of 2m + 2 slots rounded up to whole 16-position blocks: token t writes slot 2t + 1, except
+// token 1 (a padding row, slot -1) and token 2 (a slot past the cache: skipped).
+struct RopeSteps {
+  int64_t slots;
+  std::vector<int32_t> positions;
+  std::vector<int64_t> slot_mapping;
+};
+RopeSteps rope_steps(int64_t m, std::mt19937_64& rng) {
+  RopeSteps r;
+  r.slots = (2 * m + 2 + kRopeBlockSize - 1) / kRopeBlockSize * kRopeBlockSize;
+  std::uniform_int_distribution<int32_t> pos(0, 40000);
+  for (int64_t t = 0; t < m; ++t) {
+    r.positions.push_back(t == 0 ? 0 : pos(rng));
+    r.slot_mapping.push_back(t == 1 ? -1 : t == 2 ? r.slots + 7 : 2 * t + 1);
+  }
+  return r;
+}
+
+// qkv_rope's shape for `s` with caches of `slots` slots, bf16 (pointers unset).
+QkvRopeParams rope_shape(const RopeShape& s, int64_t slots) {
+  QkvRopeParams r;
+  r.num_heads = s.heads;
+  r.num_kv_heads = s.kv_heads;
+  r.head_dim = s.head_dim;
+  r.block_size = kRopeBlockSize;
+  r.num_blocks = slots / kRopeBlockSize;
+  r.dtype = DType::kBF16;
+  r.kv_dtype = DType::kBF16;
+  return r;
+}
+
+// One call's RoPE destinations (poisoned) and step inputs on the device.
+struct RopeIo {
+  int64_t slots;
+  DeviceBuffer d_positions, d_slots, d_inv_freq, q_out, k_cache, v_cache;
+
+  RopeIo(const RopeShape& s, int64_t m, const RopeSteps& steps, const std::vector<float>& inv_freq)
+      : slots(steps.slots) {
+    d_positions = DeviceBuffer::from_host(steps.positions);
+    d_slots = DeviceBuffer::from_host(steps.slot_mapping);
+    d_inv_freq = DeviceBuffer::from_host(inv_freq);
+    q_out = DeviceBuffer(static_cast<size_t>(m * s.heads * s.head_dim) * 2);
+    k_cache = DeviceBuffer(static_cast<size_t>(slots * s.kv_heads * s.head_dim) * 2);
+    v_cache = DeviceBuffer(static_cast<size_t>(slots * s.kv_heads * s.head_dim) * 2);
+    q_out.poison();
+    k_cache.poison();
+    v_cache.poison();
+  }
+  QkvRopeParams params(const RopeShape& s) const {
+    QkvRopeParams r = rope_shape(s, slots);
+    r.q_out = q_out.get();
+    r.positions = d_positions.get<int32_t>();
+    r.slot_mapping = d_slots.get<int64_t>();
+    r.k_cache = k_cache.get();
+    r.v_cache = v_cache.get();
+    r.inv_freq = d_inv_freq.get<float>();
+    return r;
+  }
+};
+
+// The poisoned slots of a downloaded cache must stay poisoned; the written ones go to `out` in
+// slot order (bf16 bits), and `expected` gets the CPU cache's same slots.
+::testing::AssertionResult written_slots(const std::vector<uint16_t>& got,
+                                         const std::vector<float>& cpu, const RopeSteps& steps,
+                                         int64_t slot_elems, std::vector<uint16_t>* out,
+                                         std::vector<float>* expected) {
+  std::vector<bool> written(static_cast<size_t>(steps.slots), false);
+  for (const int64_t slot : steps.slot_mapping)
+    if (slot >= 0 && slot < steps.slots) written[static_cast<size_t>(slot)] = true;
+  for (int64_t slot = 0; slot < steps.slots; ++slot) {
+    for (int64_t e = 0; e < slot_elems; ++e) {
+      const size_t at = static_cast<size_t>(slot * slot_elems + e);
+      if (written[static_cast<size_t>(slot)]) {
+        out->push_back(got[at]);
+        expected->push_back(cpu[at]);
+      } else if (got[at] != kPoisonBits) {
+        return ::testing::AssertionFailure() << "slot " << slot << " was written by no token";
+      }
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(MatmulCudaRopeTest, EpilogueMatchesCpuTwinAndTheUnfusedKernelsForEveryImplementation) {
+  // The q|k|v projection with the RoPE epilogue (rotated q to its output, rotated k and v into the
+  // paged cache at each token's slot) on cuBLASLt (GEMM, then qkv_rope_cuda), the skinny kernel
+  // (rows i and i + D/2 of a head paired in one tile) and the selection, with and without bias and
+  // the RMSNorm prologue, against matmul_cpu with the same parameters on every element of q and
+  // of the cache (slots no token writes must stay untouched). The skinny kernel's fused epilogue
+  // must give the same bits as its own product followed by qkv_rope_cuda.
+  ROOFLINE_SKIP_WITHOUT_GPU();
+  const MatmulImpl impls[] = {MatmulImpl::kCublas, MatmulImpl::kSkinny, MatmulImpl::kAuto};
+  std::unique_ptr<MatmulCudaContext> ctxs[] = {context(impls[0]), context(impls[1]),
+                                               context(impls[2])};
+  auto rng = make_rng(53);
+  for (const auto& s : kRopeShapes) {
+    const int64_t n = (s.heads + 2 * s.kv_heads) * s.head_dim;
+    const int64_t kv_elems = s.kv_heads * s.head_dim;
+    std::vector<float> inv_freq(static_cast<size_t>(s.head_dim / 2));
+    for (size_t i = 0; i < inv_freq.size(); ++i)
+      inv_freq[i] = static_cast<float>(
+          1.0 / std::pow(10000.0, 2.0 * static_cast<double>(i) / static_cast<double>(s.head_dim)));
+    const std::vector<uint16_t> w_bits = to_bf16(random_vector(n * s.k, rng));
+    const std::vector<uint16_t> bias_bits = to_bf16(random_vector(n, rng));
+    const std::vector<uint16_t> norm_bits = to_bf16(random_vector(s.k, rng));
+    const DeviceBuffer w = DeviceBuffer::from_host(w_bits);
+    const DeviceBuffer bias = DeviceBuffer::from_host(bias_bits);
+    const DeviceBuffer norm = DeviceBuffer::from_host(norm_bits);
+    for (const int64_t m : kMatmulCudaTestMs) {
+      if (n * s.k > (int64_t{1} << 24) && m > 64) continue;  // the CPU twin's time
+      const std::vector<float> x_vals = round_to_bf16(random_vector(m * s.k, rng));
+      const DeviceBuffer x = DeviceBuffer::from_host(to_bf16(x_vals));
+      DeviceBuffer normed(static_cast<size_t>(m * s.k) * 2),
+          product(static_cast<size_t>(m * n) * 2);
+      for (const bool with_bias : {false, true}) {
+        for (const bool with_norm : {false, true}) {
+          const auto params = [&](const void* x_ptr, const void* w_ptr, const void* bias_ptr,
+                                  const void* norm_ptr, void* y_ptr, void* normed_ptr,
+                                  DType dtype) {
+            MatmulParams q;
+            q.x = x_ptr;
+            q.w = w_ptr;
+            q.w_dtype = DType::kBF16;
+            q.bias = bias_ptr;
+            q.bias_dtype = DType::kBF16;
+            q.y = y_ptr;
+            q.dtype = dtype;
+            q.m = m;
+            q.n = n;
+            q.k = s.k;
+            q.y_row_stride = n;
+            if (with_norm) {
+              q.norm_weight = norm_ptr;
+              q.norm_weight_dtype = DType::kBF16;
+              q.norm_eps = kNormEps;
+              q.normed = normed_ptr;
+            }
+            return q;
+          };
+          const auto call = [&](const MatmulParams& q, MatmulCudaContext& ctx) {
+            if (with_bias) {
+              matmul_bias_cuda(q, ctx, nullptr);
+            } else {
+              matmul_cuda(q, ctx, nullptr);
+            }
+            ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+          };
+
+          // The CPU twin: f32 product, q and caches.
+          const RopeSteps steps = rope_steps(m, rng);
+          std::vector<float> cpu_product(static_cast<size_t>(m * n)),
+              cpu_normed(static_cast<size_t>(m * s.k)),
+              cpu_q(static_cast<size_t>(m * s.heads * s.head_dim)),
+              cpu_k(static_cast<size_t>(steps.slots * kv_elems)),
+              cpu_v(static_cast<size_t>(steps.slots * kv_elems));
+          testing::poison(cpu_k);
+          testing::poison(cpu_v);
+          MatmulParams cpu =
+              params(x_vals.data(), w_bits.data(), bias_bits.data(), norm_bits.data(),
+                     cpu_product.data(), cpu_normed.data(), DType::kF32);
+          cpu.qkv_rope = true;
+          cpu.rope = rope_shape(s, steps.slots);
+          cpu.rope.q_out = cpu_q.data();
+          cpu.rope.k_cache = cpu_k.data();
+          cpu.rope.v_cache = cpu_v.data();
+          // qkv_rope_cpu aborts on a slot past the cache (a scheduler bug on the host); the GPU
+          // skips it, which the twin's padding slot -1 expresses.
+          std::vector<int64_t> cpu_slots = steps.slot_mapping;
+          for (int64_t& slot : cpu_slots) slot = slot < steps.slots ? slot : -1;
+          cpu.rope.positions = steps.positions.data();
+          cpu.rope.slot_mapping = cpu_slots.data();
+          cpu.rope.inv_freq = inv_freq.data();
+          cpu.rope.kv_dtype = DType::kF32;
+          if (with_bias) {
+            matmul_bias_cpu(cpu);
+          } else {
+            matmul_cpu(cpu);
+          }
+          // Tolerance: the GEMM's, twice (a rotated value mixes two sums with |cos|, |sin| <= 1),
+          // plus the bf16 rounding of the product before the rotation on the GPU (2^-9 of each
+          // of two sums, bounded by the largest product) and of the result (rtol).
+          double max_product = 0.0;
+          for (const float v : cpu_product)
+            max_product = std::max(max_product, std::fabs(double{v}));
+          const double atol =
+              2.0 * (with_norm ? norm_atol_for(s.k) : atol_for(s.k)) + std::ldexp(max_product, -8);
+
+          // The skinny kernel's product followed by qkv_rope_cuda: what its fused epilogue must
+          // equal bit for bit.
+          RopeIo unfused(s, m, steps, inv_freq);
+          if (skinny_takes(m, s.k)) {
+            call(params(x.get(), w.get(), bias.get(), norm.get(), product.get(), normed.get(),
+                        DType::kBF16),
+                 *ctxs[1]);
+            QkvRopeParams r = unfused.params(s);
+            r.qkv = product.get();
+            r.num_tokens = m;
+            qkv_rope_cuda(r, nullptr);
+            ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+          }
+
+          for (int i = 0; i < 3; ++i) {
+            if (impls[i] == MatmulImpl::kSkinny && !skinny_takes(m, s.k)) continue;
+            SCOPED_TRACE(std::string(s.name) + ", m = " + std::to_string(m) + ", " +
+                         impl_name(impls[i]) + (with_bias ? ", bias" : "") +
+                         (with_norm ? ", RMSNorm prologue" : ""));
+            RopeIo gpu(s, m, steps, inv_freq);
+            MatmulParams q = params(x.get(), w.get(), bias.get(), norm.get(), product.get(),
+                                    normed.get(), DType::kBF16);
+            q.qkv_rope = true;
+            q.rope = gpu.params(s);
+            call(q, *ctxs[i]);
+            if (impls[i] != MatmulImpl::kAuto) {
+              EXPECT_EQ(ctxs[i]->last_impl(), impls[i]);
+            }
+            const std::vector<uint16_t> q_bits = gpu.q_out.to_host<uint16_t>();
+            EXPECT_TRUE(all_close(from_bf16(q_bits), cpu_q, atol, kRtol)) << "q";
+            std::vector<uint16_t> k_bits, v_bits;
+            std::vector<float> k_expected, v_expected;
+            const std::vector<uint16_t> k_all = gpu.k_cache.to_host<uint16_t>();
+            const std::vector<uint16_t> v_all = gpu.v_cache.to_host<uint16_t>();
+            ASSERT_TRUE(written_slots(k_all, cpu_k, steps, kv_elems, &k_bits, &k_expected)) << "k";
+            ASSERT_TRUE(written_slots(v_all, cpu_v, steps, kv_elems, &v_bits, &v_expected)) << "v";
+            EXPECT_TRUE(all_close(from_bf16(k_bits), k_expected, atol, kRtol)) << "k";
+            EXPECT_TRUE(all_close(from_bf16(v_bits), v_expected, atol, kRtol)) << "v";
+            if (impls[i] == MatmulImpl::kSkinny) {
+              EXPECT_EQ(q_bits, unfused.q_out.to_host<uint16_t>());
+              EXPECT_EQ(k_all, unfused.k_cache.to_host<uint16_t>());
+              EXPECT_EQ(v_all, unfused.v_cache.to_host<uint16_t>());
+            }
+          }
         }
       }
     }

@@ -111,6 +111,17 @@ inline const char* matmul_skinny_unsupported_reason(const MatmulParams& p,
   if (epilogue == MatmulEpilogue::kBias && p.bias == nullptr) return "bias epilogue without a bias";
   if (epilogue == MatmulEpilogue::kResidual && p.residual == nullptr)
     return "residual epilogue without a residual";
+  if (p.qkv_rope) {
+    const char* rope = matmul_rope_unsupported_reason(p, epilogue);
+    if (rope != nullptr) return rope;
+    if (p.rope.head_dim % 16 != 0)
+      return "the skinny matmul's RoPE epilogue takes head_dim a multiple of 16 (a tile pairs 8 "
+             "dims of each half of a head)";
+    if (p.rope.q_norm_weight != nullptr || p.rope.k_norm_weight != nullptr)
+      return "the skinny matmul's RoPE epilogue has no q/k norm (it needs a whole head's sums)";
+    if (p.rope.kv_dtype != DType::kBF16)
+      return "the skinny matmul's RoPE epilogue takes a bf16 KV cache";
+  }
   if (p.norm_weight != nullptr) {
     if (p.norm_weight_dtype != DType::kBF16)
       return "the skinny matmul's RMSNorm prologue takes a bf16 norm weight only";
@@ -118,6 +129,12 @@ inline const char* matmul_skinny_unsupported_reason(const MatmulParams& p,
       return "the skinny matmul's RMSNorm prologue needs the norm weight 16-byte aligned";
   }
   return nullptr;
+}
+
+// Whether p's launch must keep every tile's K whole: the RMSNorm prologue, the SwiGLU and the RoPE
+// epilogue.
+inline bool matmul_skinny_no_split(const MatmulParams& p) {
+  return p.norm_weight != nullptr || p.swiglu || p.qkv_rope;
 }
 
 struct MatmulSkinnyLaunch {
@@ -152,9 +169,10 @@ inline int64_t matmul_skinny_max_splits(int64_t m, int64_t n, int64_t k) {
 }
 
 // The launch for an m × n × k problem on `num_sms` SMs (`no_split`: the RMSNorm prologue, which
-// needs every tile to see its rows' whole K, or the SwiGLU epilogue, which needs a tile's gate and
-// up sums complete; neither splits K). In SwiGLU mode a column block pairs 8 gate rows with the
-// same 8 up rows: ceil(n / 16) blocks all the same. `requested_splits` 0 chooses: no
+// needs every tile to see its rows' whole K, or the SwiGLU or RoPE epilogue, which need a tile's
+// paired sums complete; none splits K). In SwiGLU mode a column block pairs 8 gate rows with the
+// same 8 up rows, in RoPE mode 8 dims of a head with the 8 dims half a head later: ceil(n / 16)
+// blocks all the same. `requested_splits` 0 chooses: no
 // split when the column blocks alone give every SM a tile, otherwise as many splits as keep the
 // tiles within one per SM (all tiles the same size, all running at once: no block waits on a second
 // tile while others idle), within matmul_skinny_max_splits. A requested count (tests, benchmark
@@ -177,6 +195,19 @@ inline MatmulSkinnyLaunch matmul_skinny_launch(int64_t m, int64_t n, int64_t k, 
   l.tiles = l.n_blocks * l.splits;
   l.grid = std::min(l.tiles, sms * matmul_skinny_blocks_per_sm(l.m_tiles));
   return l;
+}
+
+// Whether the kernel applies a RoPE epilogue itself with launch `l` on `num_sms` SMs, or writes the
+// q|k|v product and leaves the rotation to qkv_rope_cuda: fused only where the launch leaves block
+// slots free (fewer tiles than SMs × blocks per SM). A grid that fills every slot keeps the next
+// kernel of a decode step (attention) from becoming resident until its own last tiles end, so
+// that kernel's prologue (metadata, block-table reads) no longer overlaps anything, and the
+// epilogue's rotation sits on every tile's critical path (+0.6-1.1 us a call): on the H200 the
+// fused Llama-3-8B qkv (384 tiles on 264 slots at m = 1) made the bs 1 step 1.5-2.5 % slower
+// than the product followed by qkv_rope, while Qwen2.5-0.5B's (72 tiles) made its steps 3.5-4.3 %
+// faster (bench/results/2026-12-01-qkv-rope-epilogue.md).
+inline bool matmul_skinny_fuses_rope(const MatmulSkinnyLaunch& l, int num_sms) {
+  return l.tiles < int64_t{std::max(num_sms, 1)} * matmul_skinny_blocks_per_sm(l.m_tiles);
 }
 
 // Whether `l` is a launch the kernel can run for m × n × k: the tiles and blocks of the problem,
@@ -204,7 +235,7 @@ struct MatmulSkinnyWorkspace {
 };
 
 // y = x · Wᵀ (+ epilogue) with `launch` (from matmul_skinny_launch for p's m, n, k, and `no_split`
-// = p.norm_weight != nullptr || p.swiglu: such a launch must not split); aborts with
+// = matmul_skinny_no_split(p): such a launch must not split); aborts with
 // matmul_skinny_unsupported_reason's message when the kernel cannot run p. Asynchronous on stream.
 // CUDA builds only.
 void matmul_skinny_cuda(const MatmulParams& p, MatmulEpilogue epilogue,

@@ -51,6 +51,16 @@
 // change): W is [gate; up], 2I rows. Column block b's 16 rows are gate rows 8b..8b+7 and up rows
 // I + 8b..I + 8b + 7, so one tile holds both sums of outputs 8b..8b+7 and stores silu(gate) · up
 // directly: no [m, 2I] product in memory, no silu_mul kernel. A SwiGLU launch never splits.
+//   RoPE epilogue (p.qkv_rope; a runtime mode like SwiGLU): W is the fused q|k|v projection, heads
+// of D = head_dim rows. Column block b's 16 rows are dims i0..i0+7 of head h = b / (D / 16), i0 =
+// 8·(b mod (D / 16)), and dims D/2 + i0..D/2 + i0 + 7 of the same head: the pairs that rotate
+// together. The epilogue adds the bias, rounds each sum to bf16 as the unfused product is stored,
+// rotates q and k heads with qkv_rope's arithmetic (qkv_rope_math.cuh) and stores q to its output,
+// k and v into the paged cache at the token's slot (a slot < 0 or past the cache: not stored): the
+// same bits as this kernel's product followed by qkv_rope_cuda, without the [m, n] product in
+// memory or a kernel of its own (kernel variant kRope). A RoPE launch never splits. The caller
+// fuses only where the launch leaves block slots free (matmul_skinny_fuses_rope); otherwise it runs
+// the plain product and qkv_rope_cuda.
 //
 // Numerics: products of bf16 values are exact in fp32; sums in fp32 (tensor-core order within an
 // MMA, K order within a tile, split order across tiles); bias or residual added in fp32; one
@@ -67,6 +77,7 @@
 #include "ops/common/cuda_launch.cuh"
 #include "ops/common/cuda_mma.cuh"
 #include "ops/matmul/matmul_skinny.h"
+#include "ops/qkv_rope/qkv_rope_math.cuh"
 
 namespace roofline {
 
@@ -111,6 +122,18 @@ struct SkinnyArgs {
   int chunks_per_split;
   int num_chunks;
   int tiles;
+  // The RoPE epilogue (rope_head_dim > 0): y is not written; q goes to q_out [m, rope_heads · D],
+  // k and v to the caches [slots, rope_kv_heads, D] at slot_mapping[token].
+  int rope_head_dim;
+  int rope_heads;
+  int rope_kv_heads;
+  __nv_bfloat16* q_out;
+  __nv_bfloat16* k_cache;
+  __nv_bfloat16* v_cache;
+  const int32_t* positions;     // [m]
+  const int64_t* slot_mapping;  // [m]
+  const float* inv_freq;        // [D / 2]
+  int64_t num_slots;
 };
 
 // A block's walk over its chunks: tiles blockIdx.x, + gridDim.x, ..., each a column block and a
@@ -143,8 +166,17 @@ struct Cursor {
 // This thread's cp.async of chunk c's weight rows into `stage`: pieces tid, tid + 256, ..., so
 // consecutive threads copy consecutive pieces of a row (1 KB contiguous). Rows past n and K past k
 // are zero-filled.
+// The first weight row of a RoPE column block b: dims i0.. of head b / (D / 16), i0 = 8·(b mod
+// (D / 16)); its rows 8-15 are D/2 further (see the header).
+__device__ __forceinline__ int rope_first_row(const SkinnyArgs& a, int b) {
+  const int blocks_per_head = a.rope_head_dim / 16;
+  return b / blocks_per_head * a.rope_head_dim + b % blocks_per_head * 8;
+}
+
+template <bool kRope>
 __device__ __forceinline__ void load_weights(const SkinnyArgs& a, const Cursor& c, uint8_t* stage) {
   const int row0 = c.col_block * kRows;
+  const int rope_row0 = kRope ? rope_first_row(a, c.col_block) : 0;
   const int64_t k0 = static_cast<int64_t>(c.chunk) * kChunkK;
 #pragma unroll
   for (int j = 0; j < kWeightCopies; ++j) {
@@ -152,9 +184,11 @@ __device__ __forceinline__ void load_weights(const SkinnyArgs& a, const Cursor& 
     const int r = piece / kPiecesPerRow;
     const int p = piece % kPiecesPerRow;
     const int64_t kk = k0 + p * 8;
-    // SwiGLU: rows 0-7 are gate rows 8b.., rows 8-15 the up rows I + 8b.. (see the header).
+    // SwiGLU: rows 0-7 are gate rows 8b.., rows 8-15 the up rows I + 8b... RoPE: dims i0.. and
+    // D/2 + i0.. of one head (see the header).
     const int out = a.swiglu_half ? c.col_block * 8 + (r & 7) : row0 + r;
-    const int w_row = a.swiglu_half && r >= 8 ? a.swiglu_half + out : out;
+    int w_row = a.swiglu_half && r >= 8 ? a.swiglu_half + out : out;
+    if constexpr (kRope) w_row = rope_row0 + (r & 7) + (r >= 8 ? a.rope_head_dim / 2 : 0);
     const bool valid = out < (a.swiglu_half ? a.swiglu_half : a.n) && kk < a.k;
     const __nv_bfloat16* src = valid ? a.w + static_cast<int64_t>(w_row) * a.k + kk : a.w;
     cuda::cp_async_16(stage + piece_offset(r, p), src, valid);
@@ -223,8 +257,9 @@ template <int kMTiles>
 constexpr int kStagesFor = matmul_skinny_stages(kMTiles);
 
 // kMTiles: 8-token mma tiles of x (1, 2, 4, 8: m rounded up to 8 · a power of two); kNorm: the
-// RMSNorm prologue.
-template <int kMTiles, bool kNorm>
+// RMSNorm prologue; kRope: the RoPE epilogue (a variant of its own, so that the others compile as
+// they did before it existed).
+template <int kMTiles, bool kNorm, bool kRope>
 __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles))
     matmul_skinny_kernel(const SkinnyArgs a) {
   constexpr int kStages = kStagesFor<kMTiles>;
@@ -252,11 +287,20 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles)
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (load.valid(a)) {
-      load_weights(a, load, ring + s * kStageBytes);
+      load_weights<kRope>(a, load, ring + s * kStageBytes);
       if constexpr (kNorm) load_norm_weight(a, load, ring + s * kStageBytes, kNormRow);
       load.advance(a);
     }
     cuda::cp_async_commit();
+  }
+  // The RoPE epilogue's step inputs, each token's position and slot, in shared memory for every
+  // tile's epilogue (visible after the loop's first barrier): uploaded by the host, not written by
+  // the kernel before, so read before the PDL wait and off every tile's critical path.
+  __shared__ int s_position[kRope ? kMatmulSkinnyMaxM : 1];
+  __shared__ int64_t s_slot[kRope ? kMatmulSkinnyMaxM : 1];
+  if (kRope && static_cast<int>(threadIdx.x) < a.m) {
+    s_position[threadIdx.x] = a.positions[threadIdx.x];
+    s_slot[threadIdx.x] = a.slot_mapping[threadIdx.x];
   }
   // x, y, the residual and the workspace may belong to the kernel before this one.
   cuda::pdl_wait();
@@ -289,6 +333,18 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles)
     }
     const int col_block = c.col_block;
     const int split = c.split;
+    // The RoPE epilogue's constants for this thread's pair (threadIdx.x mod 8) of the tile: its
+    // frequency and bias, loaded now so that their latency hides under the tile's stream.
+    float rope_freq = 0.0f, rope_bias1 = 0.0f, rope_bias2 = 0.0f;
+    if constexpr (kRope) {
+      const int pair = static_cast<int>(threadIdx.x % 8);
+      const int first = rope_first_row(a, col_block);
+      rope_freq = a.inv_freq[first % a.rope_head_dim + pair];
+      if (a.bias) {
+        rope_bias1 = __bfloat162float(a.bias[first + pair]);
+        rope_bias2 = __bfloat162float(a.bias[first + a.rope_head_dim / 2 + pair]);
+      }
+    }
     bool tile_done = false;
     while (!tile_done) {
       // Stage i has landed for this thread; the barrier makes it (and the plain-stored x of the
@@ -298,7 +354,7 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles)
       __syncthreads();
       if (load.valid(a)) {
         uint8_t* slot = ring + ((i + kStages - 1) % kStages) * kStageBytes;
-        load_weights(a, load, slot);
+        load_weights<kRope>(a, load, slot);
         if constexpr (kNorm) load_norm_weight(a, load, slot, kNormRow);
         load_tokens(a, load, slot, true);
         load.advance(a);
@@ -374,8 +430,48 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles)
       }
       continue;
     }
+    if constexpr (kRope) {  // dims i0..i0+7 in rows 0-7, D/2 + i0.. in rows 8-15; never split
+      const int d = a.rope_head_dim;
+      const int half = d / 2;
+      const int head = col_block / (d / 16);
+      const int i = (col_block % (d / 16)) * 8 + static_cast<int>(threadIdx.x % 8);
+      const int qk_heads = a.rope_heads + a.rope_kv_heads;
+      for (int o = threadIdx.x; o < a.m * 8; o += kThreads) {  // o mod 8 == threadIdx.x mod 8
+        const int token = o / 8;
+        // The product's one rounding (the bias added in fp32 first), as the plain epilogue stores
+        // it for qkv_rope.
+        float x1 = row_sum(token, o % 8), x2 = row_sum(token, o % 8 + 8);
+        if (a.bias) {
+          x1 = __fadd_rn(x1, rope_bias1);
+          x2 = __fadd_rn(x2, rope_bias2);
+        }
+        x1 = __bfloat162float(__float2bfloat16(x1));
+        x2 = __bfloat162float(__float2bfloat16(x2));
+        __nv_bfloat16* dst;
+        if (head < a.rope_heads) {
+          dst = a.q_out + (static_cast<int64_t>(token) * a.rope_heads + head) * d;
+        } else {
+          const int64_t slot = s_slot[token];
+          if (slot < 0 || slot >= a.num_slots) continue;  // padding: no KV
+          const int kv = head < qk_heads ? head - a.rope_heads : head - qk_heads;
+          dst = (head < qk_heads ? a.k_cache : a.v_cache) +
+                (slot * a.rope_kv_heads + kv) * static_cast<int64_t>(d);
+        }
+        float o1 = x1, o2 = x2;  // v is stored as the product; q and k rotate
+        if (head < qk_heads) {
+          float c, s;
+          cuda::rope_cos_sin(static_cast<float>(s_position[token]), rope_freq, c, s);
+          cuda::rope_rotate(x1, x2, c, s, o1, o2);
+        }
+        dst[i] = __float2bfloat16(o1);
+        dst[half + i] = __float2bfloat16(o2);
+      }
+      continue;
+    }
     const auto epilogue = [&](int token, int col, float sum) {
-      if (a.bias) sum += __bfloat162float(a.bias[col]);
+      // Not contracted into an FMA with the prologue's scale: the RoPE epilogue adds the same way,
+      // so fused and unfused give the same bits.
+      if (a.bias) sum = __fadd_rn(sum, __bfloat162float(a.bias[col]));
       const int64_t at = static_cast<int64_t>(token) * a.y_row_stride + col;
       if (a.residual) sum += __bfloat162float(a.residual[at]);
       a.y[at] = __float2bfloat16(sum);
@@ -418,26 +514,35 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles)
   cuda::cp_async_wait_all();  // (only empty groups remain; nothing may be in flight at exit)
 }
 
-template <int kMTiles, bool kNorm>
+template <int kMTiles, bool kNorm, bool kRope>
 void launch_variant(const SkinnyArgs& a, int grid, cudaStream_t stream) {
   constexpr int smem =
       static_cast<int>(matmul_skinny_smem_bytes(kMTiles) + matmul_skinny_reduce_bytes(kMTiles));
   static const bool configured = [] {
-    ROOFLINE_CUDA_CHECK(cudaFuncSetAttribute(matmul_skinny_kernel<kMTiles, kNorm>,
+    ROOFLINE_CUDA_CHECK(cudaFuncSetAttribute(matmul_skinny_kernel<kMTiles, kNorm, kRope>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     return true;
   }();
   (void)configured;
-  cuda::launch_pdl(matmul_skinny_kernel<kMTiles, kNorm>, dim3(static_cast<unsigned>(grid)),
+  cuda::launch_pdl(matmul_skinny_kernel<kMTiles, kNorm, kRope>, dim3(static_cast<unsigned>(grid)),
                    dim3(kThreads), static_cast<size_t>(smem), stream, a);
+}
+
+template <int kMTiles, bool kNorm>
+void launch_norm_variant(const SkinnyArgs& a, int grid, cudaStream_t stream) {
+  if (a.rope_head_dim > 0) {
+    launch_variant<kMTiles, kNorm, true>(a, grid, stream);
+  } else {
+    launch_variant<kMTiles, kNorm, false>(a, grid, stream);
+  }
 }
 
 template <int kMTiles>
 void launch_skinny(const SkinnyArgs& a, int grid, cudaStream_t stream) {
   if (a.norm_w != nullptr) {
-    launch_variant<kMTiles, true>(a, grid, stream);
+    launch_norm_variant<kMTiles, true>(a, grid, stream);
   } else {
-    launch_variant<kMTiles, false>(a, grid, stream);
+    launch_norm_variant<kMTiles, false>(a, grid, stream);
   }
 }
 
@@ -453,9 +558,9 @@ void matmul_skinny_cuda(const MatmulParams& p, MatmulEpilogue epilogue,
                      "the skinny launch was planned for another problem");
   ROOFLINE_CHECK(launch.splits == 1 ||
                  (workspace.partials != nullptr && workspace.counters != nullptr));
-  ROOFLINE_CHECK_MSG((p.norm_weight == nullptr && !p.swiglu) || launch.splits == 1,
-                     "the skinny matmul's RMSNorm prologue and SwiGLU epilogue need an unsplit "
-                     "launch (matmul_skinny_launch with no_split = true)");
+  ROOFLINE_CHECK_MSG(!matmul_skinny_no_split(p) || launch.splits == 1,
+                     "the skinny matmul's RMSNorm prologue and SwiGLU and RoPE epilogues need an "
+                     "unsplit launch (matmul_skinny_launch with no_split = true)");
 
   SkinnyArgs a;
   a.x = static_cast<const __nv_bfloat16*>(p.x);
@@ -477,6 +582,26 @@ void matmul_skinny_cuda(const MatmulParams& p, MatmulEpilogue epilogue,
   a.chunks_per_split = static_cast<int>(launch.chunks_per_split);
   a.num_chunks = static_cast<int>(launch.num_chunks);
   a.tiles = static_cast<int>(launch.tiles);
+  a.rope_head_dim = 0;
+  if (p.qkv_rope) {
+    const QkvRopeParams& r = p.rope;
+    ROOFLINE_CHECK_MSG(r.q_out != nullptr && r.k_cache != nullptr && r.v_cache != nullptr &&
+                           r.positions != nullptr && r.slot_mapping != nullptr &&
+                           r.inv_freq != nullptr,
+                       "the skinny matmul's RoPE epilogue needs q_out, both caches, positions, the "
+                       "slot map and inv_freq");
+    ROOFLINE_CHECK(r.block_size > 0 && r.num_blocks >= 0);
+    a.rope_head_dim = static_cast<int>(r.head_dim);
+    a.rope_heads = static_cast<int>(r.num_heads);
+    a.rope_kv_heads = static_cast<int>(r.num_kv_heads);
+    a.q_out = static_cast<__nv_bfloat16*>(r.q_out);
+    a.k_cache = static_cast<__nv_bfloat16*>(r.k_cache);
+    a.v_cache = static_cast<__nv_bfloat16*>(r.v_cache);
+    a.positions = r.positions;
+    a.slot_mapping = r.slot_mapping;
+    a.inv_freq = r.inv_freq;
+    a.num_slots = r.num_blocks * r.block_size;
+  }
 
   const int grid = static_cast<int>(launch.grid);
   switch (launch.m_tiles) {

@@ -295,6 +295,49 @@ TEST(MatmulSkinnyDomain, SwigluEpilogueTakesAnEvenNAndNoOtherEpilogue) {
   EXPECT_EQ(matmul_skinny_launch(1, 28672, 4096, 8, 4, true).splits, 1);
 }
 
+TEST(MatmulSkinnyDomain, RopeEpilogueTakesWholeHeadsOf16DimsAndNoQkNorm) {
+  // Llama-3-8B's q|k|v (32 + 2·8 heads of 128) at m = 1, with and without bias.
+  MatmulParams p = supported_params();
+  p.m = 1;
+  p.n = 48 * 128;
+  p.k = 4096;
+  p.y_row_stride = p.n;
+  p.qkv_rope = true;
+  p.rope.num_heads = 32;
+  p.rope.num_kv_heads = 8;
+  p.rope.head_dim = 128;
+  p.rope.kv_dtype = DType::kBF16;
+  EXPECT_EQ(matmul_skinny_unsupported_reason(p, MatmulEpilogue::kNone), nullptr);
+  EXPECT_EQ(matmul_skinny_unsupported_reason(p, MatmulEpilogue::kBias), nullptr);
+  EXPECT_TRUE(rejected_for(p, MatmulEpilogue::kResidual, "no residual"));
+  EXPECT_TRUE(matmul_skinny_no_split(p));
+  // Head dim 40: a tile of 8 dims from each half of a head would straddle two heads.
+  MatmulParams odd = p;
+  odd.rope.head_dim = 40;
+  odd.n = odd.y_row_stride = 48 * 40;
+  EXPECT_TRUE(rejected_for(odd, MatmulEpilogue::kNone, "multiple of 16"));
+  MatmulParams wide = p;
+  wide.n = 48 * 128 + 16;
+  wide.y_row_stride = wide.n;
+  EXPECT_TRUE(rejected_for(wide, MatmulEpilogue::kNone, "n = (num_heads + 2 * num_kv_heads)"));
+  MatmulParams qk_norm = p;
+  qk_norm.rope.q_norm_weight = qk_norm.rope.k_norm_weight = address(16);
+  EXPECT_TRUE(rejected_for(qk_norm, MatmulEpilogue::kNone, "no q/k norm"));
+  MatmulParams f32_cache = p;
+  f32_cache.rope.kv_dtype = DType::kF32;
+  EXPECT_TRUE(rejected_for(f32_cache, MatmulEpilogue::kNone, "bf16 KV cache"));
+  // A RoPE launch never splits: this one on 8 SMs, asked for 4 splits, would.
+  EXPECT_EQ(matmul_skinny_launch(1, p.n, p.k, 8, 4).splits, 4);
+  EXPECT_EQ(matmul_skinny_launch(1, p.n, p.k, 8, 4, matmul_skinny_no_split(p)).splits, 1);
+  // The kernel rotates in its epilogue only where the tiles leave block slots free: Qwen2.5-0.5B's
+  // q|k|v (72 tiles) at m = 1 and 32, not Llama-3-8B's (384 tiles on 264 slots at m = 1, on 132
+  // at m = 64).
+  EXPECT_TRUE(matmul_skinny_fuses_rope(matmul_skinny_launch(1, 1152, 896, 132, 0, true), 132));
+  EXPECT_TRUE(matmul_skinny_fuses_rope(matmul_skinny_launch(32, 1152, 896, 132, 0, true), 132));
+  EXPECT_FALSE(matmul_skinny_fuses_rope(matmul_skinny_launch(1, 6144, 4096, 132, 0, true), 132));
+  EXPECT_FALSE(matmul_skinny_fuses_rope(matmul_skinny_launch(64, 6144, 4096, 132, 0, true), 132));
+}
+
 TEST(MatmulSkinnyLaunch, LargeNNeverSplitsBeyondTheCounters) {
   // 16385 column blocks: one more than the counters cover, so no split even when asked.
   const int64_t n = (kMatmulSkinnyMaxCounters + 1) * kMatmulSkinnyBlockRows;

@@ -1,12 +1,15 @@
 // matmul_cpu / matmul_bias_cpu against naive double loops, plus: f16/bf16 weights give exactly the
-// f32 result over the converted weights, and y_row_stride writes only its own column range.
+// f32 result over the converted weights, and y_row_stride writes only its own column range; the
+// RMSNorm prologue and the SwiGLU and RoPE epilogues equal the unfused ops.
 #include "ops/matmul/matmul.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <iterator>
+#include <string>
 #include <tuple>
 
 #include "ops/matmul/matmul_shapes.h"
@@ -360,6 +363,115 @@ TEST(MatmulTest, SwigluAndPrologueRejectWhatTheyCannotRun) {
   EXPECT_TRUE(q.swiglu);  // the epilogue stays
   p.normed = nullptr;
   EXPECT_DEATH(matmul_cpu(p), "needs params.normed");
+}
+
+// The RoPE epilogue's problem: 3 q heads and 1 KV head of 8 dims (n = 40), k = 37, 5 tokens at
+// positions 0, 3, 1000, 4, 7 into caches of 4 blocks of 4 slots; token 3 is a padding row (slot
+// -1).
+struct RopeCase {
+  static constexpr int64_t kM = 5, kK = 37, kHeads = 3, kKvHeads = 1, kHeadDim = 8, kSlots = 16;
+  static constexpr int64_t kN = (kHeads + 2 * kKvHeads) * kHeadDim;
+  std::vector<int32_t> positions = {0, 3, 1000, 4, 7};
+  std::vector<int64_t> slots = {5, 0, 15, -1, 9};
+  std::vector<float> inv_freq = {1.0f, 0.1f, 0.01f, 0.001f};
+  std::vector<float> q = std::vector<float>(kM * kHeads * kHeadDim);
+  std::vector<float> k_cache = std::vector<float>(kSlots * kKvHeads * kHeadDim);
+  std::vector<float> v_cache = std::vector<float>(kSlots * kKvHeads * kHeadDim);
+  RopeCase() {
+    poison(q);
+    poison(k_cache);
+    poison(v_cache);
+  }
+  QkvRopeParams params() {
+    QkvRopeParams r;
+    r.q_out = q.data();
+    r.positions = positions.data();
+    r.slot_mapping = slots.data();
+    r.k_cache = k_cache.data();
+    r.v_cache = v_cache.data();
+    r.inv_freq = inv_freq.data();
+    r.num_heads = kHeads;
+    r.num_kv_heads = kKvHeads;
+    r.head_dim = kHeadDim;
+    r.block_size = 4;
+    r.num_blocks = kSlots / 4;
+    return r;
+  }
+};
+
+TEST(MatmulTest, RopeEpilogueEqualsMatmulThenQkvRope) {
+  // The q|k|v product lands in y (the scratch) and q, K and V are exactly qkv_rope_cpu's over it;
+  // with bias and with the RMSNorm prologue as well.
+  auto rng = make_rng(61);
+  using C = RopeCase;
+  const auto x = random_vector(C::kM * C::kK, rng, -3.0f, 3.0f);
+  const auto w = random_vector(C::kN * C::kK, rng);
+  const auto bias = random_vector(C::kN, rng);
+  const auto norm = random_vector(C::kK, rng);
+  for (const bool with_bias : {false, true}) {
+    for (const bool with_norm : {false, true}) {
+      SCOPED_TRACE(std::to_string(with_bias) + std::to_string(with_norm));
+      std::vector<float> product(C::kN * C::kM), y(product.size()), normed(C::kM * C::kK);
+      poison(y);
+      RopeCase want, got;
+      MatmulParams ref =
+          params_for(x.data(), w.data(), DType::kF32, product.data(), C::kM, C::kN, C::kK, C::kN);
+      ref.bias = bias.data();
+      ref.bias_dtype = DType::kF32;
+      if (with_norm) {
+        ref.norm_weight = norm.data();
+        ref.norm_weight_dtype = DType::kF32;
+        ref.normed = normed.data();
+      }
+      with_bias ? matmul_bias_cpu(ref) : matmul_cpu(ref);
+      QkvRopeParams r = want.params();
+      r.qkv = product.data();
+      r.num_tokens = C::kM;
+      qkv_rope_cpu(r);
+
+      MatmulParams p = ref;
+      p.y = y.data();
+      p.qkv_rope = true;
+      p.rope = got.params();
+      with_bias ? matmul_bias_cpu(p) : matmul_cpu(p);
+      EXPECT_TRUE(all_equal(y, product));
+      EXPECT_TRUE(all_equal(got.q, want.q));
+      // Bit for bit, the untouched slots' poison (NaN) included.
+      EXPECT_EQ(std::memcmp(got.k_cache.data(), want.k_cache.data(), got.k_cache.size() * 4), 0);
+      EXPECT_EQ(std::memcmp(got.v_cache.data(), want.v_cache.data(), got.v_cache.size() * 4), 0);
+      EXPECT_TRUE(std::isnan(got.k_cache[4 * RopeCase::kHeadDim]));  // slot 4: no token
+    }
+  }
+}
+
+TEST(MatmulTest, RopeEpilogueRejectsWhatItCannotRun) {
+  using C = RopeCase;
+  std::vector<float> x(C::kM * C::kK), w(C::kN * C::kK), y(C::kM * (C::kN + 8));
+  RopeCase io;
+  MatmulParams p =
+      params_for(x.data(), w.data(), DType::kF32, y.data(), C::kM, C::kN, C::kK, C::kN);
+  p.qkv_rope = true;
+  p.rope = io.params();
+  EXPECT_EQ(matmul_rope_unsupported_reason(p, MatmulEpilogue::kNone), nullptr);
+  EXPECT_EQ(matmul_rope_unsupported_reason(p, MatmulEpilogue::kBias), nullptr);
+  EXPECT_NE(matmul_rope_unsupported_reason(p, MatmulEpilogue::kResidual), nullptr);
+  p.y_row_stride = C::kN + 8;  // the product's scratch must be dense
+  EXPECT_NE(matmul_rope_unsupported_reason(p, MatmulEpilogue::kNone), nullptr);
+  EXPECT_DEATH(matmul_cpu(p), "needs a dense y");
+  p.y_row_stride = C::kN;
+  p.rope.num_kv_heads = 2;  // n no longer the q|k|v width
+  EXPECT_DEATH(matmul_cpu(p), "head_dim, head_dim even");
+  p.rope.num_kv_heads = 1;
+  p.swiglu = true;
+  EXPECT_NE(matmul_rope_unsupported_reason(p, MatmulEpilogue::kNone), nullptr);
+  // The product a non-fusing implementation runs first, and the qkv_rope after it.
+  p.swiglu = false;
+  const MatmulParams q = matmul_rope_product(p);
+  EXPECT_FALSE(q.qkv_rope);
+  const QkvRopeParams r = matmul_rope_pass(p);
+  EXPECT_EQ(r.qkv, y.data());
+  EXPECT_EQ(r.num_tokens, C::kM);
+  EXPECT_EQ(r.q_out, io.q.data());
 }
 
 TEST(MatmulCudaMBucket, NextPowerOfTwo) {

@@ -14,13 +14,14 @@
 //
 // Numerics: f32 math. angle = float(position) * inv_freq[i] (one f32 multiply, as the CPU twin and
 // transformers); cos and sin by sincosf, the accurate version (positions reach 32k and beyond,
-// where the fast __sinf loses all accuracy). The norm is (x * (1 / sqrtf(mean(x^2) + eps))) * w;
-// the rotation rounds each product before the add (x1·cos − x2·sin with __fmul_rn, no FMA), as the
-// CPU twin. Each output is rounded once to the activation / cache dtype; v is copied exactly.
-// A slot at or beyond num_blocks · block_size (a scheduler bug) is skipped: a kernel cannot abort.
-// sincosf's large-argument reduction (|angle| > ~1e5, positions beyond ~100k) keeps a 28-byte
-// array in local memory: the 32-byte stack frame ptxas reports for these kernels is that, not a
-// register spill; it costs nothing below that angle.
+// where the fast __sinf loses all accuracy); the rotation is qkv_rope_math.cuh's, shared with the
+// skinny matmul's RoPE epilogue so that the fused qkv projection gives the same bits. The norm is
+// (x * (1 / sqrtf(mean(x^2) + eps))) * w; the rotation rounds each product before the add (x1·cos −
+// x2·sin with __fmul_rn, no FMA), as the CPU twin. Each output is rounded once to the activation /
+// cache dtype; v is copied exactly. A slot at or beyond num_blocks · block_size (a scheduler bug)
+// is skipped: a kernel cannot abort. sincosf's large-argument reduction (|angle| > ~1e5, positions
+// beyond ~100k) keeps a 28-byte array in local memory: the 32-byte stack frame ptxas reports for
+// these kernels is that, not a register spill; it costs nothing below that angle.
 //
 // Bound: memory. Reads T·(H + 2·KV)·D elements, writes T·H·D to q_out and 2·T·KV·D to the cache:
 // llama3-8b (32 / 8 heads, D 128) at 8192 tokens in bf16 = 201 MB, 47 us at 4.28 TB/s.
@@ -31,10 +32,11 @@
 #include <utility>
 
 #include "ops/common/cuda_async.cuh"
-#include "ops/common/cuda_vector.cuh"
 #include "ops/common/cuda_launch.cuh"
+#include "ops/common/cuda_vector.cuh"
 #include "ops/qkv_rope/qkv_rope.h"
 #include "ops/qkv_rope/qkv_rope_cuda_variant.h"
+#include "ops/qkv_rope/qkv_rope_math.cuh"
 
 namespace roofline {
 
@@ -64,12 +66,6 @@ struct QkvRopeArgs {
   int head_dim;
   int64_t num_slots;  // num_blocks * block_size
 };
-
-// (x1·c − x2·s, x2·c + x1·s) with each product rounded, as the CPU twin computes it.
-__device__ __forceinline__ void rotate(float x1, float x2, float c, float s, float& o1, float& o2) {
-  o1 = __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s));
-  o2 = __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s));
-}
 
 template <typename T, int kHeadDim, bool kQkNorm>
 __global__ void __launch_bounds__(kMaxThreads) qkv_rope_kernel(const QkvRopeArgs a) {
@@ -134,7 +130,7 @@ __global__ void __launch_bounds__(kMaxThreads) qkv_rope_kernel(const QkvRopeArgs
         // While the loads are in flight: this token's cos / sin, once for all its heads.
         for (int i = tid; i < kHalf; i += threads) {
           float s, c;
-          sincosf(position * a.inv_freq[i], &s, &c);
+          cuda::rope_cos_sin(position, a.inv_freq[i], c, s);
           s_cos[i] = c;
           s_sin[i] = s;
         }
@@ -171,7 +167,7 @@ __global__ void __launch_bounds__(kMaxThreads) qkv_rope_kernel(const QkvRopeArgs
 #pragma unroll
           for (int i = 0; i < N; ++i) {
             float o1, o2;
-            rotate(x1[i], x2[i], s_cos[col + i], s_sin[col + i], o1, o2);
+            cuda::rope_rotate(x1[i], x2[i], s_cos[col + i], s_sin[col + i], o1, o2);
             x1[i] = o1;
             x2[i] = o2;
           }
@@ -269,7 +265,7 @@ __global__ void __launch_bounds__(kMaxThreads) qkv_rope_ring_kernel(const QkvRop
     const float position = static_cast<float>(cur_pos);
     for (int j = tid; j < kHalf; j += threads) {
       float sn, cs;
-      sincosf(position * a.inv_freq[j], &sn, &cs);
+      cuda::rope_cos_sin(position, a.inv_freq[j], cs, sn);
       s_cos[buf][j] = cs;
       s_sin[buf][j] = sn;
     }
@@ -320,7 +316,7 @@ __global__ void __launch_bounds__(kMaxThreads) qkv_rope_ring_kernel(const QkvRop
 #pragma unroll
         for (int j = 0; j < N; ++j) {
           float o1, o2;
-          rotate(x1[j], x2[j], s_cos[buf][col + j], s_sin[buf][col + j], o1, o2);
+          cuda::rope_rotate(x1[j], x2[j], s_cos[buf][col + j], s_sin[buf][col + j], o1, o2);
           x1[j] = o1;
           x2[j] = o2;
         }
@@ -396,9 +392,9 @@ __global__ void __launch_bounds__(kGenericThreads) qkv_rope_generic_kernel(const
           x2 = (x2 * inv_rms) * w2[0];
         }
         float s, c;
-        sincosf(position * a.inv_freq[i], &s, &c);
+        cuda::rope_cos_sin(position, a.inv_freq[i], c, s);
         float o1, o2;
-        rotate(x1, x2, c, s, o1, o2);
+        cuda::rope_rotate(x1, x2, c, s, o1, o2);
         x1 = o1;
         x2 = o2;
       }
