@@ -296,16 +296,28 @@ __device__ __forceinline__ void for_each_pack(const RowView<T>& row, int pack_lo
   }
 }
 
+// Calls f(raw, edited, id) for edits first, first + step, ... of the row's edit list, shared out
+// over the block's threads. Edits of tokens outside the row are skipped: a split's slices run
+// before the list is checked, and such a row ends in error.
+template <typename T, typename F>
+__device__ __forceinline__ void for_each_edit(const RowView<T>& row, int first, int step, F&& f) {
+  const int tid = static_cast<int>(threadIdx.x);
+  for (int e = first + tid * step; e < row.num_edits; e += kSampleThreads * step) {
+    const TokenEdit ed = row.edits[e];
+    if (ed.token < 0 || ed.token >= row.vocab) continue;
+    const float v = T::to_f32(row.x[ed.token]);
+    f(v, sampling::apply_edit(v, ed, row.repetition, row.frequency, row.presence), ed.token);
+  }
+}
+
 // Calls f(raw, edited, id) for every token of packs [pack_lo, pack_hi) of the row exactly once:
 // the unedited ones from the streaming loop, and edits edit_first, edit_first + edit_step, ... of
 // the edit list (a split's slices share the list out; the bitmap of each slice marks the edited
-// tokens in it). Edits of tokens outside the row are skipped: a split's slices run before the list
-// is checked, and such a row ends in error.
+// tokens in it).
 template <typename T, int N, typename F>
 __device__ __forceinline__ void for_each_token_in(const RowView<T>& row, int pack_lo, int pack_hi,
                                                   int edit_first, int edit_step, F&& f) {
   using P = cuda::Pack<typename T::Storage, N>;
-  const int tid = static_cast<int>(threadIdx.x);
   const bool edited = row.num_edits > 0;
   for_each_pack<T, N>(row, pack_lo, pack_hi, [&](const P& pk, int p) {
     const int first = p * N;
@@ -318,12 +330,7 @@ __device__ __forceinline__ void for_each_token_in(const RowView<T>& row, int pac
       f(v, v, first + i);
     }
   });
-  for (int e = edit_first + tid * edit_step; e < row.num_edits; e += kSampleThreads * edit_step) {
-    const TokenEdit ed = row.edits[e];
-    if (ed.token < 0 || ed.token >= row.vocab) continue;
-    const float v = T::to_f32(row.x[ed.token]);
-    f(v, sampling::apply_edit(v, ed, row.repetition, row.frequency, row.presence), ed.token);
-  }
+  for_each_edit(row, edit_first, edit_step, f);
 }
 
 // Where a row's stripes lie: pass 1 gives thread t of a block the packs t, t + kSampleThreads, ...
@@ -385,12 +392,7 @@ __device__ void for_each_token_reaching_in_stripes(const RowView<T>& row, const 
       f(v, v, first + k);
     }
   }
-  for (int e = tid; e < row.num_edits; e += kSampleThreads) {
-    const TokenEdit ed = row.edits[e];
-    if (ed.token < 0 || ed.token >= row.vocab) continue;
-    const float v = T::to_f32(row.x[ed.token]);
-    f(v, sampling::apply_edit(v, ed, row.repetition, row.frequency, row.presence), ed.token);
-  }
+  for_each_edit(row, 0, 1, f);
   __syncthreads();  // the list is hist_count's storage
 }
 
@@ -769,45 +771,57 @@ __device__ int32_t finish_in_warp(const RowView<T>& row, const uint64_t* keys, i
   return token;
 }
 
-// Gathers into cand the rank keys of the tokens whose key reaches `pivot` (raw keys: the top
-// logprobs; the whole row is read again), or, for s keys, whose s reaches s(v) where v is the
-// edited value of the pivot token (`pivot` is then a key of the edited value, see pass 1; only
-// the stripes of pass 1 whose best key, `mine` of each thread, reaches v are read again).
-// Returns their number, or -1 past kCap.
-template <typename T, int N>
-__device__ int gather_from(const RowView<T>& row, const Shared& sh, uint64_t pivot, bool raw_keys,
-                           int* s_count, uint64_t mine = 0, Stripes stripes = Stripes{0, 0},
-                           int* s_num = nullptr) {
+// Runs scan(keep), where keep(key) appends a rank key to cand, and returns how many keys were
+// kept, or -1 past kCap.
+template <typename Scan>
+__device__ int gather_keys(const Shared& sh, int* s_count, Scan&& scan) {
   if (threadIdx.x == 0) *s_count = 0;
   __syncthreads();
+  scan([&](uint64_t key) {
+    const int slot = atomicAdd(s_count, 1);
+    if (slot < kCap) sh.cand[slot] = key;
+  });
+  __syncthreads();
+  const int n = *s_count;
+  __syncthreads();
+  return n <= kCap ? n : -1;
+}
+
+// Gathers into cand the raw rank keys that reach `pivot` (the top logprobs; the whole row is read
+// again). Returns their number, or -1 past kCap.
+template <typename T, int N>
+__device__ int gather_raw_keys(const RowView<T>& row, const Shared& sh, uint64_t pivot,
+                               int* s_count) {
+  return gather_keys(sh, s_count, [&](auto keep) {
+    for_each_token<T, N>(row, [&](float raw, float edited, int id) {
+      const uint64_t key = token_key(raw, edited, id, row.temperature, true);
+      if (key >= pivot) keep(key);
+    });
+  });
+}
+
+// Gathers into cand the s keys of the tokens whose s reaches s(v), where v is the edited value of
+// the pivot token (`pivot` is a key of the edited value, see pass 1): only the stripes of pass 1
+// whose best key (`mine` of each thread, laid out as `stripes`) reaches v are read again. Returns
+// their number, or -1 past kCap.
+template <typename T, int N>
+__device__ int gather_s_keys(const RowView<T>& row, const Shared& sh, uint64_t pivot, int* s_count,
+                             uint64_t mine, Stripes stripes, int* s_num) {
   // s = x / T is monotone in x, so x >= v implies s(x) >= s(v), and a smaller x can round to the
   // same s only within T * ulp(s(v)) <= |v| 2^-23 (or T 2^-149 for a subnormal s) below v: only
   // tokens above that margin pay for the division.
   const float v = sampling::rank_key_value(pivot);
   const float s_v = sampling::scaled_logit(v, row.temperature);
   const float near = v - (fabsf(v) * 0x1p-20f + row.temperature * 0x1p-120f);
-  auto keep = [&](uint64_t key) {
-    const int slot = atomicAdd(s_count, 1);
-    if (slot < kCap) sh.cand[slot] = key;
-  };
-  if (raw_keys) {
-    for_each_token<T, N>(row, [&](float raw, float edited, int id) {
-      const uint64_t key = token_key(raw, edited, id, row.temperature, true);
-      if (key >= pivot) keep(key);
-    });
-  } else {
+  return gather_keys(sh, s_count, [&](auto keep) {
     // Streamed tokens are unedited (edited == raw): a pack below `near` holds no candidate.
-    auto take = [&](float raw, float edited, int id) {
-      if (!(edited >= near)) return;
-      const float s = sampling::scaled_logit(edited, row.temperature);
-      if (s >= s_v) keep(sampling::rank_key(s, id));
-    };
-    for_each_token_reaching_in_stripes<T, N>(row, sh, near, mine, stripes, s_num, take);
-  }
-  __syncthreads();
-  const int n = *s_count;
-  __syncthreads();
-  return n <= kCap ? n : -1;
+    for_each_token_reaching_in_stripes<T, N>(
+        row, sh, near, mine, stripes, s_num, [&](float raw, float edited, int id) {
+          if (!(edited >= near)) return;
+          const float s = sampling::scaled_logit(edited, row.temperature);
+          if (s >= s_v) keep(sampling::rank_key(s, id));
+        });
+  });
 }
 
 // Pass 1's results for one thread's share of the tokens it visited.
@@ -839,7 +853,7 @@ __device__ Pass1 pass_one(const RowView<T>& row, int pack_lo, int pack_hi, int e
       }
     } else {
       // Keys of the edited value, not of s: s is monotone in x, so the best x gives s_max, and
-      // gather_from turns an x pivot into s.
+      // gather_s_keys turns an x pivot into s.
       r.key = max(r.key, sampling::rank_key(edited == 0.0f ? 0.0f : edited, id));
     }
     if (want_top) r.raw_key = max(r.raw_key, token_key(raw, edited, id, 0.0f, true));
@@ -1278,7 +1292,7 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
         const uint64_t pivot = kth_key_bound(sh, mine, rp.top_k, &s_index, &s_bin_above);
         // Pass 1's stripes: the split's slices, or the whole row.
         const Stripes stripes = split ? Stripes{slices, slice_tokens / N} : Stripes{1, vocab / N};
-        const int n = gather_from<T, N>(row, sh, pivot, false, &s_count, mine, stripes, &s_num);
+        const int n = gather_s_keys<T, N>(row, sh, pivot, &s_count, mine, stripes, &s_num);
         if (n >= rp.top_k) {
           token = finish_in_warp(row, rank_candidates(sh, n), rp.top_k, st, &s_index);
           done = true;
@@ -1348,7 +1362,7 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
       const int want = min(rp.num_top_logprobs, vocab);
       if (want > 0) {
         const uint64_t pivot = kth_key_bound(sh, best_raw_key, want, &s_index, &s_bin_above);
-        if (gather_from<T, N>(row, sh, pivot, true, &s_count) > 0) {
+        if (gather_raw_keys<T, N>(row, sh, pivot, &s_count) > 0) {
           block_sort_desc(sh.cand, s_count);
         } else {
           // Too many tokens tie at the pivot for the chip: radix selection, which for a count
