@@ -9,6 +9,10 @@
 // which bench/peers/attention_prefill_sdpa.py times on the same shapes).
 // Method: 16 back-to-back launches per sample, each on the next of `rotation_count` copies of the
 // caches so L2 does not serve K/V; median of 50 samples after warm-up.
+//
+// Built as attention_decode_trace_bench (ROOFLINE_PHASE_TRACE: the decode kernel with its phase
+// marks, phase_trace.h), `trace B L [heads kv_heads head_dim]` times one decode shape, then traces
+// one more sample of 16 launches and prints where each launch's time goes, phase by phase.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -24,6 +28,7 @@
 
 #include "core/cuda_check.h"
 #include "ops/attention/attention.h"
+#include "ops/attention/attention_decode_plan.h"
 #include "ops/attention/attention_shapes.h"
 #include "ops/testing/gpu_bench_buffers.h"
 #include "ops/testing/gpu_bench_util.h"
@@ -38,7 +43,9 @@ using bench::random_bf16;
 
 // Median ms of one launch over the shape, its pages scattered, its K/V rotated over copies.
 // kv_bytes receives the compulsory K+V bytes of one launch.
-double time_attention(const AttentionShape& shape, cudaStream_t stream, double* kv_bytes) {
+// With trace_names (trace builds), also traces one sample and prints its phases under those names.
+double time_attention(const AttentionShape& shape, cudaStream_t stream, double* kv_bytes,
+                      [[maybe_unused]] const std::vector<std::string>* trace_names = nullptr) {
   const int64_t slot_elems = shape.num_kv_heads * shape.head_dim;
   int64_t pages = 0, num_tokens = 0, max_pages = 0, context = 0;
   for (const auto& s : shape.seqs) {
@@ -105,15 +112,33 @@ double time_attention(const AttentionShape& shape, cudaStream_t stream, double* 
     p.max_seq_len = std::max(p.max_seq_len, s.seq_len);
   }
   int launch = 0;
-  const double ms = bench::median_ms(
-      [&](int) {
-        for (int i = 0; i < kLaunchesPerSample; ++i, ++launch) {
-          p.k_cache = k_copies[static_cast<size_t>(launch % copies)].get();
-          p.v_cache = v_copies[static_cast<size_t>(launch % copies)].get();
-          paged_attention_cuda(p, stream);
-        }
-      },
-      3, 50, stream);
+  const auto sample = [&](int) {
+    for (int i = 0; i < kLaunchesPerSample; ++i, ++launch) {
+      p.k_cache = k_copies[static_cast<size_t>(launch % copies)].get();
+      p.v_cache = v_copies[static_cast<size_t>(launch % copies)].get();
+      paged_attention_cuda(p, stream);
+    }
+  };
+  const double ms = bench::median_ms(sample, 3, 50, stream);
+#if defined(ROOFLINE_PHASE_TRACE)
+  if (trace_names != nullptr) {
+    // Every block of 16 launches, whatever the plan (at most kDecodeMaxSplitBlocks split blocks
+    // and one per (sequence, KV head, row chunk) otherwise).
+    const int64_t capacity = kLaunchesPerSample * (kDecodeMaxSplitBlocks + 65536);
+    bench::GpuArray records(static_cast<size_t>(capacity * kPhaseTraceWords) * 8);
+    ROOFLINE_CUDA_CHECK(cudaMemset(records.get(), 0, records.bytes()));
+    PhaseTraceRecorder& recorder = decode_attention_phase_trace();
+    recorder.arm(static_cast<uint64_t*>(records.get()), capacity);
+    sample(0);
+    ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const auto launches = recorder.disarm();
+    std::vector<uint64_t> host(static_cast<size_t>(capacity * kPhaseTraceWords));
+    ROOFLINE_CUDA_CHECK(
+        cudaMemcpy(host.data(), records.get(), host.size() * 8, cudaMemcpyDeviceToHost));
+    std::printf("%s",
+                phase_trace_report(phase_trace_analyse(host, launches), *trace_names).c_str());
+  }
+#endif
   return ms / kLaunchesPerSample;
 }
 
@@ -148,6 +173,40 @@ int run_one(int64_t batch, int64_t seq_len, bool prefill) {
   ROOFLINE_CUDA_CHECK(cudaStreamDestroy(stream));
   return 0;
 }
+
+#if defined(ROOFLINE_PHASE_TRACE)
+// trace B L [heads kv_heads head_dim]: one decode shape (default Llama-3-8B's heads), timed, then
+// one sample of it traced.
+int run_trace(int64_t batch, int64_t seq_len, int64_t heads, int64_t kv_heads, int64_t head_dim) {
+  static const std::vector<std::string> kNames = {"entry",
+                                                  "metadata, split known",
+                                                  "first table reads",
+                                                  "PDL wait",
+                                                  "q landed",
+                                                  "first K/V stage",
+                                                  "K/V loop done",
+                                                  "warps merged",
+                                                  "partial / out",
+                                                  "cluster barrier / counted in",
+                                                  "splits merged",
+                                                  "second barrier, exit"};
+  cudaStream_t stream;
+  ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  AttentionShape shape = attention_cuda_decode_bench_shape(batch, seq_len);
+  shape.num_heads = heads;
+  shape.num_kv_heads = kv_heads;
+  shape.head_dim = head_dim;
+  const std::string name = "decode " + std::to_string(heads) + "/" + std::to_string(kv_heads) +
+                           " heads d" + std::to_string(head_dim) + " B=" + std::to_string(batch) +
+                           " L=" + std::to_string(seq_len);
+  std::printf("%s (phase marks compiled in: the times below are a trace build's)\n", name.c_str());
+  double kv_bytes = 0;
+  const double ms = time_attention(shape, stream, &kv_bytes, &kNames);
+  bench::print_bandwidth(name.c_str(), ms, kv_bytes);
+  ROOFLINE_CUDA_CHECK(cudaStreamDestroy(stream));
+  return 0;
+}
+#endif
 
 int run(bool decode) {
   cudaStream_t stream;
@@ -189,6 +248,31 @@ int main(int argc, char** argv) {
   constexpr const char* kUsage =
       "usage: attention_cuda_bench [prefill [L] | B L]  (1 <= B <= 4096, 1 <= L <= 2^20)\n";
   if (argc == 2 && std::string(argv[1]) == "prefill") return roofline::run(/*decode=*/false);
+  if (argc >= 2 && std::string(argv[1]) == "trace") {
+#if defined(ROOFLINE_PHASE_TRACE)
+    const long long batch = argc > 2 ? std::atoll(argv[2]) : 0;
+    const long long seq_len = argc > 3 ? std::atoll(argv[3]) : 0;
+    const long long heads = argc > 4 ? std::atoll(argv[4]) : 32;
+    const long long kv_heads = argc > 5 ? std::atoll(argv[5]) : 8;
+    const long long head_dim = argc > 6 ? std::atoll(argv[6]) : 128;
+    if ((argc != 4 && argc != 7) || batch < 1 || batch > 4096 || seq_len < 1 ||
+        seq_len > (1 << 20) || kv_heads < 1 || heads < kv_heads || heads % kv_heads != 0 ||
+        heads / kv_heads > 64 ||
+        (head_dim != 32 && head_dim != 64 && head_dim != 128 && head_dim != 256)) {
+      std::fprintf(stderr,
+                   "usage: attention_decode_trace_bench trace B L [heads kv_heads head_dim]  "
+                   "(1 <= B <= 4096, 1 <= L <= 2^20, heads a multiple of kv_heads, head_dim 32, "
+                   "64, 128 or 256)\n");
+      return 2;
+    }
+    return roofline::run_trace(batch, seq_len, heads, kv_heads, head_dim);
+#else
+    std::fprintf(stderr,
+                 "attention_cuda_bench: `trace` needs the phase marks compiled in: run "
+                 "attention_decode_trace_bench trace B L\n");
+    return 2;
+#endif
+  }
   if (argc == 3) {
     const bool prefill = std::string(argv[1]) == "prefill";
     const long long batch = prefill ? 1 : std::atoll(argv[1]), seq_len = std::atoll(argv[2]);

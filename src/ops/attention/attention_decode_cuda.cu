@@ -62,6 +62,7 @@
 #include "ops/common/cuda_barrier.cuh"
 #include "ops/common/cuda_launch.cuh"
 #include "ops/common/cuda_mma.cuh"
+#include "ops/common/cuda_phase_trace.cuh"
 
 namespace roofline {
 
@@ -99,7 +100,32 @@ struct DecodeArgs {
   // group whose key range takes 2..cluster_width splits merges them in its first cluster.
   int cluster_width;
   float scale_log2;
+#if defined(ROOFLINE_PHASE_TRACE)
+  uint64_t* trace;  // the launch's phase records, or nullptr
+#endif
 };
+
+// The phase marks of a trace build (attention_decode_trace_bench; phase_trace.h), in order.
+enum DecodeMark : int {
+  kMarkMetadata = 1,  // query_start / seq_lens read, the split known
+  kMarkTable,         // the first stages' block-table entries landed
+  kMarkWait,          // past the PDL wait
+  kMarkQuery,         // q's fragments landed
+  kMarkFirstStage,    // warp 0's first K/V stage landed
+  kMarkLoop,          // every K/V stage of the block done
+  kMarkWarpsMerged,   // the warps' accumulators met in shared memory
+  kMarkPartial,       // out written (one split) or the partial left for the merge
+  kMarkArrived,       // past the cluster barrier, or counted in at the group's counter
+  kMarkMerged,        // the group's splits merged and out written
+  kMarkExit,          // past the cluster's second barrier
+};
+__device__ __forceinline__ uint64_t* trace_records([[maybe_unused]] const DecodeArgs& a) {
+#if defined(ROOFLINE_PHASE_TRACE)
+  return a.trace;
+#else
+  return nullptr;
+#endif
+}
 
 // Merges the splits' normalised partials of a group's rows (four dims of one row per item, items
 // first_item, + item_stride, ...) online over the splits — running max, rescaled sum and output —
@@ -154,8 +180,8 @@ __device__ __forceinline__ void merge_splits(const DecodeArgs& a, int kv_head, i
 template <int kHeadDim, int kRows>
 __device__ __forceinline__ void finish_block(const DecodeArgs& a, unsigned char* smem,
                                              unsigned* s_last_ptr, int seq, int kv_head, int row0,
-                                             int rows_here, int q_begin, int splits,
-                                             bool clustered) {
+                                             int rows_here, int q_begin, int splits, bool clustered,
+                                             cuda::PhaseTrace& trace) {
   unsigned& s_last = *s_last_ptr;
   const int tid = static_cast<int>(threadIdx.x);
   const int split = static_cast<int>(blockIdx.x);
@@ -165,47 +191,70 @@ __device__ __forceinline__ void finish_block(const DecodeArgs& a, unsigned char*
   float* s_part = reinterpret_cast<float*>(smem) + kWarps * kRows * (kHeadDim + 2);
   float* s_lse = s_part + kRows * kHeadDim;
   __syncthreads();
+  trace.mark(kMarkWarpsMerged);
 
   const int64_t group_index = static_cast<int64_t>(seq) * gridDim.y + blockIdx.y;
   const int64_t split_block = group_index * a.splits + split;
-  for (int idx = tid; idx < rows_here * kHeadDim; idx += kThreads) {
-    const int r = idx / kHeadDim;
-    const int d = idx % kHeadDim;
+  // One item per thread at head_dim 128 and 4 rows (or 64 and 7): a row's 4 consecutive dims, read
+  // as one 16-byte load per warp (an item per dim took 4-7 rounds of shared-memory latency, the
+  // exp2s, a log2f and a division each: 1.2 us of a 7.9 us B=1 call on the H200).
+  constexpr int kQuads = kHeadDim / 4;
+  for (int idx = tid; idx < rows_here * kQuads; idx += kThreads) {
+    const int r = idx / kQuads;
+    const int d = (idx % kQuads) * 4;
     float mx = kEmptyMax;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, s_m[w * kRows + r]);
-    float sum = 0.0f, o = 0.0f;
+    float sum = 0.0f;
+    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) {
       const float wt = cuda::fast_exp2(s_m[w * kRows + r] - mx);
+      const float4 v = *reinterpret_cast<const float4*>(s_acc + (w * kRows + r) * kHeadDim + d);
       sum += s_l[w * kRows + r] * wt;
-      o += s_acc[(w * kRows + r) * kHeadDim + d] * wt;
+      o.x += v.x * wt;
+      o.y += v.y * wt;
+      o.z += v.z * wt;
+      o.w += v.w * wt;
     }
     const int row = row0 + r;
     if (splits == 1) {
       const int head = kv_head * a.group + row % a.group;
       const int64_t t = q_begin + row / a.group;
-      a.out[(t * a.num_heads + head) * kHeadDim + d] = __float2bfloat16_rn(o / sum);
-    } else if (clustered) {
-      s_part[r * kHeadDim + d] = sum > 0.0f ? o / sum : 0.0f;
-      if (d == 0) s_lse[r] = sum > 0.0f ? mx + log2f(sum) : kNegInf;
+      __nv_bfloat16* dst = a.out + (t * a.num_heads + head) * kHeadDim + d;
+      dst[0] = __float2bfloat16_rn(o.x / sum);
+      dst[1] = __float2bfloat16_rn(o.y / sum);
+      dst[2] = __float2bfloat16_rn(o.z / sum);
+      dst[3] = __float2bfloat16_rn(o.w / sum);
+      continue;
+    }
+    const float4 part = sum > 0.0f ? make_float4(o.x / sum, o.y / sum, o.z / sum, o.w / sum)
+                                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const float lse = sum > 0.0f ? mx + log2f(sum) : kNegInf;
+    if (clustered) {
+      *reinterpret_cast<float4*>(s_part + r * kHeadDim + d) = part;
+      if (d == 0) s_lse[r] = lse;
     } else {
-      a.part_out[(split_block * kRows + r) * kHeadDim + d] = sum > 0.0f ? o / sum : 0.0f;
-      if (d == 0) a.part_lse[split_block * kRows + r] = sum > 0.0f ? mx + log2f(sum) : kNegInf;
+      *reinterpret_cast<float4*>(a.part_out + (split_block * kRows + r) * kHeadDim + d) = part;
+      if (d == 0) a.part_lse[split_block * kRows + r] = lse;
     }
   }
-  if (splits == 1) return;
+  trace.mark(kMarkPartial);
+  if (splits == 1) return trace.finish();
   if (clustered) {
     // The group's splits are ranks 0..splits-1 of its first cluster.
     cuda::cluster_sync();
+    trace.mark(kMarkArrived);
     merge_splits<kHeadDim>(a, kv_head, row0, rows_here, q_begin, splits, split * kThreads + tid,
                            splits * kThreads, [&](int sp, int r, int d, float* lse, float4* v) {
                              *lse = cuda::cluster_load_f32(s_lse + r, static_cast<unsigned>(sp));
                              *v = cuda::cluster_load_f32x4(s_part + r * kHeadDim + d,
                                                            static_cast<unsigned>(sp));
                            });
+    trace.mark(kMarkMerged);
     cuda::cluster_sync();
-    return;
+    trace.mark(kMarkExit);
+    return trace.finish();
   }
 
   // Count this block in (cuda::arrive_last_of); the last of the group's splits merges them all.
@@ -213,7 +262,8 @@ __device__ __forceinline__ void finish_block(const DecodeArgs& a, unsigned char*
   if (tid == 0)
     s_last = cuda::arrive_last_of(a.counters + group_index, static_cast<unsigned>(splits)) ? 1u : 0u;
   __syncthreads();
-  if (s_last == 0u) return;
+  trace.mark(kMarkArrived);
+  if (s_last == 0u) return trace.finish();
   const int64_t first_block = group_index * a.splits;
   merge_splits<kHeadDim>(a, kv_head, row0, rows_here, q_begin, splits, tid, kThreads,
                          [&](int sp, int r, int d, float* lse, float4* v) {
@@ -221,6 +271,8 @@ __device__ __forceinline__ void finish_block(const DecodeArgs& a, unsigned char*
                            *v = __ldcg(reinterpret_cast<const float4*>(
                                a.part_out + ((first_block + sp) * kRows + r) * kHeadDim + d));
                          });
+  trace.mark(kMarkMerged);
+  trace.finish();
 }
 
 // Shapes per head dim. A warp stage is 16 keys (one MMA's m) of K and of V; the ring depth keeps
@@ -262,6 +314,7 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs
   constexpr int kSteps = Cfg::kSteps;
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ unsigned s_last;
+  cuda::PhaseTrace trace(trace_records(a));
 
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = tid & 31;
@@ -281,7 +334,7 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs
     __trap();
   const int rows_total = q_len * a.group;
   const int row0 = chunk * kRows;
-  if (row0 >= rows_total) return;  // every split of this group returns: its counter stays 0
+  if (row0 >= rows_total) return trace.finish();  // every split of this group: counter stays 0
   const int rows_here = min(kRows, rows_total - row0);
 
   // The block's keys: the union of its rows' windows, [lo, hi); this split's share of it.
@@ -306,8 +359,9 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs
       cuda::cluster_sync();
       cuda::cluster_sync();
     }
-    return;
+    return trace.finish();
   }
+  trace.mark(kMarkMetadata);
   const int per_split =
       ((hi - lo + splits - 1) / splits + kKeysPerStage - 1) / kKeysPerStage * kKeysPerStage;
   const int s_lo = min(hi, lo + split * per_split);
@@ -384,10 +438,12 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs
   int first_blocks[Cfg::kStages];
 #pragma unroll
   for (int i = 0; i < Cfg::kStages; ++i) first_blocks[i] = lookup(i);
+  trace.mark_after(kMarkTable, static_cast<uint32_t>(first_blocks[0]));
   // Everything above read only host-uploaded metadata and tables; q and the K/V this step's
   // qkv_rope wrote come from the kernel before, so wait for it here (programmatic dependent
   // launch: the prologue above overlapped its tail).
   cuda::pdl_wait();
+  trace.mark(kMarkWait);
   cuda::pdl_launch_dependents();
   // Q^T as B fragments, for all of head_dim: row g of the block, dims 16·ks + t2 (+1) and +8.
   uint32_t qf[kSteps][2];
@@ -404,6 +460,7 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs
       qf[ks][1] = used ? q_row[(ks * 16 + 8 + t2) / 2] : 0u;
     }
   }
+  trace.mark_after(kMarkQuery, qf[0][0]);
 #pragma unroll
   for (int i = 0; i < Cfg::kStages - 1; ++i) issue(i, first_blocks[i]);
   int blk = first_blocks[Cfg::kStages - 1];
@@ -412,6 +469,7 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs
     blk = lookup(i + Cfg::kStages);
     cuda::cp_async_wait<Cfg::kStages - 1>();  // this lane's copies of stage i have landed
     __syncwarp();                             // and every lane's are visible to the warp
+    if (i == 0) trace.mark(kMarkFirstStage);
     const uint4* slot = ring + (i % Cfg::kStages) * 2 * Cfg::kStageChunks;
 
     // S^T = K · Q^T for 16 keys: s[0], s[1]: key g, rows t2, t2+1; s[2], s[3]: key g + 8.
@@ -467,6 +525,7 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 8);
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 16);
   }
+  trace.mark(kMarkLoop);
 
   // Leave each warp's rows in shared memory (the ring is free once every warp's copies landed).
   __syncthreads();
@@ -486,7 +545,7 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs
     }
   }
   finish_block<kHeadDim, kRows>(a, smem, &s_last, seq, kv_head, row0, rows_here, q_begin, splits,
-                                clustered);
+                                clustered, trace);
 }
 
 // Resident blocks of one kernel on the current device, measured once per device and kernel.
@@ -598,6 +657,9 @@ void launch(const PagedAttentionParams& p, int64_t max_q_len, int64_t max_seq_le
   ROOFLINE_CHECK(head_blocks <= 65535 && p.num_seqs <= 65535);
   const dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(head_blocks),
                   static_cast<unsigned>(p.num_seqs));
+#if defined(ROOFLINE_PHASE_TRACE)
+  a.trace = decode_attention_phase_trace().next(grid_x * head_blocks * p.num_seqs);
+#endif
   cuda::launch_pdl_clustered(kKernel, grid, dim3(kThreads), kSmemBytes, stream,
                              clustered ? static_cast<unsigned>(width) : 1u, a);
   ROOFLINE_CUDA_LAUNCH_CHECK(stream);
@@ -612,6 +674,13 @@ void dispatch(const PagedAttentionParams& p, int64_t max_q_len, int64_t max_seq_
 }
 
 }  // namespace
+
+#if defined(ROOFLINE_PHASE_TRACE)
+PhaseTraceRecorder& decode_attention_phase_trace() {
+  static PhaseTraceRecorder recorder;
+  return recorder;
+}
+#endif
 
 void paged_attention_decode_cuda(const PagedAttentionParams& p, int64_t max_q_len,
                                  int64_t max_seq_len, CudaStream stream) {

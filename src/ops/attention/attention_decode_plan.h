@@ -22,6 +22,9 @@
 
 #include "core/cuda_stream.h"
 #include "ops/attention/attention.h"
+#if defined(ROOFLINE_PHASE_TRACE)
+#include "ops/common/phase_trace.h"
+#endif
 
 namespace roofline {
 
@@ -93,5 +96,11 @@ inline constexpr int64_t kDecodeWorkspaceBytes =
 // max_q_len <= kDecodeMaxQueries; max_seq_len bounds every sequence's seq_len.
 void paged_attention_decode_cuda(const PagedAttentionParams& p, int64_t max_q_len,
                                  int64_t max_seq_len, CudaStream stream);
+
+#if defined(ROOFLINE_PHASE_TRACE)
+// The decode kernel's phase records (phase_trace.h), in trace builds only
+// (attention_decode_trace_bench): armed, every launch writes one record per block.
+PhaseTraceRecorder& decode_attention_phase_trace();
+#endif
 
 }  // namespace roofline

@@ -636,7 +636,8 @@ Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
   ScratchMemory q_out(p.qkv_rope ? static_cast<size_t>(m * rope.num_heads * rope.head_dim) * 2
                                  : 16);
   ScratchMemory k_cache(kv_bytes), v_cache(kv_bytes);
-  ScratchMemory positions(static_cast<size_t>(m) * 4), slots(static_cast<size_t>(m) * 8);
+  ScratchMemory positions(p.qkv_rope ? static_cast<size_t>(m) * 4 : 16);
+  ScratchMemory slots(p.qkv_rope ? static_cast<size_t>(m) * 8 : 16);
   if (x.ptr == nullptr || y.ptr == nullptr || normed.ptr == nullptr || gate_up.ptr == nullptr ||
       q_out.ptr == nullptr || k_cache.ptr == nullptr || v_cache.ptr == nullptr ||
       positions.ptr == nullptr || slots.ptr == nullptr)
@@ -654,8 +655,10 @@ Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
   flush_l2();  // evicts the memset's dirty lines now, not during a timed call
   ROOFLINE_CUDA_CHECK(cudaMemsetAsync(x.ptr, 0, static_cast<size_t>(m * p.k) * 2, stream));
   ROOFLINE_CUDA_CHECK(cudaMemsetAsync(y.ptr, 0, static_cast<size_t>(m * p.n) * 2, stream));
-  ROOFLINE_CUDA_CHECK(cudaMemsetAsync(positions.ptr, 0, static_cast<size_t>(m) * 4, stream));
-  ROOFLINE_CUDA_CHECK(cudaMemsetAsync(slots.ptr, 0, static_cast<size_t>(m) * 8, stream));
+  if (p.qkv_rope) {
+    ROOFLINE_CUDA_CHECK(cudaMemsetAsync(positions.ptr, 0, static_cast<size_t>(m) * 4, stream));
+    ROOFLINE_CUDA_CHECK(cudaMemsetAsync(slots.ptr, 0, static_cast<size_t>(m) * 8, stream));
+  }
 
   MatmulParams q = p;
   q.m = m;
@@ -745,6 +748,18 @@ Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
   result.algo = {algos[best], key};
   result.impl = median_ms.back() < kSkinnyMaxTimeRatio * median_ms[best] ? MatmulImpl::kSkinny
                                                                          : MatmulImpl::kCublas;
+  // What the choice rests on (--verbose): each median includes the 3 us stand-in before the call.
+  ROOFLINE_LOG(kInfo,
+               "matmul: m <= " << m << ", n " << p.n << ", k " << p.k
+                               << (p.norm_weight != nullptr ? ", rms_norm prologue" : "")
+                               << (p.swiglu ? ", SwiGLU" : "") << (p.qkv_rope ? ", RoPE" : "")
+                               << (epilogue == MatmulEpilogue::kBias       ? ", bias"
+                                   : epilogue == MatmulEpilogue::kResidual ? ", residual"
+                                                                           : "")
+                               << ": skinny " << median_ms.back() * 1e3 << " us, cuBLASLt "
+                               << median_ms[best] * 1e3 << " us (best of " << algos.size()
+                               << " algorithms; stand-in before each included) -> "
+                               << (result.impl == MatmulImpl::kSkinny ? "skinny" : "cuBLASLt"));
   return result;
 }
 

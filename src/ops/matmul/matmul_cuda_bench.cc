@@ -9,7 +9,8 @@
 // + its silu_mul kernel) and for qkv the prologue with the RoPE epilogue (cuBLASLt: + its qkv_rope
 // kernel; one token's K and V into the cache). Then one prefill of m = 8192 tokens per weight as
 // TFLOP/s beside the 783 TFLOP/s bf16 GEMM ceiling. `matmul_cuda_bench [decode] [prologue]
-// [prefill]` runs only the sections named (all by default); anything else gets a usage line. Method
+// [prefill]` runs only the sections named (all by default), `verbose` adds the selector's
+// measurements (the times its choices rest on); anything else gets a usage line. Method
 // (as HARDWARE.md's cuBLAS table): 16 back-to-back calls captured in one CUDA graph (launch latency
 // excluded), each on the next of `rotation_count` weight copies so L2 does not serve the weights;
 // median of 50 graph launches after warm-up (20 for the split sweep).
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "core/cuda_check.h"
+#include "core/log.h"
 #include "ops/matmul/matmul.h"
 #include "ops/matmul/matmul_shapes.h"
 #include "ops/matmul/matmul_skinny.h"
@@ -280,18 +282,27 @@ int run(bool decode, bool prologue, bool prefill) {
 }  // namespace roofline
 
 int main(int argc, char** argv) {
-  bool decode = argc == 1, prologue = argc == 1, prefill = argc == 1;
+  bool decode = false, prologue = false, prefill = false, any = false;
   for (int i = 1; i < argc; ++i) {
     const std::string section = argv[i];
+    if (section == "verbose") {
+      // The selector's measurements (stderr), in order with the table: stdout line-buffered.
+      roofline::set_log_level(roofline::LogLevel::kInfo);
+      std::setvbuf(stdout, nullptr, _IOLBF, 0);
+      continue;
+    }
+    any = true;
     decode = decode || section == "decode";
     prologue = prologue || section == "prologue";
     prefill = prefill || section == "prefill";
     if (section != "decode" && section != "prologue" && section != "prefill") {
       std::fprintf(stderr,
-                   "usage: matmul_cuda_bench [decode] [prologue] [prefill] (default: all)\n");
+                   "usage: matmul_cuda_bench [decode] [prologue] [prefill] [verbose] (default: "
+                   "all sections; verbose: the selector's measurements too)\n");
       return 2;
     }
   }
+  if (!any) decode = prologue = prefill = true;
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("matmul_cuda_bench: no CUDA device on this machine, nothing to time\n");

@@ -335,14 +335,15 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles)
     const int split = c.split;
     // The RoPE epilogue's constants for this thread's pair (threadIdx.x mod 8) of the tile: its
     // frequency and bias, loaded now so that their latency hides under the tile's stream.
+    // Its weight row (rope_first_row + pair) is dim rope_row % D of head rope_row / D.
     float rope_freq = 0.0f, rope_bias1 = 0.0f, rope_bias2 = 0.0f;
+    int rope_row = 0;
     if constexpr (kRope) {
-      const int pair = static_cast<int>(threadIdx.x % 8);
-      const int first = rope_first_row(a, col_block);
-      rope_freq = a.inv_freq[first % a.rope_head_dim + pair];
+      rope_row = rope_first_row(a, col_block) + static_cast<int>(threadIdx.x % 8);
+      rope_freq = a.inv_freq[rope_row % a.rope_head_dim];
       if (a.bias) {
-        rope_bias1 = __bfloat162float(a.bias[first + pair]);
-        rope_bias2 = __bfloat162float(a.bias[first + a.rope_head_dim / 2 + pair]);
+        rope_bias1 = __bfloat162float(a.bias[rope_row]);
+        rope_bias2 = __bfloat162float(a.bias[rope_row + a.rope_head_dim / 2]);
       }
     }
     bool tile_done = false;
@@ -433,8 +434,8 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles)
     if constexpr (kRope) {  // dims i0..i0+7 in rows 0-7, D/2 + i0.. in rows 8-15; never split
       const int d = a.rope_head_dim;
       const int half = d / 2;
-      const int head = col_block / (d / 16);
-      const int i = (col_block % (d / 16)) * 8 + static_cast<int>(threadIdx.x % 8);
+      const int head = rope_row / d;
+      const int i = rope_row % d;
       const int qk_heads = a.rope_heads + a.rope_kv_heads;
       for (int o = threadIdx.x; o < a.m * 8; o += kThreads) {  // o mod 8 == threadIdx.x mod 8
         const int token = o / 8;

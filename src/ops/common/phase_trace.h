@@ -1,0 +1,94 @@
+// Phase timestamps inside a kernel: where a short kernel's time goes, phase by phase and block by
+// block, which neither CUPTI (one interval per kernel) nor Nsight Compute (stall samples, not a
+// timeline; its own clocks) shows. A kernel under study marks its phases with cuda::PhaseTrace
+// (cuda_phase_trace.cuh); the marks compile in only where ROOFLINE_PHASE_TRACE is defined — a bench
+// target of its own (attention_decode_trace_bench) — so the library's kernels carry none of them.
+//
+// One record per block of a traced launch, kPhaseTraceWords 64-bit words: [0] %globaltimer at the
+// block's entry and [1] at its exit (ns, one clock for every SM, so blocks and launches line up),
+// [2] the SM, [3 + i] %clock64 at mark i (the SM's cycle counter: fine-grained within a block;
+// 0 where the block did not reach the mark). Mark 0 is the entry.
+//
+// This header is host code: the record layout, the recorder a launcher takes its launches'
+// record space from, and the analysis (tested on the CPU, phase_trace_test.cc).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace roofline {
+
+inline constexpr int kPhaseTraceMarks = 12;
+inline constexpr int kPhaseTraceHeaderWords = 4;  // start ns, end ns, SM, a sink for mark_after
+inline constexpr int kPhaseTraceWords = kPhaseTraceHeaderWords + kPhaseTraceMarks;
+
+// Hands out record space to a kernel's launches, in launch order, while armed.
+class PhaseTraceRecorder {
+ public:
+  struct Launch {
+    int64_t first_record = 0;  // the launch's block b has record first_record + b
+    int64_t blocks = 0;
+  };
+  // Record space for `capacity` blocks on the device (kPhaseTraceWords words each, zeroed by the
+  // caller).
+  void arm(uint64_t* device_records, int64_t capacity) {
+    records_ = device_records;
+    capacity_ = capacity;
+    launches_.clear();
+    used_ = 0;
+  }
+  // The records of the next launch of `blocks` blocks (linear block index x + X·(y + Y·z)), or
+  // nullptr when not armed or out of space (that launch runs untraced).
+  uint64_t* next(int64_t blocks) {
+    if (records_ == nullptr || used_ + blocks > capacity_) return nullptr;
+    launches_.push_back({used_, blocks});
+    uint64_t* at = records_ + used_ * kPhaseTraceWords;
+    used_ += blocks;
+    return at;
+  }
+  // Stops recording; returns the traced launches in order.
+  std::vector<Launch> disarm() {
+    records_ = nullptr;
+    return std::move(launches_);
+  }
+
+ private:
+  uint64_t* records_ = nullptr;
+  int64_t capacity_ = 0, used_ = 0;
+  std::vector<Launch> launches_;
+};
+
+// What a sequence of traced launches of one kernel says (phase_trace_analyse).
+struct PhaseTraceSummary {
+  struct Phase {
+    int mark = 0;          // the phase ends at this mark, and starts at the last reached before it
+    int64_t blocks = 0;    // blocks that reached it
+    double median_ns = 0;  // over those blocks
+    double max_ns = 0;
+  };
+  double ns_per_cycle = 0;              // Σ block lifetimes in ns / Σ in cycles
+  int64_t timer_step_ns = 0;            // the smallest nonzero difference of two %globaltimer reads
+  double period_ns = 0;                 // median of (launch i's last exit - launch i-1's), i >= 1
+  double span_ns = 0;                   // median of launch i's last exit - its first entry
+  double entry_spread_ns = 0;           // median of launch i's last entry - its first entry
+  double entry_after_prev_ns = 0;       // median of launch i's first entry - launch i-1's last exit
+  double last_start_after_prev_ns = 0;  // the same for the block that exits last
+  std::vector<Phase> phases;            // marks 1.. that any block reached
+  // The block of each launch that exits last, phase by phase (median over launches i >= 1 of its
+  // ns from the previous mark it reached; 0 where it did not reach the mark): the critical path.
+  std::vector<double> critical_ns;  // [kPhaseTraceMarks], [0] = its entry after launch i-1's exit
+};
+
+// Analyses the records of `launches` (consecutive launches of one kernel in one stream), `records`
+// the host copy of the whole record space. Launches must be non-empty; a record whose start or end
+// is 0 (a block that never ran its trace) is skipped.
+PhaseTraceSummary phase_trace_analyse(const std::vector<uint64_t>& records,
+                                      const std::vector<PhaseTraceRecorder::Launch>& launches);
+
+// The summary as text: one line per phase with its name (names[i] for mark i; "mark i" past the
+// list), then the critical path.
+std::string phase_trace_report(const PhaseTraceSummary& s, const std::vector<std::string>& names);
+
+}  // namespace roofline
