@@ -171,25 +171,41 @@ __device__ __forceinline__ void merge_splits(const DecodeArgs& a, int kv_head, i
 // The end of a block: its warps have left their rows' un-normalised
 // accumulators, running maxima and sums in shared memory (s_acc [kWarps][kRows][kHeadDim], then
 // s_m and s_l [kWarps][kRows]). Merges the warps; with one split writes bf16 out. With several in
-// a cluster (a.cluster), leaves the block's partial and log2-sum-exp in its own shared memory
-// (s_part [kRows][kHeadDim], s_lse [kRows], after s_l), and after a cluster barrier every block of
-// the group merges a share of the rows' dims, reading the others' partials over distributed shared
-// memory; a second barrier keeps each block's partial alive until all have read it. Otherwise
-// writes the partial to the workspace, counts itself in, and the group's last block merges the
-// splits through L2.
+// a cluster (clustered), the group's first block (split 0, cluster rank 0) receives: once its own
+// ring is free it opens its receive area (s_recv [splits][kRows][kHeadDim], then s_recv_lse
+// [splits][kRows], after s_l, in the ring's space) with a cluster barrier arrival, leaves its own
+// partial there, waits on an mbarrier for the other splits, merges the partials from its own
+// shared memory and writes out. Each other split waits for that barrier, stores its partial and
+// log2-sum-exp into the first block's area over distributed shared memory, arrives on the
+// mbarrier and exits. One cluster barrier and one-way stores: the pull merge it replaced (every
+// block read the others' partials, then a second cluster barrier kept them alive until all had)
+// spent ~1.6 us of a 7.5 us B=1 call in those two barriers and the remote reads (H200,
+// bench/results/2026-12-01-decode-attention-phase-trace.md). Otherwise writes the partial to the
+// workspace, counts itself in, and the group's last block merges the splits through L2.
 template <int kHeadDim, int kRows>
 __device__ __forceinline__ void finish_block(const DecodeArgs& a, unsigned char* smem,
-                                             unsigned* s_last_ptr, int seq, int kv_head, int row0,
-                                             int rows_here, int q_begin, int splits, bool clustered,
-                                             cuda::PhaseTrace& trace) {
+                                             unsigned* s_last_ptr, uint64_t* push_bar, int seq,
+                                             int kv_head, int row0, int rows_here, int q_begin,
+                                             int splits, bool clustered, cuda::PhaseTrace& trace) {
   unsigned& s_last = *s_last_ptr;
   const int tid = static_cast<int>(threadIdx.x);
   const int split = static_cast<int>(blockIdx.x);
   const float* s_acc = reinterpret_cast<const float*>(smem);
   const float* s_m = s_acc + kWarps * kRows * kHeadDim;
   const float* s_l = s_m + kWarps * kRows;
-  float* s_part = reinterpret_cast<float*>(smem) + kWarps * kRows * (kHeadDim + 2);
-  float* s_lse = s_part + kRows * kHeadDim;
+  float* s_recv = reinterpret_cast<float*>(smem) + kWarps * kRows * (kHeadDim + 2);
+  float* s_recv_lse = s_recv + kDecodeMaxClusterSplits * kRows * kHeadDim;
+  // Every warp is past its loop (and the barrier before this call), so the ring is free.
+  const bool receiver = clustered && split == 0;
+  if (receiver) {
+    if (tid == 0) {
+      cuda::mbarrier_init(push_bar, static_cast<unsigned>(splits - 1));
+      cuda::fence_mbarrier_init_cluster();
+    }
+    cuda::cluster_arrive();  // releases the ring's reads and the barrier's initialisation
+  } else if (clustered) {
+    cuda::cluster_arrive_relaxed();  // a sender publishes nothing through the barrier
+  }
   __syncthreads();
   trace.mark(kMarkWarpsMerged);
 
@@ -197,11 +213,22 @@ __device__ __forceinline__ void finish_block(const DecodeArgs& a, unsigned char*
   const int64_t split_block = group_index * a.splits + split;
   // One item per thread at head_dim 128 and 4 rows (or 64 and 7): a row's 4 consecutive dims, read
   // as one 16-byte load per warp (an item per dim took 4-7 rounds of shared-memory latency, the
-  // exp2s, a log2f and a division each: 1.2 us of a 7.9 us B=1 call on the H200).
+  // exp2s, a log2f and a division each: 1.2 us of a 7.9 us B=1 call on the H200). A sender keeps
+  // its items in registers until the receiver's area is open.
   constexpr int kQuads = kHeadDim / 4;
-  for (int idx = tid; idx < rows_here * kQuads; idx += kThreads) {
-    const int r = idx / kQuads;
-    const int d = (idx % kQuads) * 4;
+  constexpr int kMaxItems = (kRows * kQuads + kThreads - 1) / kThreads;
+  // f(j, r, d) for this thread's items j: row r, dims d..d+3.
+  const auto for_each_item = [&](auto f) {
+#pragma unroll
+    for (int j = 0; j < kMaxItems; ++j) {
+      const int idx = tid + j * kThreads;
+      if (idx >= rows_here * kQuads) break;
+      f(j, idx / kQuads, (idx % kQuads) * 4);
+    }
+  };
+  float4 send_part[kMaxItems];
+  float send_lse[kMaxItems];
+  for_each_item([&](int j, int r, int d) {
     float mx = kEmptyMax;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, s_m[w * kRows + r]);
@@ -226,34 +253,49 @@ __device__ __forceinline__ void finish_block(const DecodeArgs& a, unsigned char*
       dst[1] = __float2bfloat16_rn(o.y / sum);
       dst[2] = __float2bfloat16_rn(o.z / sum);
       dst[3] = __float2bfloat16_rn(o.w / sum);
-      continue;
+      return;
     }
     const float4 part = sum > 0.0f ? make_float4(o.x / sum, o.y / sum, o.z / sum, o.w / sum)
                                    : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     const float lse = sum > 0.0f ? mx + log2f(sum) : kNegInf;
-    if (clustered) {
-      *reinterpret_cast<float4*>(s_part + r * kHeadDim + d) = part;
-      if (d == 0) s_lse[r] = lse;
+    if (receiver) {
+      *reinterpret_cast<float4*>(s_recv + r * kHeadDim + d) = part;
+      if (d == 0) s_recv_lse[r] = lse;
+    } else if (clustered) {
+      send_part[j] = part;
+      send_lse[j] = lse;
     } else {
       *reinterpret_cast<float4*>(a.part_out + (split_block * kRows + r) * kHeadDim + d) = part;
       if (d == 0) a.part_lse[split_block * kRows + r] = lse;
     }
-  }
+  });
   trace.mark(kMarkPartial);
   if (splits == 1) return trace.finish();
-  if (clustered) {
-    // The group's splits are ranks 0..splits-1 of its first cluster.
-    cuda::cluster_sync();
+  if (receiver) {
+    // The group's splits are ranks 0..splits-1 of its first cluster; rank 0 merges.
+    __syncthreads();       // its own partial, and the mbarrier's initialisation
+    cuda::cluster_wait();  // no thread leaves a cluster barrier it arrived at unfinished
+    cuda::mbarrier_wait_cluster(push_bar, 0);  // every other split's partial has landed
     trace.mark(kMarkArrived);
-    merge_splits<kHeadDim>(a, kv_head, row0, rows_here, q_begin, splits, split * kThreads + tid,
-                           splits * kThreads, [&](int sp, int r, int d, float* lse, float4* v) {
-                             *lse = cuda::cluster_load_f32(s_lse + r, static_cast<unsigned>(sp));
-                             *v = cuda::cluster_load_f32x4(s_part + r * kHeadDim + d,
-                                                           static_cast<unsigned>(sp));
-                           });
+    merge_splits<kHeadDim>(
+        a, kv_head, row0, rows_here, q_begin, splits, tid, kThreads,
+        [&](int sp, int r, int d, float* lse, float4* v) {
+          *lse = s_recv_lse[sp * kRows + r];
+          *v = *reinterpret_cast<const float4*>(s_recv + (sp * kRows + r) * kHeadDim + d);
+        });
     trace.mark(kMarkMerged);
-    cuda::cluster_sync();
-    trace.mark(kMarkExit);
+    return trace.finish();
+  }
+  if (clustered) {
+    cuda::cluster_wait();  // rank 0's area is open
+    trace.mark(kMarkArrived);
+    for_each_item([&](int j, int r, int d) {
+      cuda::cluster_store_f32x4(s_recv + (split * kRows + r) * kHeadDim + d, 0u, send_part[j]);
+      if (d == 0) cuda::cluster_store_f32(s_recv_lse + split * kRows + r, 0u, send_lse[j]);
+    });
+    __syncthreads();  // the block's stores are ordered before the arrival that releases them
+    if (tid == 0) cuda::mbarrier_arrive_remote(push_bar, 0u);
+    trace.mark(kMarkMerged);
     return trace.finish();
   }
 
@@ -291,10 +333,12 @@ struct MmaDecodeConfig {
   static constexpr int kSteps = kHeadDim / 16;                  // k steps of S, m tiles of O
   static constexpr int kStages = kHeadDim <= 128 ? 3 : 2;
   static constexpr int kRingBytes = kWarps * kStages * 2 * kStageChunks * 16;
-  // The block's end: the warps' accumulators, maxima and sums, then (clustered) the block's
-  // partial and log2-sum-exp for the other blocks of its cluster to read.
+  // The block's end: the warps' accumulators, maxima and sums, then (a cluster's receiver) every
+  // split's partial and log2-sum-exp.
   static constexpr int kMergeBytes =
-      kWarps * kRows * (kHeadDim + 2) * 4 + kRows * (kHeadDim + 1) * 4;
+      kWarps * kRows * (kHeadDim + 2) * 4 +
+      static_cast<int>(kDecodeMaxClusterSplits) * kRows * (kHeadDim + 1) * 4;
+  static_assert(kMergeBytes <= kRingBytes, "the block's end lives in the ring's shared memory");
   static constexpr int kSmemBytes = kRingBytes > kMergeBytes ? kRingBytes : kMergeBytes;
   // Key rows are kChunks 16-byte chunks; chunk c of key k sits at c ^ f(k) so the 8 rows an
   // ldmatrix reads (8 keys, one chunk) fall in 8 different 16-byte bank groups: f(k) = k mod 8
@@ -314,6 +358,7 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs
   constexpr int kSteps = Cfg::kSteps;
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ unsigned s_last;
+  __shared__ uint64_t s_push_bar;  // the cluster receiver's: the other splits' arrivals
   cuda::PhaseTrace trace(trace_records(a));
 
   const int tid = static_cast<int>(threadIdx.x);
@@ -356,8 +401,8 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs
   if (split >= splits) {
     if (clustered && split < a.cluster_width) {
       cuda::pdl_launch_dependents();
-      cuda::cluster_sync();
-      cuda::cluster_sync();
+      cuda::cluster_arrive_relaxed();  // the receiver's barrier counts every thread of the cluster
+      cuda::cluster_wait();
     }
     return trace.finish();
   }
@@ -544,8 +589,8 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs
       s_l[warp * kRows + t2 + r] = l[r];
     }
   }
-  finish_block<kHeadDim, kRows>(a, smem, &s_last, seq, kv_head, row0, rows_here, q_begin, splits,
-                                clustered, trace);
+  finish_block<kHeadDim, kRows>(a, smem, &s_last, &s_push_bar, seq, kv_head, row0, rows_here,
+                                q_begin, splits, clustered, trace);
 }
 
 // Resident blocks of one kernel on the current device, measured once per device and kernel.

@@ -99,6 +99,25 @@ __device__ __forceinline__ void cluster_sync() {
 #endif
 }
 
+// The two halves of cluster_sync, for a thread that only signals (arrive; `relaxed`: it publishes
+// no writes) or signals early and waits later. A thread arrives once per phase; one that arrives
+// and exits does not hold the barrier up (barrier.cluster.wait waits for the non-exited threads).
+__device__ __forceinline__ void cluster_arrive() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.relaxed;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ uint32_t cluster_smem_addr(const void* local, unsigned rank) {
   uint32_t remote = 0;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -129,6 +148,50 @@ __device__ __forceinline__ float4 cluster_load_f32x4(const float* local, unsigne
                : "memory");
 #endif
   return v;
+}
+
+// Stores into another block's shared memory (the address `local` has in this block's).
+__device__ __forceinline__ void cluster_store_f32(float* local, unsigned rank, float v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(cluster_smem_addr(local, rank)), "f"(v)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_store_f32x4(float* local, unsigned rank, float4 v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(cluster_smem_addr(local, rank)),
+      "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
+      : "memory");
+#endif
+}
+
+// An mbarrier that other blocks of the cluster arrive on: its initialisation made visible to them
+// (they must then learn of it through a release-acquire, e.g. a cluster barrier), one arrival on
+// block `rank`'s barrier at the address `bar` has in this block, releasing at cluster scope what
+// this thread's writes and a block barrier before it ordered, and a wait that acquires them.
+__device__ __forceinline__ void fence_mbarrier_init_cluster() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void mbarrier_arrive_remote(uint64_t* bar, unsigned rank) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(
+                   cluster_smem_addr(bar, rank))
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void mbarrier_wait_cluster(uint64_t* bar, unsigned parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n.reg .pred done;\n"
+      "wait_loop:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra wait_loop;\n}\n" ::"r"(barrier_addr(bar)),
+      "r"(parity)
+      : "memory");
+#endif
 }
 
 }  // namespace roofline::cuda
