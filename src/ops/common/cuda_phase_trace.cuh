@@ -33,7 +33,7 @@ class PhaseTrace {
   // waits for the value. Forces a wait the kernel may otherwise defer: a trace build's timeline.
   __device__ void mark_after(int i, uint32_t dep) {
     if (record_ == nullptr) return;
-    *reinterpret_cast<volatile uint64_t*>(record_ + 3) = dep;
+    *reinterpret_cast<volatile uint64_t*>(record_ + kPhaseTraceSinkWord) = dep;
     clock_[i] = clock64();
   }
   __device__ void finish() {

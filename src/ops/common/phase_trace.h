@@ -6,8 +6,8 @@
 //
 // One record per block of a traced launch, kPhaseTraceWords 64-bit words: [0] %globaltimer at the
 // block's entry and [1] at its exit (ns, one clock for every SM, so blocks and launches line up),
-// [2] the SM, [3 + i] %clock64 at mark i (the SM's cycle counter: fine-grained within a block;
-// 0 where the block did not reach the mark). Mark 0 is the entry.
+// [2] the SM, [3] a word mark_after stores to, [4 + i] %clock64 at mark i (the SM's cycle counter:
+// fine-grained within a block; 0 where the block did not reach the mark). Mark 0 is the entry.
 //
 // This header is host code: the record layout, the recorder a launcher takes its launches'
 // record space from, and the analysis (tested on the CPU, phase_trace_test.cc).
@@ -21,7 +21,8 @@
 namespace roofline {
 
 inline constexpr int kPhaseTraceMarks = 12;
-inline constexpr int kPhaseTraceHeaderWords = 4;  // start ns, end ns, SM, a sink for mark_after
+inline constexpr int kPhaseTraceSinkWord = 3;     // mark_after's store
+inline constexpr int kPhaseTraceHeaderWords = 4;  // start ns, end ns, SM, the sink
 inline constexpr int kPhaseTraceWords = kPhaseTraceHeaderWords + kPhaseTraceMarks;
 
 // Hands out record space to a kernel's launches, in launch order, while armed.
