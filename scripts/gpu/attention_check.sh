@@ -2,8 +2,9 @@
 # Issues 5 and 6's focused run for the H200 host, when a whole check.sh does not fit the device
 # time: build the attention targets, run attention_cuda_test (every kernel against its CPU twin on
 # every element, and within 2x a naive bf16 implementation's error), the prefill and decode
-# benchmarks, torch SDPA on the same shapes (bench/peers), and Nsight Compute profiles (the
-# hottest SASS instructions) of one L=8192 prefill launch and one B=1 L=4096 decode launch. One
+# benchmarks, torch SDPA on the same shapes (bench/peers), Nsight Compute profiles (the
+# hottest SASS instructions) of one L=8192 prefill launch and one B=1 L=4096 decode launch, and
+# (decode) the decode kernel's phases at B=1 (attention_decode_trace_bench, phase_trace.h). One
 # log per step, a short table last. Carry .staged
 # (scripts/stage_deps.sh) with the call.
 #   scripts/gpu/attention_check.sh OUTDIR [prefill|decode|all]   (default: prefill)
@@ -17,7 +18,9 @@ start=$(date +%s)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/gpu.txt"
 
 cmake --preset cuda -DROOFLINE_WERROR=OFF -DROOFLINE_DEPS_DIR="$PWD/.staged" > "$out/configure.log" 2>&1
-cmake --build build/cuda -j16 --target attention_cuda_test attention_cuda_bench > "$out/build.log" 2>&1
+targets="attention_cuda_test attention_cuda_bench"
+[ "$what" = prefill ] || targets="$targets attention_decode_trace_bench"
+cmake --build build/cuda -j16 --target $targets > "$out/build.log" 2>&1
 build_rc=$?
 [ "$build_rc" -eq 0 ] || tail -n 40 "$out/build.log"
 built=$(date +%s)
@@ -47,6 +50,11 @@ if [ "$what" != decode ]; then
 fi
 if [ "$what" != prefill ]; then
   timeout 200 "$bench" > "$out/decode_bench.txt" 2>&1 || echo "(exit $?)" >> "$out/decode_bench.txt"
+  # Where a B=1 call's time goes, phase by phase: llama3-8b's heads at 512 and 4096 keys,
+  # qwen2.5-0.5b's at 512.
+  for shape in "1 512" "1 4096" "1 512 14 2 64"; do
+    timeout 60 build/cuda/src/ops/attention_decode_trace_bench trace $shape
+  done > "$out/decode_trace.txt" 2>&1 || echo "(exit $?)" >> "$out/decode_trace.txt"
   timeout 200 python3 bench/peers/attention_decode_sdpa.py > "$out/decode_peers.txt" 2>&1 \
     || echo "(exit $?)" >> "$out/decode_peers.txt"
   if command -v ncu > /dev/null; then
