@@ -187,9 +187,8 @@ int run_trace(int64_t batch, int64_t seq_len, int64_t heads, int64_t kv_heads, i
                                                   "K/V loop done",
                                                   "warps merged",
                                                   "partial / out",
-                                                  "cluster barrier / counted in",
-                                                  "splits merged",
-                                                  "second barrier, exit"};
+                                                  "partials in / barrier / counted in",
+                                                  "merged / pushed"};
   cudaStream_t stream;
   ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   AttentionShape shape = attention_cuda_decode_bench_shape(batch, seq_len);

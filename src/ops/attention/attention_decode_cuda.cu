@@ -115,9 +115,9 @@ enum DecodeMark : int {
   kMarkLoop,          // every K/V stage of the block done
   kMarkWarpsMerged,   // the warps' accumulators met in shared memory
   kMarkPartial,       // out written (one split) or the partial left for the merge
-  kMarkArrived,       // past the cluster barrier, or counted in at the group's counter
-  kMarkMerged,        // the group's splits merged and out written
-  kMarkExit,          // past the cluster's second barrier
+  kMarkArrived,       // the other splits' partials in (a cluster's first block), past the cluster
+                      // barrier (the others), or counted in at the group's counter (L2 merge)
+  kMarkMerged,        // the splits merged and out written, or (a cluster's other splits) pushed
 };
 __device__ __forceinline__ uint64_t* trace_records([[maybe_unused]] const DecodeArgs& a) {
 #if defined(ROOFLINE_PHASE_TRACE)
