@@ -26,13 +26,14 @@
 // - One split: the block normalises and writes bf16 out. When all of the launch's clusters fit on
 //   the GPU at once, its blocks form thread-block clusters of up to kDecodeMaxClusterSplits
 //   consecutive splits, and a group whose key range takes 2 to that many splits has them all in
-//   its first cluster; each block leaves its rows'
-//   normalised f32 partial and log2-sum-exp in its shared memory, and after a cluster barrier
-//   every block merges a share of the rows' dims from all of them over distributed shared memory
-//   (no L2 round trips, no device-scope atomic). More: each block writes its partial to the
-//   workspace, then counts itself in with an atomic; the last block of its (sequence, KV head,
-//   row chunk) merges the partials (reading them through L2) and resets the counter to zero for
-//   the next call. No second kernel, no host state: a CUDA graph can capture either.
+//   its first cluster; each other split stores its rows' normalised f32 partial and log2-sum-exp
+//   into the first block's shared memory over distributed shared memory and arrives on that
+//   block's mbarrier, and the first block merges them all from its own shared memory (one
+//   cluster barrier, no L2 round trips, no device-scope atomic). More: each block writes its
+//   partial to the workspace, then counts itself in with an atomic; the last block of its
+//   (sequence, KV head, row chunk) merges the partials (reading them through L2) and resets the
+//   counter to zero for the next call. No second kernel, no host state: a CUDA graph can capture
+//   either.
 //
 // Numerics: bf16 q / K / V / out, f32 dots, f32 softmax state in base 2 (weights by the hardware
 // ex2.approx, relative error ~2^-22), each probability rounded to bf16 for the P·V MMA (relative
