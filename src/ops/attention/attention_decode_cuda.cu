@@ -15,7 +15,12 @@
 // - Each warp streams its stages through a private, swizzled shared-memory ring (kStages deep)
 //   with cp.async, so the ring needs no block barrier, and kStages - 1 stages stay in flight
 //   without holding registers. One table read per lane per stage (a key's physical block, shared
-//   by shuffle), one stage ahead of its copies, so table reads do not stall the stream.
+//   by shuffle), one stage ahead of its copies, so table reads do not stall the stream. With
+//   pages of a power-of-two size >= 16 and a 16-aligned chunk (every launch without a sliding
+//   window cut), a stage's 16 keys lie in one page: its copies take that one entry and step by a
+//   constant stride from the stage's first row (~80 instructions a stage at head_dim 128 where
+//   the general path spends ~410: B=1 L=512 7.3 -> 5.2 us, B=256 L=512 81 -> 97 % of the copy
+//   ceiling; bench/results/2026-12-01-decode-attention-page-stages.md).
 // - On tensor cores, transposed so the 8 rows are the n of mma.sync m16n8k16: S^T = K·Q^T per 16
 //   keys (Q^T's fragments stay in registers, K's come by ldmatrix), the online softmax on the
 //   accumulators (each row's 8 owner lanes agree on its max by 3 shuffles per stage), then
@@ -443,10 +448,37 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs
   };
   // Stage i's K and V rows into ring slot i % kStages (swizzled); one commit group per stage,
   // empty past the end. Copy c of lane: chunk lane + 32c of the stage, i.e. key (lane + 32c) /
-  // kChunks: consecutive lanes read consecutive 16 bytes of one key row.
+  // kChunks = lane / kChunks + c · kKeysPerCopy: consecutive lanes read consecutive 16 bytes of
+  // one key row.
+  constexpr int kKeysPerCopy = 32 / Cfg::kChunks;
+  const int lane_key = lane / Cfg::kChunks;
+  const int64_t lane_off =
+      static_cast<int64_t>(kv_head) * kHeadDim + (lane % Cfg::kChunks) * 8 + lane_key * kv_stride;
+  // Pages of a power-of-two size >= 16 and a 16-aligned split (no sliding window cut): each
+  // stage's 16 keys lie in one page, so a stage needs one table entry and its copies' addresses
+  // step by a constant stride from the stage's first row — ~10 instructions a copy where the
+  // general path below spends ~45 (a shuffle, 64-bit multiplies, the page offset).
+  const bool page_stages =
+      a.block_shift >= 4 && (s_lo & (kKeysPerStage - 1)) == 0;  // block-uniform
+  const int64_t copy_stride = kKeysPerCopy * kv_stride;
   auto issue = [&](int i, int blk) {
     uint4* slot = ring + (i % Cfg::kStages) * 2 * Cfg::kStageChunks;
     const int base = stage_key(i);
+    if (page_stages) {
+      const int64_t page = __shfl_sync(0xffffffffu, blk, 0);  // every lane looked up this page
+      const int keys_left = i < my_stages ? s_hi - base : 0;
+      int64_t off = ((page << a.block_shift) + (base & (a.block_size - 1))) * kv_stride + lane_off;
+#pragma unroll
+      for (int c = 0; c < Cfg::kCopies; ++c, off += copy_stride) {
+        const int k = lane_key + c * kKeysPerCopy;
+        const int ch = lane % Cfg::kChunks;
+        const bool valid = k < keys_left;
+        cuda::cp_async_16(slot + Cfg::at(k, ch), a.k_cache + off, valid);
+        cuda::cp_async_16(slot + Cfg::kStageChunks + Cfg::at(k, ch), a.v_cache + off, valid);
+      }
+      cuda::cp_async_commit();
+      return;
+    }
 #pragma unroll
     for (int c = 0; c < Cfg::kCopies; ++c) {
       const int q = lane + 32 * c;
