@@ -47,10 +47,13 @@ using bench::random_bf16;
 struct RopeHeads {
   int64_t heads = 0, kv_heads = 0, head_dim = 0;
 };
+// With trace_names (trace builds, the skinny kernel), also captures the 16 calls once more with
+// the phase recorder armed, replays that graph and prints the last replay's phases.
 double time_matmul(MatmulCudaContext& ctx, cudaStream_t stream, int64_t m, int64_t n, int64_t k,
                    const std::vector<const DeviceMemory*>& weights, int iters = 50,
                    bool residual = false, bool norm = false, bool swiglu = false,
-                   RopeHeads rope = {}) {
+                   RopeHeads rope = {},
+                   [[maybe_unused]] const std::vector<std::string>* trace_names = nullptr) {
   const std::vector<uint16_t> x_host = random_bf16(m * k, 11);
   DeviceMemory x(x_host.size() * 2);
   ROOFLINE_CUDA_CHECK(cudaMemcpy(x.ptr, x_host.data(), x_host.size() * 2, cudaMemcpyHostToDevice));
@@ -141,6 +144,37 @@ double time_matmul(MatmulCudaContext& ctx, cudaStream_t stream, int64_t m, int64
       [&](int) { ROOFLINE_CUDA_CHECK(cudaGraphLaunch(exec, stream)); }, 5, iters, stream);
   ROOFLINE_CUDA_CHECK(cudaGraphExecDestroy(exec));
   ROOFLINE_CUDA_CHECK(cudaGraphDestroy(graph));
+#if defined(ROOFLINE_PHASE_TRACE)
+  if (trace_names != nullptr) {
+    // Record space for every block of the 16 calls (a persistent grid: at most two per SM).
+    const int64_t capacity = int64_t{kCallsPerGraph} * 2 * bench::sm_count();
+    DeviceMemory records(static_cast<size_t>(capacity * kPhaseTraceWords) * 8);
+    ROOFLINE_CUDA_CHECK(
+        cudaMemset(records.ptr, 0, static_cast<size_t>(capacity * kPhaseTraceWords) * 8));
+    PhaseTraceRecorder& recorder = matmul_skinny_phase_trace();
+    recorder.arm(static_cast<uint64_t*>(records.ptr), capacity);
+    cudaGraph_t traced;
+    ROOFLINE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    for (int i = 0; i < kCallsPerGraph; ++i) call(i);
+    ROOFLINE_CUDA_CHECK(cudaStreamEndCapture(stream, &traced));
+    const auto launches = recorder.disarm();
+    cudaGraphExec_t traced_exec;
+    ROOFLINE_CUDA_CHECK(cudaGraphInstantiate(&traced_exec, traced, 0));
+    for (int r = 0; r < 3; ++r) ROOFLINE_CUDA_CHECK(cudaGraphLaunch(traced_exec, stream));
+    ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    std::vector<uint64_t> host(static_cast<size_t>(capacity * kPhaseTraceWords));
+    ROOFLINE_CUDA_CHECK(
+        cudaMemcpy(host.data(), records.ptr, host.size() * 8, cudaMemcpyDeviceToHost));
+    ROOFLINE_CUDA_CHECK(cudaGraphExecDestroy(traced_exec));
+    ROOFLINE_CUDA_CHECK(cudaGraphDestroy(traced));
+    if (launches.size() != static_cast<size_t>(kCallsPerGraph)) {
+      std::printf("  (no phase records: the calls did not run the skinny kernel alone)\n");
+    } else {
+      std::printf("%s",
+                  phase_trace_report(phase_trace_analyse(host, launches), *trace_names).c_str());
+    }
+  }
+#endif
   return ms / kCallsPerGraph;
 }
 
@@ -159,6 +193,47 @@ struct RotatedWeights {
     }
   }
 };
+
+#if defined(ROOFLINE_PHASE_TRACE)
+// trace: Llama-3-8B's decode GEMMs on the skinny kernel at m = 1 and 8, with and without the
+// RMSNorm prologue, each timed, then one graph of its 16 calls traced phase by phase.
+int run_trace() {
+  static const std::vector<std::string> kNames = {"entry",
+                                                  "first weights issued",
+                                                  "PDL wait",
+                                                  "first stages' x issued",
+                                                  "first stage landed",
+                                                  "first tile streamed",
+                                                  "first tile's epilogue",
+                                                  "other tiles streamed",
+                                                  "last epilogue, done"};
+  auto skinny = MatmulCudaContext::create();
+  skinny->set_impl(MatmulImpl::kSkinny);
+  cudaStream_t stream;
+  ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  std::printf(
+      "skinny GEMM phases (phase marks compiled in: the times below are a trace build's)\n");
+  for (const auto& w : kLlama3_8bWeights) {
+    RotatedWeights rotated(w.n, w.k, 1);
+    const std::string weight = w.name;
+    const bool has_norm = weight.ends_with(" qkv") || weight.ends_with(" gate_up");
+    for (const int64_t m : {1, 8}) {
+      for (const bool norm : {false, true}) {
+        if (norm && !has_norm) continue;
+        const std::string name = std::string(w.name) + " " + std::to_string(w.n) + "x" +
+                                 std::to_string(w.k) + " m=" + std::to_string(m) +
+                                 (norm ? " +norm" : "");
+        std::printf("%s\n", name.c_str());
+        const double ms = time_matmul(*skinny, stream, m, w.n, w.k, rotated.ptrs, 50, false, norm,
+                                      false, {}, &kNames);
+        bench::print_bandwidth(name.c_str(), ms, static_cast<double>(w.n * w.k * 2));
+      }
+    }
+  }
+  ROOFLINE_CUDA_CHECK(cudaStreamDestroy(stream));
+  return 0;
+}
+#endif
 
 int run(bool decode, bool prologue, bool prefill) {
   // One context per implementation; the selection's measurements happen once per problem, in the
@@ -283,6 +358,21 @@ int run(bool decode, bool prologue, bool prefill) {
 
 int main(int argc, char** argv) {
   bool decode = false, prologue = false, prefill = false, any = false;
+  if (argc == 2 && std::string(argv[1]) == "trace") {
+#if defined(ROOFLINE_PHASE_TRACE)
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+      std::printf("matmul_skinny_trace_bench: no CUDA device on this machine, nothing to time\n");
+      return 0;
+    }
+    return roofline::run_trace();
+#else
+    std::fprintf(stderr,
+                 "matmul_cuda_bench: `trace` needs the phase marks compiled in: run "
+                 "matmul_skinny_trace_bench trace\n");
+    return 2;
+#endif
+  }
   for (int i = 1; i < argc; ++i) {
     const std::string section = argv[i];
     if (section == "verbose") {
@@ -298,7 +388,8 @@ int main(int argc, char** argv) {
     if (section != "decode" && section != "prologue" && section != "prefill") {
       std::fprintf(stderr,
                    "usage: matmul_cuda_bench [decode] [prologue] [prefill] [verbose] (default: "
-                   "all sections; verbose: the selector's measurements too)\n");
+                   "all sections; verbose: the selector's measurements too) | trace (the skinny "
+                   "kernel's phases: matmul_skinny_trace_bench)\n");
       return 2;
     }
   }

@@ -20,6 +20,9 @@
 #include "core/cuda_stream.h"
 #include "core/dtype.h"
 #include "ops/matmul/matmul.h"
+#if defined(ROOFLINE_PHASE_TRACE)
+#include "ops/common/phase_trace.h"
+#endif
 
 namespace roofline {
 
@@ -241,5 +244,11 @@ struct MatmulSkinnyWorkspace {
 void matmul_skinny_cuda(const MatmulParams& p, MatmulEpilogue epilogue,
                         const MatmulSkinnyLaunch& launch, const MatmulSkinnyWorkspace& workspace,
                         CudaStream stream);
+
+#if defined(ROOFLINE_PHASE_TRACE)
+// The skinny kernel's phase records (phase_trace.h), in trace builds only
+// (matmul_skinny_trace_bench): armed, every launch writes one record per block.
+PhaseTraceRecorder& matmul_skinny_phase_trace();
+#endif
 
 }  // namespace roofline

@@ -21,8 +21,11 @@
 // stage capped each block at ~24 GB/s whatever the ring's depth (2.2–3.1 TB/s).
 //   Programmatic dependent launch: weights are constants, so the weight copies of the ring's first
 // stages are issued before griddepcontrol.wait, while the kernel before this one still runs; x is
-// what that kernel wrote, so the first stages' x is loaded after the wait (plain loads, once per
-// launch, while those weights are in flight) and every later stage's x travels with its weights.
+// what that kernel wrote, so the first stages' x is copied after the wait, all of it in one
+// commit group that the first stage waits for with the weights, and every later stage's x travels
+// with its weights. (Plain loads there — one stage after another, each a round trip — kept a
+// launch's first multiply ~1.1 us after the wait at m = 1 and 1.8-3.2 us at m = 8 or after a
+// short wait: the phase trace, bench/results/2026-12-01-skinny-gemm-phase-trace.md.)
 // y, the residual and the workspace are touched only after the wait.
 //   MMA without ldmatrix: mma.sync m16n8k16 with the weight tile as A (16 weight rows × 16 k per
 // warp) and x as B (16 k × 8 tokens). The sum over k does not care in which order k is enumerated
@@ -76,6 +79,7 @@
 #include "ops/common/cuda_async.cuh"
 #include "ops/common/cuda_launch.cuh"
 #include "ops/common/cuda_mma.cuh"
+#include "ops/common/cuda_phase_trace.cuh"
 #include "ops/matmul/matmul_skinny.h"
 #include "ops/qkv_rope/qkv_rope_math.cuh"
 
@@ -134,7 +138,29 @@ struct SkinnyArgs {
   const int64_t* slot_mapping;  // [m]
   const float* inv_freq;        // [D / 2]
   int64_t num_slots;
+#if defined(ROOFLINE_PHASE_TRACE)
+  uint64_t* trace;  // the launch's phase records, or nullptr
+#endif
 };
+
+// The phase marks of a trace build (matmul_skinny_trace_bench; phase_trace.h), in order.
+enum SkinnyMark : int {
+  kMarkIssued = 1,   // the weights of the ring's first stages issued (before the PDL wait)
+  kMarkWait,         // past the PDL wait
+  kMarkTokens,       // the first stages' x copies issued (past the wait)
+  kMarkFirstStage,   // the first stage landed (past the loop's first barrier)
+  kMarkFirstStream,  // the first tile's stages multiplied
+  kMarkFirstTile,    // the first tile's epilogue done
+  kMarkLastStream,   // the last tile's stages multiplied (a block of one tile: at its first)
+  kMarkDone,         // the last tile's epilogue done
+};
+__device__ __forceinline__ uint64_t* trace_records([[maybe_unused]] const SkinnyArgs& a) {
+#if defined(ROOFLINE_PHASE_TRACE)
+  return a.trace;
+#else
+  return nullptr;
+#endif
+}
 
 // A block's walk over its chunks: tiles blockIdx.x, + gridDim.x, ..., each a column block and a
 // split, each split a run of chunks. The loads and the multiplies walk it in the same order, the
@@ -206,11 +232,9 @@ __device__ __forceinline__ void load_norm_weight(const SkinnyArgs& a, const Curs
   cuda::cp_async_16(stage + piece_offset(row, p), valid ? a.norm_w + kk : a.norm_w, valid);
 }
 
-// The token rows of chunk c into the stage's x rows (after its kRows weight rows): with cp.async
-// (`async`), or with plain loads and stores (the first stages of a launch, right after the PDL
-// wait). K past k is zero; tokens past m are not written.
-__device__ __forceinline__ void load_tokens(const SkinnyArgs& a, const Cursor& c, uint8_t* stage,
-                                            bool async) {
+// This thread's cp.async of chunk c's token rows into the stage's x rows (after its kRows weight
+// rows). K past k is zero-filled; tokens past m are not written.
+__device__ __forceinline__ void load_tokens(const SkinnyArgs& a, const Cursor& c, uint8_t* stage) {
   uint8_t* x_stage = stage + kRows * kRowBytes;
   const int64_t k0 = static_cast<int64_t>(c.chunk) * kChunkK;
   for (int piece = threadIdx.x; piece < a.m * kPiecesPerRow; piece += kThreads) {
@@ -219,13 +243,7 @@ __device__ __forceinline__ void load_tokens(const SkinnyArgs& a, const Cursor& c
     const int64_t kk = k0 + p * 8;
     const bool valid = kk < a.k;
     const __nv_bfloat16* src = valid ? a.x + static_cast<int64_t>(token) * a.k + kk : a.x;
-    uint8_t* dst = x_stage + piece_offset(token, p);
-    if (async) {
-      cuda::cp_async_16(dst, src, valid);
-    } else {
-      *reinterpret_cast<uint4*>(dst) =
-          valid ? *reinterpret_cast<const uint4*>(src) : make_uint4(0, 0, 0, 0);
-    }
+    cuda::cp_async_16(x_stage + piece_offset(token, p), src, valid);
   }
 }
 
@@ -274,6 +292,7 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles)
   float* red_squares = red + kWarps * kRows * kTokens;
   __shared__ bool is_last;
 
+  cuda::PhaseTrace trace(trace_records(a));
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int g = lane / 4;
@@ -302,14 +321,18 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles)
     s_position[threadIdx.x] = a.positions[threadIdx.x];
     s_slot[threadIdx.x] = a.slot_mapping[threadIdx.x];
   }
+  trace.mark(kMarkIssued);
   // x, y, the residual and the workspace may belong to the kernel before this one.
   cuda::pdl_wait();
+  trace.mark(kMarkWait);
   cuda::pdl_launch_dependents();
   {
     Cursor c = first;
     for (int s = 0; s < kStages - 1 && c.valid(a); ++s, c.advance(a))
-      load_tokens(a, c, ring + s * kStageBytes, false);
+      load_tokens(a, c, ring + s * kStageBytes);
+    cuda::cp_async_commit();
   }
+  trace.mark(kMarkTokens);
 
   // This lane's 16 bytes of a 32-wide K step of the warp's share in weight rows g and g + 8
   // (same parity, same swizzle) and in token row g of each token tile.
@@ -322,7 +345,10 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles)
 
   Cursor c = first;
   int i = 0;
+  int tiles_begun = 0;
   while (c.valid(a)) {
+    if (++tiles_begun == 2) trace.mark(kMarkFirstTile);
+    const bool first_tile = tiles_begun == 1;
     float acc[kMTiles][4];
     float squares[kMTiles];  // kNorm: this lane's share of token mt·8 + g's sum of x²
 #pragma unroll
@@ -348,16 +374,21 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles)
     }
     bool tile_done = false;
     while (!tile_done) {
-      // Stage i has landed for this thread; the barrier makes it (and the plain-stored x of the
-      // first stages) everyone's, and frees the slot of stage i - 1 (every warp is past it) for
-      // the load kStages - 1 chunks ahead.
-      cuda::cp_async_wait<kStages - 2>();
+      // Stage i has landed for this thread (the first stage: every group so far, the first
+      // stages' weights and then all their x); the barrier makes it everyone's, and frees the
+      // slot of stage i - 1 (every warp is past it) for the load kStages - 1 chunks ahead.
+      if (i == 0) {
+        cuda::cp_async_wait<0>();
+      } else {
+        cuda::cp_async_wait<kStages - 2>();
+      }
       __syncthreads();
+      if (i == 0) trace.mark(kMarkFirstStage);
       if (load.valid(a)) {
         uint8_t* slot = ring + ((i + kStages - 1) % kStages) * kStageBytes;
         load_weights<kRope>(a, load, slot);
         if constexpr (kNorm) load_norm_weight(a, load, slot, kNormRow);
-        load_tokens(a, load, slot, true);
+        load_tokens(a, load, slot);
         load.advance(a);
       }
       cuda::cp_async_commit();
@@ -384,6 +415,11 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles)
       }
       ++i;
       tile_done = c.advance(a) || !c.valid(a);
+    }
+    if (first_tile) {
+      trace.mark(kMarkFirstStream);
+    } else {
+      trace.mark(kMarkLastStream);
     }
 
     // C fragment: acc[mt][e] is (weight row g + 8·(e / 2), token mt·8 + 2t + e % 2). The warps'
@@ -512,7 +548,10 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles)
     // Every split has arrived, so no tile of this launch touches the counter again.
     if (threadIdx.x == 0) a.counters[col_block] = 0;
   }
+  if (tiles_begun == 1) trace.mark(kMarkFirstTile);
+  trace.mark(kMarkDone);
   cuda::cp_async_wait_all();  // (only empty groups remain; nothing may be in flight at exit)
+  trace.finish();
 }
 
 template <int kMTiles, bool kNorm, bool kRope>
@@ -548,6 +587,13 @@ void launch_skinny(const SkinnyArgs& a, int grid, cudaStream_t stream) {
 }
 
 }  // namespace
+
+#if defined(ROOFLINE_PHASE_TRACE)
+PhaseTraceRecorder& matmul_skinny_phase_trace() {
+  static PhaseTraceRecorder recorder;
+  return recorder;
+}
+#endif
 
 void matmul_skinny_cuda(const MatmulParams& p, MatmulEpilogue epilogue,
                         const MatmulSkinnyLaunch& launch, const MatmulSkinnyWorkspace& workspace,
@@ -605,6 +651,9 @@ void matmul_skinny_cuda(const MatmulParams& p, MatmulEpilogue epilogue,
   }
 
   const int grid = static_cast<int>(launch.grid);
+#if defined(ROOFLINE_PHASE_TRACE)
+  a.trace = matmul_skinny_phase_trace().next(grid);
+#endif
   switch (launch.m_tiles) {
     case 1:
       launch_skinny<1>(a, grid, stream);
