@@ -125,13 +125,6 @@ enum DecodeMark : int {
                       // barrier (the others), or counted in at the group's counter (L2 merge)
   kMarkMerged,        // the splits merged and out written, or (a cluster's other splits) pushed
 };
-__device__ __forceinline__ uint64_t* trace_records([[maybe_unused]] const DecodeArgs& a) {
-#if defined(ROOFLINE_PHASE_TRACE)
-  return a.trace;
-#else
-  return nullptr;
-#endif
-}
 
 // Merges the splits' normalised partials of a group's rows (four dims of one row per item, items
 // first_item, + item_stride, ...) online over the splits — running max, rescaled sum and output —
@@ -365,7 +358,7 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ unsigned s_last;
   __shared__ uint64_t s_push_bar;  // the cluster receiver's: the other splits' arrivals
-  cuda::PhaseTrace trace(trace_records(a));
+  cuda::PhaseTrace trace(cuda::phase_trace_records(a));
 
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = tid & 31;
@@ -451,9 +444,9 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs
   // kChunks = lane / kChunks + c · kKeysPerCopy: consecutive lanes read consecutive 16 bytes of
   // one key row.
   constexpr int kKeysPerCopy = 32 / Cfg::kChunks;
-  const int lane_key = lane / Cfg::kChunks;
+  const int lane_key = lane / Cfg::kChunks, lane_chunk = lane % Cfg::kChunks;
   const int64_t lane_off =
-      static_cast<int64_t>(kv_head) * kHeadDim + (lane % Cfg::kChunks) * 8 + lane_key * kv_stride;
+      static_cast<int64_t>(kv_head) * kHeadDim + lane_chunk * 8 + lane_key * kv_stride;
   // Pages of a power-of-two size >= 16 and a 16-aligned split (no sliding window cut): each
   // stage's 16 keys lie in one page, so a stage needs one table entry and its copies' addresses
   // step by a constant stride from the stage's first row — ~10 instructions a copy where the
@@ -471,10 +464,10 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs
 #pragma unroll
       for (int c = 0; c < Cfg::kCopies; ++c, off += copy_stride) {
         const int k = lane_key + c * kKeysPerCopy;
-        const int ch = lane % Cfg::kChunks;
         const bool valid = k < keys_left;
-        cuda::cp_async_16(slot + Cfg::at(k, ch), a.k_cache + off, valid);
-        cuda::cp_async_16(slot + Cfg::kStageChunks + Cfg::at(k, ch), a.v_cache + off, valid);
+        cuda::cp_async_16(slot + Cfg::at(k, lane_chunk), a.k_cache + off, valid);
+        cuda::cp_async_16(slot + Cfg::kStageChunks + Cfg::at(k, lane_chunk), a.v_cache + off,
+                          valid);
       }
       cuda::cp_async_commit();
       return;

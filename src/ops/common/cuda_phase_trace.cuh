@@ -69,4 +69,15 @@ class PhaseTrace {
 };
 #endif
 
+// A kernel argument block's record space: its `trace` member (present only in trace builds), or
+// nullptr.
+template <typename Args>
+__device__ __forceinline__ uint64_t* phase_trace_records([[maybe_unused]] const Args& a) {
+#if defined(ROOFLINE_PHASE_TRACE)
+  return a.trace;
+#else
+  return nullptr;
+#endif
+}
+
 }  // namespace roofline::cuda

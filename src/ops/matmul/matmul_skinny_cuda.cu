@@ -151,16 +151,9 @@ enum SkinnyMark : int {
   kMarkFirstStage,   // the first stage landed (past the loop's first barrier)
   kMarkFirstStream,  // the first tile's stages multiplied
   kMarkFirstTile,    // the first tile's epilogue done
-  kMarkLastStream,   // the last tile's stages multiplied (a block of one tile: at its first)
+  kMarkLastStream,   // the last tile's stages multiplied (blocks of more than one tile)
   kMarkDone,         // the last tile's epilogue done
 };
-__device__ __forceinline__ uint64_t* trace_records([[maybe_unused]] const SkinnyArgs& a) {
-#if defined(ROOFLINE_PHASE_TRACE)
-  return a.trace;
-#else
-  return nullptr;
-#endif
-}
 
 // A block's walk over its chunks: tiles blockIdx.x, + gridDim.x, ..., each a column block and a
 // split, each split a run of chunks. The loads and the multiplies walk it in the same order, the
@@ -292,7 +285,7 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles)
   float* red_squares = red + kWarps * kRows * kTokens;
   __shared__ bool is_last;
 
-  cuda::PhaseTrace trace(trace_records(a));
+  cuda::PhaseTrace trace(cuda::phase_trace_records(a));
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int g = lane / 4;
