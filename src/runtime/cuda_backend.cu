@@ -203,7 +203,10 @@ class CudaBackend final : public Backend {
       });
       ROOFLINE_CUDA_CHECK(cudaMemcpy(dst, staging.data(), static_cast<size_t>(n * 2), cudaMemcpyHostToDevice));
     }
-    ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    // The whole device, not only stream_: a cudaMemcpy from pageable memory runs on the legacy
+    // stream and may return before its DMA lands, and stream_ (non-blocking) is not ordered after
+    // it. The first step must not read a weight still in flight.
+    ROOFLINE_CUDA_CHECK(cudaDeviceSynchronize());
     return ok_status();
   }
 
@@ -234,7 +237,10 @@ class CudaBackend final : public Backend {
       ctx_.v_cache.push_back(kv_.as() + (2 * l + 1) * layer_elems * 2);
     }
     ROOFLINE_RETURN_IF_ERROR(rope_.allocate(static_cast<int64_t>(s.rope_inv_freq.size() * 4), "rope table"));
-    ROOFLINE_CUDA_CHECK(cudaMemcpy(rope_.ptr, s.rope_inv_freq.data(), s.rope_inv_freq.size() * 4, cudaMemcpyHostToDevice));
+    // On stream_, so that every kernel after it sees the table (see load_weights).
+    ROOFLINE_CUDA_CHECK(cudaMemcpyAsync(rope_.ptr, s.rope_inv_freq.data(),
+                                        s.rope_inv_freq.size() * 4, cudaMemcpyHostToDevice,
+                                        stream_));
 
     // Step inputs: one device region and one pinned host region with the same layout, so a step
     // uploads all its metadata in one copy.

@@ -87,6 +87,7 @@ double time_attention(const AttentionShape& shape, cudaStream_t stream, double* 
   }
   bench::GpuArray workspace(static_cast<size_t>(paged_attention_cuda_workspace_bytes()));
   ROOFLINE_CUDA_CHECK(cudaMemset(workspace.get(), 0, workspace.bytes()));
+  bench::settle();
 
   PagedAttentionParams p;
   p.q = q_d->ptr;
@@ -127,6 +128,7 @@ double time_attention(const AttentionShape& shape, cudaStream_t stream, double* 
     const int64_t capacity = kLaunchesPerSample * (kDecodeMaxSplitBlocks + 65536);
     bench::GpuArray records(static_cast<size_t>(capacity * kPhaseTraceWords) * 8);
     ROOFLINE_CUDA_CHECK(cudaMemset(records.get(), 0, records.bytes()));
+    bench::settle();
     PhaseTraceRecorder& recorder = decode_attention_phase_trace();
     recorder.arm(static_cast<uint64_t*>(records.get()), capacity);
     sample(0);
@@ -159,6 +161,7 @@ void print_prefill(const AttentionShape& shape, const std::string& name, cudaStr
 int run_one(int64_t batch, int64_t seq_len, bool prefill) {
   cudaStream_t stream;
   ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  bench::settle();
   if (prefill) {
     print_prefill(attention_cuda_prefill_bench_shape(seq_len),
                   "prefill 32/8 heads d128 L=" + std::to_string(seq_len), stream);
@@ -191,6 +194,7 @@ int run_trace(int64_t batch, int64_t seq_len, int64_t heads, int64_t kv_heads, i
                                                   "merged / pushed"};
   cudaStream_t stream;
   ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  bench::settle();
   AttentionShape shape = attention_cuda_decode_bench_shape(batch, seq_len);
   shape.num_heads = heads;
   shape.num_kv_heads = kv_heads;
@@ -210,6 +214,7 @@ int run_trace(int64_t batch, int64_t seq_len, int64_t heads, int64_t kv_heads, i
 int run(bool decode) {
   cudaStream_t stream;
   ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  bench::settle();
   if (decode) {  // `attention_cuda_bench prefill` skips the decode grid
     std::printf("decode (bandwidth = K+V bytes read / time):\n");
     for (const int64_t batch : kAttentionCudaBenchBatches) {

@@ -123,6 +123,7 @@ double time_matmul(MatmulCudaContext& ctx, cudaStream_t stream, int64_t m, int64
     p.rope.num_blocks = m;
     p.rope.kv_dtype = DType::kBF16;
   }
+  bench::settle();
   auto call = [&](int i) {
     p.w = weights[static_cast<size_t>(i) % weights.size()]->ptr;
     if (residual) {
@@ -151,6 +152,7 @@ double time_matmul(MatmulCudaContext& ctx, cudaStream_t stream, int64_t m, int64
     DeviceMemory records(static_cast<size_t>(capacity * kPhaseTraceWords) * 8);
     ROOFLINE_CUDA_CHECK(
         cudaMemset(records.ptr, 0, static_cast<size_t>(capacity * kPhaseTraceWords) * 8));
+    bench::settle();
     PhaseTraceRecorder& recorder = matmul_skinny_phase_trace();
     recorder.arm(static_cast<uint64_t*>(records.ptr), capacity);
     cudaGraph_t traced;
@@ -191,6 +193,7 @@ struct RotatedWeights {
           cudaMemcpy(copies.back()->ptr, host.data(), bytes, cudaMemcpyHostToDevice));
       ptrs.push_back(copies.back().get());
     }
+    bench::settle();
   }
 };
 
@@ -211,6 +214,7 @@ int run_trace() {
   skinny->set_impl(MatmulImpl::kSkinny);
   cudaStream_t stream;
   ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  bench::settle();
   std::printf(
       "skinny GEMM phases (phase marks compiled in: the times below are a trace build's)\n");
   for (const auto& w : kLlama3_8bWeights) {
@@ -246,6 +250,7 @@ int run(bool decode, bool prologue, bool prefill) {
   const int num_sms = bench::sm_count();
   cudaStream_t stream;
   ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  bench::settle();
 
   if (decode) std::printf("decode GEMMs (bandwidth = weight bytes / time):\n");
   for (const auto& w : kLlama3_8bWeights) {
@@ -343,6 +348,7 @@ int run(bool decode, bool prologue, bool prefill) {
     DeviceMemory weight(host.size() * 2);
     ROOFLINE_CUDA_CHECK(
         cudaMemcpy(weight.ptr, host.data(), host.size() * 2, cudaMemcpyHostToDevice));
+    bench::settle();
     // Compute bound: one weight copy (the x and y of 8192 tokens dwarf L2 anyway).
     const double ms = time_matmul(*ctx, stream, m, w.n, w.k, {&weight});
     const std::string name = std::string(w.name) + " " + std::to_string(w.n) + "x" +

@@ -102,6 +102,7 @@ void run_batch(int64_t rows, DType dtype, cudaStream_t stream) {
   bench::DeviceMemory tokens(static_cast<size_t>(rows) * 4), errors(static_cast<size_t>(rows) * 4);
   bench::GpuArray workspace(static_cast<size_t>(sample_rows_cuda_workspace_bytes()));
   ROOFLINE_CUDA_CHECK(cudaMemset(workspace.get(), 0, workspace.bytes()));
+  bench::settle();
   // The chain as the engine launches it (split across vocabulary slices where the batch is small),
   // or with one block per row (no workspace), sampled or greedy rows.
   bool split = true, greedy = false;

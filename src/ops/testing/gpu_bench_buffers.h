@@ -18,6 +18,12 @@
 
 namespace roofline::bench {
 
+// Waits for every fill and upload issued so far. cudaMemset and a cudaMemcpy from pageable memory
+// run on the legacy stream and may return before they land, and the benchmarks launch on
+// non-blocking streams, which are not ordered after it: call this between setting buffers up and
+// the first launch.
+inline void settle() { ROOFLINE_CUDA_CHECK(cudaDeviceSynchronize()); }
+
 inline bool gpu_present() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
@@ -50,6 +56,7 @@ struct DeviceMemory {
   static std::unique_ptr<DeviceMemory> from_host(const std::vector<T>& v) {
     auto m = std::make_unique<DeviceMemory>(v.size() * sizeof(T));
     ROOFLINE_CUDA_CHECK(cudaMemcpy(m->ptr, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+    settle();
     return m;
   }
 };
@@ -89,6 +96,7 @@ class GpuArray {
       ROOFLINE_CUDA_CHECK(cudaMemcpy(static_cast<uint16_t*>(ptr_) + done, host.data(), count * 2,
                                      cudaMemcpyHostToDevice));
     }
+    settle();
   }
 
  private:

@@ -57,6 +57,7 @@ class DeviceBuffer {
   static DeviceBuffer from_host(const std::vector<T>& v) {
     DeviceBuffer b(v.size() * sizeof(T));
     if (!v.empty()) ROOFLINE_CUDA_CHECK(cudaMemcpy(b.ptr_, v.data(), b.bytes_, cudaMemcpyHostToDevice));
+    landed();
     return b;
   }
   template <typename T>
@@ -67,10 +68,22 @@ class DeviceBuffer {
     return v;
   }
   // Fills with 0xFF bytes: NaN in f32, bf16 and f16, so unwritten outputs cannot pass.
-  void poison() { ROOFLINE_CUDA_CHECK(cudaMemset(ptr_, 0xff, bytes_)); }
-  void zero() { ROOFLINE_CUDA_CHECK(cudaMemset(ptr_, 0, bytes_)); }
+  void poison() {
+    ROOFLINE_CUDA_CHECK(cudaMemset(ptr_, 0xff, bytes_));
+    landed();
+  }
+  void zero() {
+    ROOFLINE_CUDA_CHECK(cudaMemset(ptr_, 0, bytes_));
+    landed();
+  }
 
  private:
+  // Waits for the fill or upload just issued. cudaMemset and a cudaMemcpy from pageable memory run
+  // on the legacy stream and may return before they land; a test that launches next on a
+  // non-blocking stream (the graph tests) is not ordered after them. Without this wait the
+  // sampling graph test's workspace was zeroed while its first launch ran, under a loaded GPU.
+  static void landed() { ROOFLINE_CUDA_CHECK(cudaDeviceSynchronize()); }
+
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
 };
