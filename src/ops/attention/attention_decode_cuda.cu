@@ -639,44 +639,14 @@ int64_t resident_blocks(int device) {
   return blocks[device];
 }
 
-// How many clusters of `size` blocks (2..kDecodeMaxClusterSplits) of the kernel the current device
-// runs at once, measured once per device and kernel; 0 when clustered merging is unavailable
-// (before sm_90) or turned off (ROOFLINE_DECODE_CLUSTER=0 merges every split through the workspace,
-// for A/B runs). A launch clusters its splits only when all its clusters fit at once: clusters are
-// placed whole within a GPC, so fewer of them fit than blocks would, and a second wave of short
-// blocks costs more than the merge saves (H200, B=8 L=512: 64 clusters of 4, 10.2 -> 16.9 us).
+// Clusters of the decode kernel the device runs at once (cuda::max_active_clusters). A launch
+// clusters its splits only when all its clusters fit at once: a second wave of short blocks costs
+// more than the merge saves (H200, B=8 L=512: 64 clusters of 4, 10.2 -> 16.9 us).
+// ROOFLINE_DECODE_CLUSTER=0 merges every split through the workspace, for A/B runs.
 template <auto kKernel, int kSmemBytes>
-int64_t max_active_clusters(int device, int64_t size) {
-  constexpr int kMaxDevices = 64;
-  static int64_t clusters[kMaxDevices][kDecodeMaxClusterSplits + 1] = {};
-  static std::once_flag once[kMaxDevices];
-  ROOFLINE_CHECK(device >= 0 && device < kMaxDevices);
-  ROOFLINE_CHECK(size >= 2 && size <= kDecodeMaxClusterSplits);
-  std::call_once(once[device], [device] {
-    const char* env = std::getenv("ROOFLINE_DECODE_CLUSTER");
-    if (env != nullptr && std::strcmp(env, "0") == 0) return;
-    int major = 0;
-    ROOFLINE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    if (major < 9) return;
-    for (int64_t s = 2; s <= kDecodeMaxClusterSplits; ++s) {
-      cudaLaunchConfig_t config = {};
-      config.gridDim = dim3(static_cast<unsigned>(s));
-      config.blockDim = dim3(kThreads);
-      config.dynamicSmemBytes = kSmemBytes;
-      cudaLaunchAttribute attribute;
-      attribute.id = cudaLaunchAttributeClusterDimension;
-      attribute.val.clusterDim.x = static_cast<unsigned>(s);
-      attribute.val.clusterDim.y = 1;
-      attribute.val.clusterDim.z = 1;
-      config.attrs = &attribute;
-      config.numAttrs = 1;
-      int n = 0;
-      if (cudaOccupancyMaxActiveClusters(&n, kKernel, &config) == cudaSuccess)
-        clusters[device][s] = n;
-      cudaGetLastError();  // a refusal is an answer here, not an error for the next launch
-    }
-  });
-  return clusters[device][size];
+int64_t max_active_clusters(int64_t size) {
+  return cuda::max_active_clusters<kKernel, kThreads, kSmemBytes, kDecodeMaxClusterSplits>(
+      size, "ROOFLINE_DECODE_CLUSTER");
 }
 
 // Plans and launches one kernel (kRows rows per block) over the batch.
@@ -719,8 +689,8 @@ void launch(const PagedAttentionParams& p, int64_t max_q_len, int64_t max_seq_le
   const int64_t width = decode_cluster_width(plan.splits);
   const int64_t clusters_per_group = (plan.splits + width - 1) / width;
   const int64_t groups = p.num_seqs * p.num_kv_heads * plan.row_chunks;
-  const bool clustered = width > 1 && groups * clusters_per_group <=
-                                          max_active_clusters<kKernel, kSmemBytes>(device, width);
+  const bool clustered =
+      width > 1 && groups * clusters_per_group <= max_active_clusters<kKernel, kSmemBytes>(width);
   a.cluster_width = clustered ? static_cast<int>(width) : 0;
   const int64_t grid_x = clustered ? width * clusters_per_group : plan.splits;
   a.scale_log2 = p.scale * 1.4426950408889634f;

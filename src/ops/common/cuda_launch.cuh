@@ -11,10 +11,13 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <utility>
 
+#include "core/check.h"
 #include "core/cuda_check.h"
 
 namespace roofline::cuda {
@@ -78,6 +81,47 @@ template <typename... KernelArgs, typename... Args>
 void launch_pdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem,
                 cudaStream_t stream, Args&&... args) {
   launch_pdl_clustered(kernel, grid, block, smem, stream, 1u, std::forward<Args>(args)...);
+}
+
+// How many thread-block clusters of `size` blocks (2..kMaxSize) of kKernel — kThreads threads and
+// kSmem bytes of dynamic shared memory a block — the current device runs at once, asked once per
+// device and kernel (cudaOccupancyMaxActiveClusters); 0 before sm_90, or when the environment
+// variable `off_env` is "0" (the A/B switch of a kernel's clustered path). Clusters are placed
+// whole within a GPC, so fewer of them fit than their blocks alone would.
+template <auto kKernel, int kThreads, int kSmem, int kMaxSize>
+int64_t max_active_clusters(int64_t size, const char* off_env) {
+  constexpr int kMaxDevices = 64;
+  static int64_t clusters[kMaxDevices][kMaxSize + 1] = {};
+  static std::once_flag once[kMaxDevices];
+  int device = 0;
+  ROOFLINE_CUDA_CHECK(cudaGetDevice(&device));
+  ROOFLINE_CHECK(device >= 0 && device < kMaxDevices);
+  ROOFLINE_CHECK(size >= 2 && size <= kMaxSize);
+  std::call_once(once[device], [device, off_env] {
+    const char* env = std::getenv(off_env);
+    if (env != nullptr && std::strcmp(env, "0") == 0) return;
+    int major = 0;
+    ROOFLINE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    if (major < 9) return;
+    for (int s = 2; s <= kMaxSize; ++s) {
+      cudaLaunchConfig_t config = {};
+      config.gridDim = dim3(static_cast<unsigned>(s));
+      config.blockDim = dim3(kThreads);
+      config.dynamicSmemBytes = kSmem;
+      cudaLaunchAttribute attribute;
+      attribute.id = cudaLaunchAttributeClusterDimension;
+      attribute.val.clusterDim.x = static_cast<unsigned>(s);
+      attribute.val.clusterDim.y = 1;
+      attribute.val.clusterDim.z = 1;
+      config.attrs = &attribute;
+      config.numAttrs = 1;
+      int n = 0;
+      if (cudaOccupancyMaxActiveClusters(&n, kKernel, &config) == cudaSuccess)
+        clusters[device][s] = n;
+      cudaGetLastError();  // a refusal is an answer here, not an error for the next launch
+    }
+  });
+  return clusters[device][size];
 }
 
 }  // namespace roofline::cuda

@@ -209,6 +209,9 @@ class MatmulCudaContext {
   // split count for the skinny kernel (0: matmul_skinny_launch chooses). For tests and benchmarks.
   void set_impl(MatmulImpl impl);
   void set_skinny_splits(int splits);
+  // Whether the skinny kernel's splits may merge in thread-block clusters (default true; false
+  // sends every split through the workspace): the tests' A/B of the two merges.
+  void set_skinny_cluster_merge(bool allowed);
   // Implementation choices this context measured (one per (m bucket, n, k, epilogue) that no
   // context of the process had measured before: choices are shared per device, so that two contexts
   // never disagree), and calls that found no choice while their stream was being captured (they

@@ -258,6 +258,7 @@ struct MatmulCudaContext::Impl {
   MatmulImpl forced = MatmulImpl::kAuto;
   bool prefer_skinny = false;  // ROOFLINE_MATMUL_IMPL=skinny: the skinny kernel wherever it can
   int skinny_splits = 0;  // 0: matmul_skinny_launch chooses
+  bool skinny_cluster_merge = true;  // MatmulSkinnyLaunch::cluster_merge of every launch
   // (m bucket, n, k, epilogue, RMSNorm prologue, SwiGLU, RoPE) -> the implementation that measured
   // faster.
   std::map<std::tuple<int64_t, int64_t, int64_t, MatmulEpilogue, bool, bool, bool>, MatmulImpl>
@@ -443,6 +444,10 @@ void MatmulCudaContext::set_skinny_splits(int splits) {
   impl_->skinny_splits = std::max(splits, 0);
 }
 
+void MatmulCudaContext::set_skinny_cluster_merge(bool allowed) {
+  impl_->skinny_cluster_merge = allowed;
+}
+
 int64_t MatmulCudaContext::num_impl_measurements() const { return impl_->measurements; }
 
 int64_t MatmulCudaContext::num_timed_candidates() const { return impl_->timed_candidates; }
@@ -527,17 +532,18 @@ void cublas_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStr
 // else its product into p.y and qkv_rope_cuda over it.
 void skinny_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStream_t stream,
                    MatmulEpilogue epilogue) {
-  const MatmulSkinnyLaunch launch = matmul_skinny_launch(
-      p.m, p.n, p.k, impl.num_sms, impl.skinny_splits, matmul_skinny_no_split(p));
+  MatmulSkinnyLaunch launch = matmul_skinny_launch(p.m, p.n, p.k, impl.num_sms, impl.skinny_splits,
+                                                   matmul_skinny_no_split(p));
+  launch.cluster_merge = impl.skinny_cluster_merge;
   if (!p.qkv_rope || matmul_skinny_fuses_rope(launch, impl.num_sms)) {
     matmul_skinny_cuda(p, epilogue, launch, impl.skinny_workspace, stream);
     return;
   }
   const MatmulParams product = matmul_rope_product(p);
-  matmul_skinny_cuda(product, epilogue,
-                     matmul_skinny_launch(p.m, p.n, p.k, impl.num_sms, impl.skinny_splits,
-                                          matmul_skinny_no_split(product)),
-                     impl.skinny_workspace, stream);
+  launch = matmul_skinny_launch(p.m, p.n, p.k, impl.num_sms, impl.skinny_splits,
+                                matmul_skinny_no_split(product));
+  launch.cluster_merge = impl.skinny_cluster_merge;
+  matmul_skinny_cuda(product, epilogue, launch, impl.skinny_workspace, stream);
   qkv_rope_cuda(matmul_rope_pass(p), stream);
 }
 

@@ -318,12 +318,16 @@ INSTANTIATE_TEST_SUITE_P(Weights, MatmulCudaTest, ::testing::ValuesIn(kMatmulCud
                          });
 
 TEST(MatmulCudaSkinnyTest, EverySplitCountGivesTheSameBitsEveryRun) {
-  // Llama-3-8B's o projection and an odd shape with a K tail, forced to 1, 2, 3, 7 and 16 splits:
-  // each matches the CPU twin, and each is deterministic (the partials are summed in split order)
-  // across three runs — which also shows the arrival counters return to zero after every launch
-  // (a stale counter would let a block reduce before the other splits had written).
+  // Llama-3-8B's o projection, Qwen2.5-0.5B's down and an odd shape with a K tail, forced to 1, 2,
+  // 3, 7 and 16 splits: each matches the CPU twin, and each is deterministic (the partials are
+  // summed in split order) across three runs — which also shows the arrival counters return to
+  // zero after every launch (a stale counter would let a block reduce before the other splits had
+  // written). Launches of one tile per block merge in clusters (Qwen's down and the odd shape,
+  // whose 9 chunks allow at most 4 splits): the same again with clusters refused gives the same
+  // bits.
   ROOFLINE_SKIP_WITHOUT_GPU();
-  const MatmulWeightShape shapes[] = {{"llama3-8b o", 4096, 4096}, {"odd 33x4104", 33, 4104}};
+  const MatmulWeightShape shapes[] = {
+      {"llama3-8b o", 4096, 4096}, {"qwen2.5-0.5b down", 896, 4864}, {"odd 33x4104", 33, 4104}};
   auto ctx = context(MatmulImpl::kSkinny);
   auto rng = make_rng(99);
   for (const auto& s : shapes) {
@@ -356,6 +360,20 @@ TEST(MatmulCudaSkinnyTest, EverySplitCountGivesTheSameBitsEveryRun) {
             ASSERT_EQ(y, first) << "run " << run << " differs from run 0";
           }
         }
+        if (s.n == 896 && m == 1 && splits == 2) {
+          // 56 clusters of two blocks: they all fit on a Hopper GPU at once.
+          int device = 0, sms = 0;
+          ROOFLINE_CUDA_CHECK(cudaGetDevice(&device));
+          ROOFLINE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+          const MatmulSkinnyLaunch l = matmul_skinny_launch(m, s.n, s.k, sms, splits);
+          EXPECT_TRUE(matmul_skinny_cuda_merges_in_clusters(l)) << "the cluster merge never ran";
+        }
+        ctx->set_skinny_cluster_merge(false);
+        const std::vector<uint16_t> through_workspace =
+            run_gpu({&x, &w, &bias}, m, s.n, s.k, MatmulEpilogue::kResidual, residual_bits,
+                    {0, s.n}, false, *ctx, nullptr);
+        ctx->set_skinny_cluster_merge(true);
+        ASSERT_EQ(through_workspace, first) << "the workspace merge differs from the cluster merge";
       }
     }
   }

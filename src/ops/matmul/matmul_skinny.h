@@ -9,9 +9,10 @@
 // stage of the block's shared-memory ring (filled with cp.async by all threads; each of the
 // kMatmulSkinnyWarps warps multiplies an eighth of its K). The grid is persistent: at most
 // matmul_skinny_blocks_per_sm blocks per SM, each taking tiles blockIdx.x, + gridDim.x, ... so its
-// ring streams across tile
-// boundaries. A split count > 1 sends fp32 partials through the context's workspace, reduced by
-// the last block of each column block to arrive.
+// ring streams across tile boundaries. A split count > 1 merges the splits of a column block in a
+// thread-block cluster when every block has one tile and the clusters all fit at once
+// (matmul_skinny_merges_in_clusters); otherwise it sends fp32 partials through the context's
+// workspace, reduced by the last block of each column block to arrive.
 #pragma once
 
 #include <algorithm>
@@ -148,6 +149,9 @@ struct MatmulSkinnyLaunch {
   int64_t chunks_per_split = 0;  // every split but the last has exactly this many chunks
   int64_t tiles = 0;             // n_blocks · splits
   int64_t grid = 0;              // persistent blocks: min(tiles, SMs · blocks per SM)
+  // Splits may merge in thread-block clusters where matmul_skinny_merges_in_clusters allows (false:
+  // always through the workspace; ROOFLINE_SKINNY_CLUSTER=0 and the tests' A/B).
+  bool cluster_merge = true;
 };
 
 // The token tiles the kernel is built for: m / 8 rounded up to a power of two.
@@ -213,6 +217,25 @@ inline bool matmul_skinny_fuses_rope(const MatmulSkinnyLaunch& l, int num_sms) {
   return l.tiles < int64_t{std::max(num_sms, 1)} * matmul_skinny_blocks_per_sm(l.m_tiles);
 }
 
+// The most splits of one column block that merge inside a thread-block cluster (the portable
+// cluster size).
+inline constexpr int kMatmulSkinnyMaxClusterSplits = 8;
+
+// Whether launch `l` merges its splits inside thread-block clusters — one cluster of l.splits
+// consecutive blocks per column block, each block's sums read by the others over distributed
+// shared memory — instead of through the workspace (fp32 partials to L2, a fence, an arrival
+// counter, the last block reading them back: three L2 round trips on the launch's critical path).
+// It needs 2 to kMatmulSkinnyMaxClusterSplits splits, one tile per block (grid == tiles, so the
+// blocks of a cluster hold the splits of one column block), and every cluster resident at once:
+// `max_active_clusters` is how many clusters of l.splits blocks the device runs together
+// (clusters sit whole within a GPC, and a second wave of clusters costs more than the merge
+// saves, as decode attention measured).
+inline bool matmul_skinny_merges_in_clusters(const MatmulSkinnyLaunch& l,
+                                             int64_t max_active_clusters) {
+  return l.cluster_merge && l.splits >= 2 && l.splits <= kMatmulSkinnyMaxClusterSplits &&
+         l.grid == l.tiles && l.n_blocks <= max_active_clusters;
+}
+
 // Whether `l` is a launch the kernel can run for m × n × k: the tiles and blocks of the problem,
 // every chunk in exactly one non-empty split, a grid of 1 to `tiles` blocks, and the workspace
 // limits when it splits. The launcher checks every launch with it (a planned one or a caller's).
@@ -244,6 +267,10 @@ struct MatmulSkinnyWorkspace {
 void matmul_skinny_cuda(const MatmulParams& p, MatmulEpilogue epilogue,
                         const MatmulSkinnyLaunch& launch, const MatmulSkinnyWorkspace& workspace,
                         CudaStream stream);
+
+// Whether matmul_skinny_cuda merges the splits of `launch` (a plain product: no prologue or
+// epilogue that forbids splits) in thread-block clusters on the current device. CUDA builds only.
+bool matmul_skinny_cuda_merges_in_clusters(const MatmulSkinnyLaunch& launch);
 
 #if defined(ROOFLINE_PHASE_TRACE)
 // The skinny kernel's phase records (phase_trace.h), in trace builds only

@@ -40,7 +40,13 @@
 // writes its fp32 partial [split][m][n] (L2-resident) to the context's workspace, fences, and bumps
 // the column block's arrival counter; the last tile to arrive sums the partials in split order
 // (deterministic) and writes y, then resets the counter to zero, so the next launch — or a
-// CUDA-graph replay — starts clean. No second kernel, no second pass over memory.
+// CUDA-graph replay — starts clean. No second kernel, no second pass over memory. Where every
+// block holds one tile and the clusters all fit (matmul_skinny_merges_in_clusters), the launch is
+// a thread-block cluster per column block instead: each block leaves its sums in shared memory,
+// one cluster barrier publishes them, every block finishes an equal share of the outputs by
+// summing the splits' sums over distributed shared memory in split order (the workspace path's
+// order: the same bits), and a second barrier keeps each block's sums alive until all are read —
+// no L2 round trip between the splits.
 //
 //   RMSNorm prologue (p.norm_weight; kernel variant kNorm): each stage also carries the chunk's
 // slice of the norm weight (one more 1 KB row, copied with the weights: a constant). A lane that
@@ -77,6 +83,7 @@
 #include "core/check.h"
 #include "core/cuda_check.h"
 #include "ops/common/cuda_async.cuh"
+#include "ops/common/cuda_barrier.cuh"
 #include "ops/common/cuda_launch.cuh"
 #include "ops/common/cuda_mma.cuh"
 #include "ops/common/cuda_phase_trace.cuh"
@@ -138,6 +145,9 @@ struct SkinnyArgs {
   const int64_t* slot_mapping;  // [m]
   const float* inv_freq;        // [D / 2]
   int64_t num_slots;
+  // The launch is one thread-block cluster of `splits` blocks per column block, which merge over
+  // distributed shared memory (matmul_skinny_merges_in_clusters).
+  bool cluster_merge;
 #if defined(ROOFLINE_PHASE_TRACE)
   uint64_t* trace;  // the launch's phase records, or nullptr
 #endif
@@ -513,6 +523,35 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles)
       }
       continue;
     }
+    if (a.cluster_merge) {  // block-uniform: this cluster is the column block's splits
+      constexpr int kPerThread = (kRows * kTokens + kThreads - 1) / kThreads;
+      float mine[kPerThread];
+#pragma unroll
+      for (int j = 0; j < kPerThread; ++j) {
+        const int o = static_cast<int>(threadIdx.x) + j * kThreads;
+        mine[j] = o < a.m * kRows ? warp_sum(o) : 0.0f;
+      }
+      __syncthreads();  // every warp is done reading `red`: it now holds this block's sums
+#pragma unroll
+      for (int j = 0; j < kPerThread; ++j) {
+        const int o = static_cast<int>(threadIdx.x) + j * kThreads;
+        if (o < a.m * kRows) red[o] = mine[j];
+      }
+      cuda::cluster_sync();  // the splits' sums, published to the cluster
+      // Block `split` (its rank: one tile per block, clusters of consecutive blocks) finishes
+      // outputs split, split + splits, ...
+      for (int o = static_cast<int>(threadIdx.x) * a.splits + split; o < a.m * kRows;
+           o += kThreads * a.splits) {
+        const int col = row0 + o % kRows;
+        if (col >= a.n) continue;
+        float sum = 0.0f;
+        for (int sp = 0; sp < a.splits; ++sp)
+          sum += cuda::cluster_load_f32(red + o, static_cast<unsigned>(sp));
+        epilogue(o / kRows, col, sum);
+      }
+      cuda::cluster_sync();  // no block leaves while another may still read its sums
+      continue;
+    }
     float* my_partial = a.partials + static_cast<int64_t>(split) * a.m * a.n;
     for (int o = threadIdx.x; o < a.m * kRows; o += kThreads) {
       const int col = row0 + o % kRows;
@@ -547,35 +586,63 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles)
   trace.finish();
 }
 
+// The variant's dynamic shared memory, allowed once.
 template <int kMTiles, bool kNorm, bool kRope>
-void launch_variant(const SkinnyArgs& a, int grid, cudaStream_t stream) {
-  constexpr int smem =
-      static_cast<int>(matmul_skinny_smem_bytes(kMTiles) + matmul_skinny_reduce_bytes(kMTiles));
+constexpr int kSmemFor = static_cast<int>(matmul_skinny_smem_bytes(kMTiles) +
+                                          matmul_skinny_reduce_bytes(kMTiles));
+
+template <int kMTiles, bool kNorm, bool kRope>
+void configure_variant() {
   static const bool configured = [] {
     ROOFLINE_CUDA_CHECK(cudaFuncSetAttribute(matmul_skinny_kernel<kMTiles, kNorm, kRope>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             kSmemFor<kMTiles, kNorm, kRope>));
     return true;
   }();
   (void)configured;
-  cuda::launch_pdl(matmul_skinny_kernel<kMTiles, kNorm, kRope>, dim3(static_cast<unsigned>(grid)),
-                   dim3(kThreads), static_cast<size_t>(smem), stream, a);
+}
+
+// Whether the variant runs `launch` in clusters on the current device.
+template <int kMTiles, bool kNorm, bool kRope>
+bool variant_merges_in_clusters(const MatmulSkinnyLaunch& launch) {
+  if (launch.splits < 2 || launch.splits > kMatmulSkinnyMaxClusterSplits) return false;
+  configure_variant<kMTiles, kNorm, kRope>();  // the occupancy query sees the real smem limit
+  // ROOFLINE_SKINNY_CLUSTER=0 merges every split through the workspace (A/B runs).
+  return matmul_skinny_merges_in_clusters(
+      launch,
+      cuda::max_active_clusters<matmul_skinny_kernel<kMTiles, kNorm, kRope>, kThreads,
+                                kSmemFor<kMTiles, kNorm, kRope>, kMatmulSkinnyMaxClusterSplits>(
+          launch.splits, "ROOFLINE_SKINNY_CLUSTER"));
+}
+
+template <int kMTiles, bool kNorm, bool kRope>
+void launch_variant(const SkinnyArgs& args, const MatmulSkinnyLaunch& launch, cudaStream_t stream) {
+  constexpr auto kKernel = matmul_skinny_kernel<kMTiles, kNorm, kRope>;
+  constexpr int smem = kSmemFor<kMTiles, kNorm, kRope>;
+  configure_variant<kMTiles, kNorm, kRope>();
+  SkinnyArgs a = args;
+  a.cluster_merge = variant_merges_in_clusters<kMTiles, kNorm, kRope>(launch);
+  cuda::launch_pdl_clustered(kKernel, dim3(static_cast<unsigned>(launch.grid)), dim3(kThreads),
+                             static_cast<size_t>(smem), stream,
+                             a.cluster_merge ? static_cast<unsigned>(launch.splits) : 1u, a);
 }
 
 template <int kMTiles, bool kNorm>
-void launch_norm_variant(const SkinnyArgs& a, int grid, cudaStream_t stream) {
+void launch_norm_variant(const SkinnyArgs& a, const MatmulSkinnyLaunch& launch,
+                         cudaStream_t stream) {
   if (a.rope_head_dim > 0) {
-    launch_variant<kMTiles, kNorm, true>(a, grid, stream);
+    launch_variant<kMTiles, kNorm, true>(a, launch, stream);
   } else {
-    launch_variant<kMTiles, kNorm, false>(a, grid, stream);
+    launch_variant<kMTiles, kNorm, false>(a, launch, stream);
   }
 }
 
 template <int kMTiles>
-void launch_skinny(const SkinnyArgs& a, int grid, cudaStream_t stream) {
+void launch_skinny(const SkinnyArgs& a, const MatmulSkinnyLaunch& launch, cudaStream_t stream) {
   if (a.norm_w != nullptr) {
-    launch_norm_variant<kMTiles, true>(a, grid, stream);
+    launch_norm_variant<kMTiles, true>(a, launch, stream);
   } else {
-    launch_norm_variant<kMTiles, false>(a, grid, stream);
+    launch_norm_variant<kMTiles, false>(a, launch, stream);
   }
 }
 
@@ -587,6 +654,21 @@ PhaseTraceRecorder& matmul_skinny_phase_trace() {
   return recorder;
 }
 #endif
+
+bool matmul_skinny_cuda_merges_in_clusters(const MatmulSkinnyLaunch& launch) {
+  switch (launch.m_tiles) {
+    case 1:
+      return variant_merges_in_clusters<1, false, false>(launch);
+    case 2:
+      return variant_merges_in_clusters<2, false, false>(launch);
+    case 4:
+      return variant_merges_in_clusters<4, false, false>(launch);
+    case 8:
+      return variant_merges_in_clusters<8, false, false>(launch);
+    default:
+      return false;
+  }
+}
 
 void matmul_skinny_cuda(const MatmulParams& p, MatmulEpilogue epilogue,
                         const MatmulSkinnyLaunch& launch, const MatmulSkinnyWorkspace& workspace,
@@ -623,6 +705,7 @@ void matmul_skinny_cuda(const MatmulParams& p, MatmulEpilogue epilogue,
   a.num_chunks = static_cast<int>(launch.num_chunks);
   a.tiles = static_cast<int>(launch.tiles);
   a.rope_head_dim = 0;
+  a.cluster_merge = false;  // launch_variant decides
   if (p.qkv_rope) {
     const QkvRopeParams& r = p.rope;
     ROOFLINE_CHECK_MSG(r.q_out != nullptr && r.k_cache != nullptr && r.v_cache != nullptr &&
@@ -643,22 +726,21 @@ void matmul_skinny_cuda(const MatmulParams& p, MatmulEpilogue epilogue,
     a.num_slots = r.num_blocks * r.block_size;
   }
 
-  const int grid = static_cast<int>(launch.grid);
 #if defined(ROOFLINE_PHASE_TRACE)
-  a.trace = matmul_skinny_phase_trace().next(grid);
+  a.trace = matmul_skinny_phase_trace().next(static_cast<int>(launch.grid));
 #endif
   switch (launch.m_tiles) {
     case 1:
-      launch_skinny<1>(a, grid, stream);
+      launch_skinny<1>(a, launch, stream);
       break;
     case 2:
-      launch_skinny<2>(a, grid, stream);
+      launch_skinny<2>(a, launch, stream);
       break;
     case 4:
-      launch_skinny<4>(a, grid, stream);
+      launch_skinny<4>(a, launch, stream);
       break;
     case 8:
-      launch_skinny<8>(a, grid, stream);
+      launch_skinny<8>(a, launch, stream);
       break;
     default:
       ROOFLINE_CHECK_MSG(false, "skinny matmul: m_tiles must be 1, 2, 4 or 8");

@@ -161,6 +161,32 @@ TEST(MatmulSkinnyLaunch, SplitsOnlyWhereColumnsCannotFillTheGpu) {
   EXPECT_EQ(matmul_skinny_launch(1, 896, 896, kSms).splits, 1);
 }
 
+TEST(MatmulSkinnyLaunch, MergesInClustersOnlyWithOneTileABlockAndEveryClusterResident) {
+  constexpr int kSms = 132;
+  // qwen2.5-0.5b's down: 56 clusters of 2 blocks, one tile each.
+  MatmulSkinnyLaunch down = matmul_skinny_launch(1, 896, 4864, kSms);
+  ASSERT_EQ(down.splits, 2);
+  EXPECT_TRUE(matmul_skinny_merges_in_clusters(down, 56));
+  EXPECT_FALSE(matmul_skinny_merges_in_clusters(down, 55));  // a second wave of clusters
+  EXPECT_FALSE(matmul_skinny_merges_in_clusters(down, 0));   // no clusters on this device
+  down.cluster_merge = false;                                // the workspace path asked for
+  EXPECT_FALSE(matmul_skinny_merges_in_clusters(down, 1000));
+  // One split: nothing to merge.
+  EXPECT_FALSE(matmul_skinny_merges_in_clusters(matmul_skinny_launch(1, 896, 896, kSms), 1000));
+  // Persistent blocks (more tiles than block slots): a block's tiles belong to different column
+  // blocks, so its neighbours are not its splits.
+  const MatmulSkinnyLaunch llama_o = matmul_skinny_launch(1, 4096, 4096, kSms, 2);
+  ASSERT_LT(llama_o.grid, llama_o.tiles);
+  EXPECT_FALSE(matmul_skinny_merges_in_clusters(llama_o, 1000));
+  // Splits past the portable cluster size merge through the workspace.
+  const MatmulSkinnyLaunch wide = matmul_skinny_launch(1, 33, 16384, kSms, 16);
+  ASSERT_GT(wide.splits, kMatmulSkinnyMaxClusterSplits);
+  EXPECT_FALSE(matmul_skinny_merges_in_clusters(wide, 1000));
+  const MatmulSkinnyLaunch seven = matmul_skinny_launch(1, 33, 16384, kSms, 7);
+  ASSERT_EQ(seven.splits, 7);
+  EXPECT_TRUE(matmul_skinny_merges_in_clusters(seven, 3));
+}
+
 TEST(MatmulSkinnyLaunch, InvariantsHoldForEveryShapeAndRequest) {
   for (const int sms : {1, 8, 132}) {
     for (const int64_t m : {1, 3, 8, 17, 64}) {
