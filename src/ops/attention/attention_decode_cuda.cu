@@ -510,9 +510,28 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs
 #pragma unroll
   for (int i = 0; i < Cfg::kStages; ++i) first_blocks[i] = lookup(i);
   trace.mark_after(kMarkTable, static_cast<uint32_t>(first_blocks[0]));
-  // Everything above read only host-uploaded metadata and tables; q and the K/V this step's
-  // qkv_rope wrote come from the kernel before, so wait for it here (programmatic dependent
-  // launch: the prologue above overlapped its tail).
+  // The ring's first stages whose keys all precede this step's (positions < seq_len - q_len:
+  // written by earlier steps, never by the kernel before) are copied before the PDL wait, while
+  // the kernel before still runs — a prefix of them, as keys grow with the stage; warp-uniform.
+  // Where that kernel leaves SMs free (Qwen2.5-0.5B's q|k|v with its RoPE epilogue: 72 blocks)
+  // this block is resident early and the first stage's DRAM latency overlaps it: the qwen2.5-0.5b
+  // bs 1 step -1.3 to -2.1 %, llama3-8b bs 1 -0 to -0.7 % on the H200
+  // (bench/results/2026-12-01-skinny-cluster-merge.md). This step's keys are copied after the
+  // wait (ReadsThisStepsKeysOnlyAfterTheKernelBeforeWroteThem guards it).
+  int early = 0;
+  {
+    const int cached_keys = seq_len - q_len;
+#pragma unroll
+    for (int i = 0; i < Cfg::kStages - 1; ++i)
+      if (early == i && (i >= my_stages || min(stage_key(i) + kKeysPerStage, s_hi) <= cached_keys))
+        early = i + 1;
+  }
+#pragma unroll
+  for (int i = 0; i < Cfg::kStages - 1; ++i)
+    if (i < early) issue(i, first_blocks[i]);
+  // Everything above read only host-uploaded metadata, tables and earlier steps' K/V; q and the
+  // K/V this step's qkv_rope wrote come from the kernel before, so wait for it here
+  // (programmatic dependent launch: the prologue above overlapped its tail).
   cuda::pdl_wait();
   trace.mark(kMarkWait);
   cuda::pdl_launch_dependents();
@@ -533,7 +552,8 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs
   }
   trace.mark_after(kMarkQuery, qf[0][0]);
 #pragma unroll
-  for (int i = 0; i < Cfg::kStages - 1; ++i) issue(i, first_blocks[i]);
+  for (int i = 0; i < Cfg::kStages - 1; ++i)
+    if (i >= early) issue(i, first_blocks[i]);
   int blk = first_blocks[Cfg::kStages - 1];
   for (int i = 0; i < my_stages; ++i) {
     issue(i + Cfg::kStages - 1, blk);  // its block looked up one stage ago
