@@ -586,11 +586,12 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles)
   trace.finish();
 }
 
-// The variant's dynamic shared memory, allowed once.
+// A variant's dynamic shared memory: its ring, then the warps' reduction buffer.
 template <int kMTiles, bool kNorm, bool kRope>
 constexpr int kSmemFor = static_cast<int>(matmul_skinny_smem_bytes(kMTiles) +
                                           matmul_skinny_reduce_bytes(kMTiles));
 
+// Allows the variant that much dynamic shared memory, once per process.
 template <int kMTiles, bool kNorm, bool kRope>
 void configure_variant() {
   static const bool configured = [] {
