@@ -56,8 +56,6 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <mutex>
 
 #include "core/check.h"
