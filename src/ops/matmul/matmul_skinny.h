@@ -53,7 +53,8 @@ inline constexpr int kMatmulSkinnyMaxStages = 8;
 // stages are too large for two rings of two. Measured on the H200 at m = 1 (one block of 8 stages
 // -> two of 4): llama3-8b qkv 73 -> 81 %, o 65 -> 84 %, gate_up 88 -> 99.9 %, down 88 -> 98 % of
 // the copy ceiling; at m = 8, 53–74 % -> 73–96 %. A block alone streamed ~28 GB/s whatever its
-// ring's depth: its stages wait on one another at the barrier, not on memory.
+// ring's depth. (Not the barrier per stage, as once thought: without it, each warp awaiting only
+// its own slice, plain launches streamed no faster — 2026-12-01-skinny-warp-slices.md.)
 constexpr int matmul_skinny_blocks_per_sm(int m_tiles) { return m_tiles <= 2 ? 2 : 1; }
 // Rows of one ring stage: the 16 weight rows, the 8·m_tiles token rows of x and one row for the
 // RMSNorm prologue's weight (filled only by a launch with the prologue).

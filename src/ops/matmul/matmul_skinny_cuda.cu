@@ -13,8 +13,10 @@
 // and its token rows of x,
 // copied with cp.async by all 256 threads (4 of the weights' 1,024 16-byte pieces each, plus x's).
 // While the 8 warps multiply one stage — each an eighth of its K — the others are in flight
-// (96 KB of weights per SM at m <= 8), with one block barrier per stage; the ring runs on from
-// one tile into the next without draining. Nothing in the multiply waits on global memory.
+// (96 KB of weights per SM at m <= 8), with one block barrier per stage — or, in the RMSNorm
+// prologue's variants, each warp copying and awaiting only its own K slice of every stage
+// (kWarpSlicesFor) — and the ring runs on from one tile into the next without draining. Nothing
+// in the multiply waits on global memory.
 // Measured on the H200 and replaced on the way here: one 256-byte Hopper bulk copy per weight row
 // streamed 0.8 TB/s (the copy engine's issue rate for copies that small); reading x from global
 // memory at multiply time put an L2 round trip on every stage (1.7 TB/s); 64 rows × 256 bytes per
@@ -102,6 +104,7 @@ constexpr int kRowBytes = static_cast<int>(kMatmulSkinnyRowBytes);
 constexpr int kPiecesPerRow = kChunkK * 2 / 16;                  // 16-byte pieces of a stage row
 constexpr int kWeightCopies = kRows * kPiecesPerRow / kThreads;  // per thread per stage
 constexpr int kWarpK = kChunkK / kWarps;                         // each warp's share of a chunk's K
+constexpr int kWarpPieces = kWarpK / 8;                          // its 16-byte pieces of a row
 
 static_assert(kWarpK % 32 == 0, "the warps step through their K 32 at a time");
 static_assert(kRows == 16, "one 16-row mma tile per tile");
@@ -158,7 +161,7 @@ enum SkinnyMark : int {
   kMarkIssued = 1,   // the weights of the ring's first stages issued (before the PDL wait)
   kMarkWait,         // past the PDL wait
   kMarkTokens,       // the first stages' x copies issued (past the wait)
-  kMarkFirstStage,   // the first stage landed (past the loop's first barrier)
+  kMarkFirstStage,   // the first stage landed (past the loop's first barrier or warp wait)
   kMarkFirstStream,  // the first tile's stages multiplied
   kMarkFirstTile,    // the first tile's epilogue done
   kMarkLastStream,   // the last tile's stages multiplied (blocks of more than one tile)
@@ -202,16 +205,22 @@ __device__ __forceinline__ int rope_first_row(const SkinnyArgs& a, int b) {
   return b / blocks_per_head * a.rope_head_dim + b % blocks_per_head * 8;
 }
 
-template <bool kRope>
+//   kWarpSlices: each warp copies only its own K slice of the 16 rows (the pieces it multiplies),
+// 4 rows × 128 bytes per instruction; otherwise consecutive threads copy consecutive pieces of the
+// whole stage, 512 contiguous bytes per instruction (see kWarpSlicesFor).
+template <bool kRope, bool kWarpSlices>
 __device__ __forceinline__ void load_weights(const SkinnyArgs& a, const Cursor& c, uint8_t* stage) {
   const int row0 = c.col_block * kRows;
   const int rope_row0 = kRope ? rope_first_row(a, c.col_block) : 0;
   const int64_t k0 = static_cast<int64_t>(c.chunk) * kChunkK;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
 #pragma unroll
   for (int j = 0; j < kWeightCopies; ++j) {
     const int piece = static_cast<int>(threadIdx.x) + j * kThreads;
-    const int r = piece / kPiecesPerRow;
-    const int p = piece % kPiecesPerRow;
+    const int item = lane + j * 32;  // kWarpSlices: 16 rows × the warp's kWarpPieces pieces
+    const int r = kWarpSlices ? item / kWarpPieces : piece / kPiecesPerRow;
+    const int p = kWarpSlices ? warp * kWarpPieces + item % kWarpPieces : piece % kPiecesPerRow;
     const int64_t kk = k0 + p * 8;
     // SwiGLU: rows 0-7 are gate rows 8b.., rows 8-15 the up rows I + 8b... RoPE: dims i0.. and
     // D/2 + i0.. of one head (see the header).
@@ -225,24 +234,34 @@ __device__ __forceinline__ void load_weights(const SkinnyArgs& a, const Cursor& 
 }
 
 // The chunk's slice of the RMSNorm prologue's weight into stage row `row`: one 16-byte piece each
-// for the first kPiecesPerRow threads; K past k is zero-filled.
+// for the first kPiecesPerRow threads (kWarpSlices: for the first kWarpPieces lanes of each warp,
+// its own slice); K past k is zero-filled.
+template <bool kWarpSlices>
 __device__ __forceinline__ void load_norm_weight(const SkinnyArgs& a, const Cursor& c,
                                                  uint8_t* stage, int row) {
-  const int p = static_cast<int>(threadIdx.x);
-  if (p >= kPiecesPerRow) return;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  if (kWarpSlices ? lane >= kWarpPieces : threadIdx.x >= kPiecesPerRow) return;
+  const int p = kWarpSlices ? static_cast<int>(threadIdx.x) / 32 * kWarpPieces + lane
+                            : static_cast<int>(threadIdx.x);
   const int64_t kk = static_cast<int64_t>(c.chunk) * kChunkK + p * 8;
   const bool valid = kk < a.k;
   cuda::cp_async_16(stage + piece_offset(row, p), valid ? a.norm_w + kk : a.norm_w, valid);
 }
 
 // This thread's cp.async of chunk c's token rows into the stage's x rows (after its kRows weight
-// rows). K past k is zero-filled; tokens past m are not written.
+// rows; kWarpSlices: the warp's own K slice of them). K past k is zero-filled; tokens past m are
+// not written.
+template <bool kWarpSlices>
 __device__ __forceinline__ void load_tokens(const SkinnyArgs& a, const Cursor& c, uint8_t* stage) {
   uint8_t* x_stage = stage + kRows * kRowBytes;
   const int64_t k0 = static_cast<int64_t>(c.chunk) * kChunkK;
-  for (int piece = threadIdx.x; piece < a.m * kPiecesPerRow; piece += kThreads) {
-    const int token = piece / kPiecesPerRow;
-    const int p = piece % kPiecesPerRow;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  constexpr int kStep = kWarpSlices ? 32 : kThreads;
+  const int per_token = kWarpSlices ? kWarpPieces : kPiecesPerRow;
+  for (int item = kWarpSlices ? static_cast<int>(threadIdx.x) % 32 : static_cast<int>(threadIdx.x);
+       item < a.m * per_token; item += kStep) {
+    const int token = item / per_token;
+    const int p = kWarpSlices ? warp * kWarpPieces + item % kWarpPieces : item % kPiecesPerRow;
     const int64_t kk = k0 + p * 8;
     const bool valid = kk < a.k;
     const __nv_bfloat16* src = valid ? a.x + static_cast<int64_t>(token) * a.k + kk : a.x;
@@ -277,6 +296,18 @@ __device__ __forceinline__ uint4 scale_bf16x8(const uint4& v, const uint4& w) {
 template <int kMTiles>
 constexpr int kStagesFor = matmul_skinny_stages(kMTiles);
 
+// Whether a variant's warps walk the ring on their own: each warp copies its own K slice of every
+// stage (weights, x, the norm weight: all it multiplies) and waits only for its own copies, with
+// one block barrier per tile instead of one per stage. The RMSNorm prologue variants: their warps
+// also sum squares and scale x on the way to the tensor cores, and a barrier per stage kept them
+// waiting on the slowest warp — on the H200 (bench/results/2026-12-01-skinny-warp-slices.md)
+// Llama-3-8B's gate_up with prologue and SwiGLU at m = 8 went 83 -> 86 % of the copy ceiling, its
+// q|k|v with prologue 61 -> 67 %, and its bs 4 / bs 8 decode steps -5 / -3 %. The plain variants
+// stay with the block's shared copies (512 contiguous bytes per instruction): there slicing lost
+// up to 2 points and made Qwen2.5-0.5B's bs 1 step ~2 % slower.
+template <bool kNorm>
+constexpr bool kWarpSlicesFor = kNorm;
+
 // kMTiles: 8-token mma tiles of x (1, 2, 4, 8: m rounded up to 8 · a power of two); kNorm: the
 // RMSNorm prologue; kRope: the RoPE epilogue (a variant of its own, so that the others compile as
 // they did before it existed).
@@ -287,6 +318,7 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles)
   constexpr int kTokens = 8 * kMTiles;
   constexpr int kStageBytes = static_cast<int>(matmul_skinny_stage_rows(kMTiles)) * kRowBytes;
   constexpr int kNormRow = kRows + kTokens;  // even: no swizzle
+  constexpr bool kSlices = kWarpSlicesFor<kNorm>;
   static_assert(kStages >= 2, "the ring needs two stages");
   extern __shared__ __align__(128) uint8_t ring[];
   // The warps' accumulators at the end of a tile, after the ring: [warp][row][token]; then their
@@ -309,8 +341,8 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles)
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (load.valid(a)) {
-      load_weights<kRope>(a, load, ring + s * kStageBytes);
-      if constexpr (kNorm) load_norm_weight(a, load, ring + s * kStageBytes, kNormRow);
+      load_weights<kRope, kSlices>(a, load, ring + s * kStageBytes);
+      if constexpr (kNorm) load_norm_weight<kSlices>(a, load, ring + s * kStageBytes, kNormRow);
       load.advance(a);
     }
     cuda::cp_async_commit();
@@ -332,7 +364,7 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles)
   {
     Cursor c = first;
     for (int s = 0; s < kStages - 1 && c.valid(a); ++s, c.advance(a))
-      load_tokens(a, c, ring + s * kStageBytes);
+      load_tokens<kSlices>(a, c, ring + s * kStageBytes);
     cuda::cp_async_commit();
   }
   trace.mark(kMarkTokens);
@@ -385,13 +417,17 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles)
       } else {
         cuda::cp_async_wait<kStages - 2>();
       }
-      __syncthreads();
+      if constexpr (kSlices) {
+        __syncwarp();  // the warp's own slice of the stage
+      } else {
+        __syncthreads();
+      }
       if (i == 0) trace.mark(kMarkFirstStage);
       if (load.valid(a)) {
         uint8_t* slot = ring + ((i + kStages - 1) % kStages) * kStageBytes;
-        load_weights<kRope>(a, load, slot);
-        if constexpr (kNorm) load_norm_weight(a, load, slot, kNormRow);
-        load_tokens(a, load, slot);
+        load_weights<kRope, kSlices>(a, load, slot);
+        if constexpr (kNorm) load_norm_weight<kSlices>(a, load, slot, kNormRow);
+        load_tokens<kSlices>(a, load, slot);
         load.advance(a);
       }
       cuda::cp_async_commit();
@@ -427,7 +463,9 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles)
 
     // C fragment: acc[mt][e] is (weight row g + 8·(e / 2), token mt·8 + 2t + e % 2). The warps'
     // sums meet in shared memory; thread o then owns output (token o / 16, row o % 16), so
-    // consecutive threads store consecutive columns.
+    // consecutive threads store consecutive columns. With warp slices and no barrier per stage, a
+    // warp may get here while another still reads the last tile's sums in its epilogue.
+    if (kSlices && !first_tile) __syncthreads();
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
