@@ -21,6 +21,15 @@
 //   constant stride from the stage's first row (~80 instructions a stage at head_dim 128 where
 //   the general path spends ~410: B=1 L=512 7.3 -> 5.2 us, B=256 L=512 81 -> 97 % of the copy
 //   ceiling; bench/results/2026-12-01-decode-attention-page-stages.md).
+// - Bulk copies (decode_takes_bulk_copies: such pages, no sliding window, head_dim 64-256): the
+//   same ring, filled by the copy engine instead. Lane 0 of each warp asks for a stage's K and V
+//   as one box per 64 dims (16 keys x 128 bytes, from a tensor map over each cache, in the
+//   engine's 128-byte swizzle) with the stage slot's mbarrier expecting their bytes; the warp
+//   waits on that barrier. No per-lane address arithmetic or copy instructions, and fewer
+//   registers (120 where cp.async takes 166 at head_dim 128). On the H200 the first stage lands
+//   sooner and the decode steps are 1-4 % faster (llama3-8b bs 1 -4 %), long streams level
+//   (bench/results/2026-12-01-decode-attention-bulk-copies.md). ROOFLINE_DECODE_TMA=0 keeps
+//   cp.async everywhere (A/B runs; the second run of attention_cuda_test).
 // - On tensor cores, transposed so the 8 rows are the n of mma.sync m16n8k16: S^T = K·Q^T per 16
 //   keys (Q^T's fragments stay in registers, K's come by ldmatrix), the online softmax on the
 //   accumulators (each row's 8 owner lanes agree on its max by 3 shuffles per stage), then
@@ -50,16 +59,20 @@
 //
 // Broken invariants on the device (q_len outside [1, 8], seq_len < q_len, seq_len beyond the
 // block table, a block id outside [0, num_blocks)) trap, as in attention_cuda.cu.
+#include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "core/check.h"
 #include "core/cuda_check.h"
+#include "core/log.h"
 #include "ops/attention/attention.h"
 #include "ops/attention/attention_decode_plan.h"
 #include "ops/common/cuda_async.cuh"
@@ -67,6 +80,7 @@
 #include "ops/common/cuda_launch.cuh"
 #include "ops/common/cuda_mma.cuh"
 #include "ops/common/cuda_phase_trace.cuh"
+#include "ops/common/cuda_tensor_map.cuh"
 
 namespace roofline {
 
@@ -107,6 +121,13 @@ struct DecodeArgs {
 #if defined(ROOFLINE_PHASE_TRACE)
   uint64_t* trace;  // the launch's phase records, or nullptr
 #endif
+};
+
+// The bulk-copy kernels' views of the caches (unused by the others): rank-3 tensor maps over
+// [slots][num_kv_heads * head_dim / 64][64] bf16, boxes of 16 slots x one 64-dim block of a head.
+struct DecodeMaps {
+  CUtensorMap k;
+  CUtensorMap v;
 };
 
 // The phase marks of a trace build (attention_decode_trace_bench; phase_trace.h), in order.
@@ -345,17 +366,34 @@ struct MmaDecodeConfig {
   __device__ static int at(int key, int chunk) {
     return key * kChunks + (chunk ^ ((key >> kSwizzleShift) & kSwizzleMask));
   }
+  // The bulk-copy stage (kTma): each 64-dim block of the stage's 16 keys is one box of
+  // 16 x 128 bytes, 2 KB, in the copy engine's 128-byte swizzle (chunk c of key k at c ^ (k mod
+  // 8): again 8 different bank groups for the 8 keys an ldmatrix reads).
+  static constexpr int kBoxChunks = kKeysPerStage * 8;  // 16-byte chunks of one box
+  __device__ static int tma_at(int key, int chunk) {
+    return (chunk >> 3) * kBoxChunks + key * 8 + ((chunk & 7) ^ (key & 7));
+  }
 };
 
-template <int kHeadDim>
-__global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs a) {
+// kTma: the pages' K and V come by bulk tensor copies (one per 64 dims of a stage's 16 keys,
+// issued by lane 0, completing on the stage slot's mbarrier) instead of 16-byte cp.async by every
+// lane; launched only where every stage's keys lie in one page (page_stages below, always true
+// there) and head_dim >= 64.
+template <int kHeadDim, bool kTma>
+__global__ void __launch_bounds__(kThreads)
+    paged_decode_kernel(const DecodeArgs a, const __grid_constant__ DecodeMaps maps) {
   using Cfg = MmaDecodeConfig<kHeadDim>;
   constexpr int kRows = Cfg::kRows;
   constexpr int kKeysPerStage = Cfg::kKeysPerStage;
   constexpr int kSteps = Cfg::kSteps;
-  extern __shared__ __align__(128) unsigned char smem[];
+  static_assert(!kTma || (kHeadDim >= 64 && kKeysPerStage == kDecodeBulkCopyKeys),
+                "a bulk-copy box is 64 dims of one stage's keys");
+  // 1024: the copy engine's 128-byte swizzle repeats every 8 rows of 128 bytes, and the ldmatrix
+  // addresses (Cfg::tma_at) assume each box starts at such a boundary.
+  extern __shared__ __align__(1024) unsigned char smem[];
   __shared__ unsigned s_last;
   __shared__ uint64_t s_push_bar;  // the cluster receiver's: the other splits' arrivals
+  __shared__ uint64_t s_stage_bar[kTma ? kWarps * Cfg::kStages : 1];  // kTma: a slot's copies
   cuda::PhaseTrace trace(cuda::phase_trace_records(a));
 
   const int tid = static_cast<int>(threadIdx.x);
@@ -425,6 +463,16 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs
   const int64_t kv_stride = static_cast<int64_t>(a.num_kv_heads) * kHeadDim;
   uint4* ring = reinterpret_cast<uint4*>(smem) + warp * (Cfg::kStages * 2 * Cfg::kStageChunks);
   auto stage_key = [&](int i) { return s_lo + (warp + i * kWarps) * kKeysPerStage; };
+  uint64_t* stage_bar = s_stage_bar + (kTma ? warp * Cfg::kStages : 0);
+  if constexpr (kTma) {
+    // The warp's slot barriers: one arrival (lane 0's, with the stage's bytes) per phase.
+    if (lane == 0) {
+#pragma unroll
+      for (int st = 0; st < Cfg::kStages; ++st) cuda::mbarrier_init(stage_bar + st, 1);
+      cuda::fence_proxy_async_shared();  // the copy engine sees them initialised
+    }
+    __syncwarp();
+  }
 
   // The physical block of key stage_key(i) + lane % 16 (0 where out of range): one table read
   // per lane per stage, shared with the lanes that copy that key by a shuffle.
@@ -455,6 +503,25 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs
   auto issue = [&](int i, int blk) {
     uint4* slot = ring + (i % Cfg::kStages) * 2 * Cfg::kStageChunks;
     const int base = stage_key(i);
+    if constexpr (kTma) {
+      // Every stage's keys lie in one page here: the page's slots, one box per tensor and half.
+      // Nothing past the split's stages (they are never awaited). Keys of the page past the
+      // range arrive too (stale or never written: the loop masks their scores and zeroes their V).
+      const int page = __shfl_sync(0xffffffffu, blk, 0);
+      if (i < my_stages && lane == 0) {
+        uint64_t* bar = stage_bar + i % Cfg::kStages;
+        const int slot0 = (page << a.block_shift) + (base & (a.block_size - 1));
+        cuda::mbarrier_arrive_expect_tx(bar, 2 * Cfg::kStageChunks * 16);
+#pragma unroll
+        for (int h = 0; h < kHeadDim / 64; ++h) {
+          const int row = kv_head * (kHeadDim / 64) + h;
+          cuda::tma_load_3d(slot + h * Cfg::kBoxChunks, &maps.k, 0, row, slot0, bar);
+          cuda::tma_load_3d(slot + Cfg::kStageChunks + h * Cfg::kBoxChunks, &maps.v, 0, row, slot0,
+                            bar);
+        }
+      }
+      return;
+    }
     if (page_stages) {
       const int64_t page = __shfl_sync(0xffffffffu, blk, 0);  // every lane looked up this page
       const int keys_left = i < my_stages ? s_hi - base : 0;
@@ -556,17 +623,33 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs
   for (int i = 0; i < my_stages; ++i) {
     issue(i + Cfg::kStages - 1, blk);  // its block looked up one stage ago
     blk = lookup(i + Cfg::kStages);
-    cuda::cp_async_wait<Cfg::kStages - 1>();  // this lane's copies of stage i have landed
-    __syncwarp();                             // and every lane's are visible to the warp
+    uint4* slot = ring + (i % Cfg::kStages) * 2 * Cfg::kStageChunks;
+    if constexpr (kTma) {
+      cuda::mbarrier_wait(stage_bar + i % Cfg::kStages,
+                          static_cast<unsigned>(i / Cfg::kStages) & 1u);  // the slot's copies
+      // A stage past the range's end holds keys of the page no one attends: their scores are
+      // masked below, and their V rows (stale, never written: possibly NaN, which times a zero
+      // probability is still NaN) are zeroed, as the cp.async path zero-fills them.
+      const int keys_left = s_hi - stage_key(i);
+      if (keys_left < kKeysPerStage) {
+        for (int c = lane; c < (kKeysPerStage - keys_left) * Cfg::kChunks; c += 32)
+          slot[Cfg::kStageChunks + Cfg::tma_at(keys_left + c / Cfg::kChunks, c % Cfg::kChunks)] =
+              make_uint4(0u, 0u, 0u, 0u);
+        __syncwarp();
+      }
+    } else {
+      cuda::cp_async_wait<Cfg::kStages - 1>();  // this lane's copies of stage i have landed
+      __syncwarp();                             // and every lane's are visible to the warp
+    }
     if (i == 0) trace.mark(kMarkFirstStage);
-    const uint4* slot = ring + (i % Cfg::kStages) * 2 * Cfg::kStageChunks;
 
     // S^T = K · Q^T for 16 keys: s[0], s[1]: key g, rows t2, t2+1; s[2], s[3]: key g + 8.
     float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int ks = 0; ks < kSteps; ++ks) {
       uint32_t ka[4];
-      cuda::ldmatrix_x4(ka, slot + Cfg::at(k_key, 2 * ks + k_half));
+      cuda::ldmatrix_x4(ka, slot + (kTma ? Cfg::tma_at(k_key, 2 * ks + k_half)
+                                         : Cfg::at(k_key, 2 * ks + k_half)));
       cuda::mma_bf16(s, ka, qf[ks][0], qf[ks][1]);
     }
     const int key0 = stage_key(i) + g;
@@ -602,12 +685,14 @@ __global__ void __launch_bounds__(kThreads) paged_decode_kernel(const DecodeArgs
 #pragma unroll
     for (int ms = 0; ms < kSteps; ++ms) {
       uint32_t va[4];
-      cuda::ldmatrix_x4_trans(va, slot + Cfg::kStageChunks + Cfg::at(v_key, 2 * ms + v_half));
+      cuda::ldmatrix_x4_trans(
+          va, slot + Cfg::kStageChunks +
+                  (kTma ? Cfg::tma_at(v_key, 2 * ms + v_half) : Cfg::at(v_key, 2 * ms + v_half)));
       cuda::mma_bf16(acc[ms], va, pb0, pb1);
     }
     __syncwarp();  // every lane is done reading this slot before the warp refills it
   }
-  cuda::cp_async_wait_all();
+  if constexpr (!kTma) cuda::cp_async_wait_all();  // (the bulk copies were all awaited)
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 4);
@@ -667,10 +752,11 @@ int64_t max_active_clusters(int64_t size) {
       size, "ROOFLINE_DECODE_CLUSTER");
 }
 
-// Plans and launches one kernel (kRows rows per block) over the batch.
+// Plans and launches one kernel (kRows rows per block) over the batch; `maps` for the bulk-copy
+// kernels.
 template <auto kKernel, int kSmemBytes, int kRows>
 void launch(const PagedAttentionParams& p, int64_t max_q_len, int64_t max_seq_len,
-            cudaStream_t stream) {
+            const DecodeMaps& maps, cudaStream_t stream) {
   int device = 0;
   ROOFLINE_CUDA_CHECK(cudaGetDevice(&device));
   const int64_t group = p.num_heads / p.num_kv_heads;
@@ -720,16 +806,61 @@ void launch(const PagedAttentionParams& p, int64_t max_q_len, int64_t max_seq_le
   a.trace = decode_attention_phase_trace().next(grid_x * head_blocks * p.num_seqs);
 #endif
   cuda::launch_pdl_clustered(kKernel, grid, dim3(kThreads), kSmemBytes, stream,
-                             clustered ? static_cast<unsigned>(width) : 1u, a);
+                             clustered ? static_cast<unsigned>(width) : 1u, a, maps);
   ROOFLINE_CUDA_LAUNCH_CHECK(stream);
+}
+
+// Whether launches may take the bulk-copy kernels: ROOFLINE_DECODE_TMA=0 keeps every launch on
+// cp.async (the A/B switch; read once).
+bool decode_tma_allowed() {
+  static const bool on = [] {
+    const char* v = std::getenv("ROOFLINE_DECODE_TMA");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+// The caches' tensor maps for the bulk-copy kernels, where decode_takes_bulk_copies allows them
+// and the driver encodes them; otherwise false: the cp.async kernels run, which take every shape.
+// No L2 promotion: a box's rows are single 128-byte lines, and promoting each to 256 bytes made L2
+// fetch the other half of the key's row, which the next box reads anyway, as a second request
+// (H200: B=64 L=4096 at 95.7 % of the copy ceiling with 256-byte promotion, 100.6 % without;
+// bench/results/2026-12-01-decode-attention-bulk-copies.md).
+bool decode_tensor_maps(const PagedAttentionParams& p, DecodeMaps* maps) {
+  if (!decode_tma_allowed() ||
+      !decode_takes_bulk_copies(p.block_size, p.sliding_window, p.head_dim, p.num_blocks))
+    return false;
+  const uint64_t dims[3] = {64, static_cast<uint64_t>(p.num_kv_heads * p.head_dim / 64),
+                            static_cast<uint64_t>(p.num_blocks * p.block_size)};
+  const uint64_t slot_bytes = static_cast<uint64_t>(p.num_kv_heads * p.head_dim) * 2;
+  const uint32_t box[3] = {64, 1, static_cast<uint32_t>(kDecodeBulkCopyKeys)};
+  constexpr auto kPromotion = CU_TENSOR_MAP_L2_PROMOTION_NONE;
+  if (cuda::encode_bf16_tensor_map_3d(&maps->k, p.k_cache, dims, 128, slot_bytes, box,
+                                      kPromotion) &&
+      cuda::encode_bf16_tensor_map_3d(&maps->v, p.v_cache, dims, 128, slot_bytes, box, kPromotion))
+    return true;
+  static std::once_flag warned;
+  std::call_once(warned, [] {
+    ROOFLINE_LOG(kWarning,
+                 "paged decode attention: the driver would not encode tensor maps of "
+                 "the KV cache; decode attention copies K/V with cp.async instead");
+  });
+  return false;
 }
 
 template <int kHeadDim>
 void dispatch(const PagedAttentionParams& p, int64_t max_q_len, int64_t max_seq_len,
               cudaStream_t stream) {
   using Cfg = MmaDecodeConfig<kHeadDim>;
-  launch<paged_decode_kernel<kHeadDim>, Cfg::kSmemBytes, Cfg::kRows>(p, max_q_len, max_seq_len,
-                                                                     stream);
+  DecodeMaps maps;
+  std::memset(&maps, 0, sizeof(maps));
+  if constexpr (kHeadDim >= 64) {
+    if (decode_tensor_maps(p, &maps))
+      return launch<paged_decode_kernel<kHeadDim, true>, Cfg::kSmemBytes, Cfg::kRows>(
+          p, max_q_len, max_seq_len, maps, stream);
+  }
+  launch<paged_decode_kernel<kHeadDim, false>, Cfg::kSmemBytes, Cfg::kRows>(
+      p, max_q_len, max_seq_len, maps, stream);
 }
 
 }  // namespace

@@ -96,8 +96,9 @@ inline std::vector<AttentionShape> attention_cuda_test_shapes() {
 // Batches of the split-K decode kernel (every sequence brings 1 to 8 queries): contexts 1, 15,
 // 16, 17, 1000 and 32769; batches of 1, 3, 64 and 257 with mixed contexts; GQA ratios 1, 4, 7
 // and 8 (and 40: five row chunks); multi-query verification (2 to 8 queries, several row
-// chunks); block sizes 5, 16, 32 and 64; sliding windows; head_dim 32 to 256; many splits (one
-// long sequence) and none (257 sequences).
+// chunks); block sizes 5, 16, 32 and 64; sliding windows; head_dim 32 to 256 (64, 128 and 256
+// also without a window on pages of 16 or more: the bulk-copy kernels); many splits (one long
+// sequence) and none (257 sequences).
 inline std::vector<AttentionShape> attention_cuda_decode_test_shapes() {
   auto mixed = [](int64_t batch, int64_t max_len) {
     std::vector<AttentionSeq> seqs;
@@ -112,6 +113,7 @@ inline std::vector<AttentionShape> attention_cuda_decode_test_shapes() {
       {mixed(257, 300), 64, 8, 128, 64, 0},
       {{{17, 4}, {1000, 1}, {33, 3}, {16, 8}}, 28, 4, 128, 16, 0},
       {{{1000, 8}, {300, 2}, {9, 5}}, 8, 2, 256, 16, 128},
+      {{{1000, 1}, {33, 2}, {4097, 1}}, 16, 4, 256, 16, 0},
       {{{1000, 1}, {5, 1}, {77, 2}}, 16, 4, 32, 5, 0},
       {{{32769, 1}, {40, 1}}, 8, 1, 64, 32, 4096},
       {{{1, 1}, {1000, 1}, {4097, 1}}, 14, 2, 64, 16, 0},

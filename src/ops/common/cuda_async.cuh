@@ -1,9 +1,13 @@
-// Asynchronous global -> shared copies (cp.async, sm_80+) shared by the CUDA kernels of src/ops:
+// Asynchronous global -> shared copies shared by the CUDA kernels of src/ops: cp.async (sm_80+),
 // 16-byte copies that hold no registers while in flight, committed in groups and awaited by
-// count. Include only from .cu files.
+// count; and the bulk tensor copy (TMA, sm_90): one thread asks the copy engine for a whole box of
+// a tensor described by a tensor map, and the copy completes bytes on an mbarrier. Include only
+// from .cu files.
 #pragma once
 
 #include <cuda_runtime.h>
+
+#include <cstdint>
 
 namespace roofline::cuda {
 
@@ -31,6 +35,36 @@ __device__ __forceinline__ void cp_async_wait() {
 
 __device__ __forceinline__ void cp_async_wait_all() {
   asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+
+// One arrival on an mbarrier (its count includes it) that also raises the phase's expected
+// transaction bytes by `bytes`: the phase completes once the arrivals are in and that many bytes
+// of bulk copies have landed.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, unsigned bytes) {
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(bar));
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(addr), "r"(bytes)
+               : "memory");
+}
+
+// The box of a rank-3 tensor map (`map`: the generic address of a CUtensorMap, a __grid_constant__
+// kernel parameter) at element coordinates (c0, c1, c2), innermost first, into shared memory at
+// smem_dst (aligned as the map's swizzle needs: 1024 bytes for 128-byte swizzling); its bytes
+// complete on `bar`. Out-of-range elements arrive as zeros. Issued by one thread.
+__device__ __forceinline__ void tma_load_3d(void* smem_dst, const void* map, int c0, int c1, int c2,
+                                            uint64_t* bar) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+  const unsigned b = static_cast<unsigned>(__cvta_generic_to_shared(bar));
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(b)
+      : "memory");
+}
+
+// Orders this thread's earlier generic-proxy accesses of shared memory (ordinary loads and stores,
+// an mbarrier's initialisation) before its later async-proxy ones (bulk copies).
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
 }  // namespace roofline::cuda
