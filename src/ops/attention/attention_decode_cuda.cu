@@ -21,7 +21,7 @@
 //   constant stride from the stage's first row (~80 instructions a stage at head_dim 128 where
 //   the general path spends ~410: B=1 L=512 7.3 -> 5.2 us, B=256 L=512 81 -> 97 % of the copy
 //   ceiling; bench/results/2026-12-01-decode-attention-page-stages.md).
-// - Bulk copies (decode_takes_bulk_copies: such pages, no sliding window, head_dim 64-256): the
+// - Bulk copies (paged_kv_takes_bulk_copies: such pages, no sliding window, head_dim 64-256): the
 //   same ring, filled by the copy engine instead. Lane 0 of each warp asks for a stage's K and V
 //   as one box per 64 dims (16 keys x 128 bytes, from a tensor map over each cache, in the
 //   engine's 128-byte swizzle) with the stage slot's mbarrier expecting their bytes; the warp
@@ -72,15 +72,15 @@
 
 #include "core/check.h"
 #include "core/cuda_check.h"
-#include "core/log.h"
 #include "ops/attention/attention.h"
+#include "ops/attention/attention_bulk_copy.h"
 #include "ops/attention/attention_decode_plan.h"
+#include "ops/attention/attention_kv_maps.cuh"
 #include "ops/common/cuda_async.cuh"
 #include "ops/common/cuda_barrier.cuh"
 #include "ops/common/cuda_launch.cuh"
 #include "ops/common/cuda_mma.cuh"
 #include "ops/common/cuda_phase_trace.cuh"
-#include "ops/common/cuda_tensor_map.cuh"
 
 namespace roofline {
 
@@ -121,13 +121,6 @@ struct DecodeArgs {
 #if defined(ROOFLINE_PHASE_TRACE)
   uint64_t* trace;  // the launch's phase records, or nullptr
 #endif
-};
-
-// The bulk-copy kernels' views of the caches (unused by the others): rank-3 tensor maps over
-// [slots][num_kv_heads * head_dim / 64][64] bf16, boxes of 16 slots x one 64-dim block of a head.
-struct DecodeMaps {
-  CUtensorMap k;
-  CUtensorMap v;
 };
 
 // The phase marks of a trace build (attention_decode_trace_bench; phase_trace.h), in order.
@@ -381,12 +374,12 @@ struct MmaDecodeConfig {
 // there) and head_dim >= 64.
 template <int kHeadDim, bool kTma>
 __global__ void __launch_bounds__(kThreads)
-    paged_decode_kernel(const DecodeArgs a, const __grid_constant__ DecodeMaps maps) {
+    paged_decode_kernel(const DecodeArgs a, const __grid_constant__ PagedKvMaps maps) {
   using Cfg = MmaDecodeConfig<kHeadDim>;
   constexpr int kRows = Cfg::kRows;
   constexpr int kKeysPerStage = Cfg::kKeysPerStage;
   constexpr int kSteps = Cfg::kSteps;
-  static_assert(!kTma || (kHeadDim >= 64 && kKeysPerStage == kDecodeBulkCopyKeys),
+  static_assert(!kTma || (kHeadDim >= 64 && kKeysPerStage == kKvBulkCopyKeys),
                 "a bulk-copy box is 64 dims of one stage's keys");
   // 1024: the copy engine's 128-byte swizzle repeats every 8 rows of 128 bytes, and the ldmatrix
   // addresses (Cfg::tma_at) assume each box starts at such a boundary.
@@ -756,7 +749,7 @@ int64_t max_active_clusters(int64_t size) {
 // kernels.
 template <auto kKernel, int kSmemBytes, int kRows>
 void launch(const PagedAttentionParams& p, int64_t max_q_len, int64_t max_seq_len,
-            const DecodeMaps& maps, cudaStream_t stream) {
+            const PagedKvMaps& maps, cudaStream_t stream) {
   int device = 0;
   ROOFLINE_CUDA_CHECK(cudaGetDevice(&device));
   const int64_t group = p.num_heads / p.num_kv_heads;
@@ -820,42 +813,14 @@ bool decode_tma_allowed() {
   return on;
 }
 
-// The caches' tensor maps for the bulk-copy kernels, where decode_takes_bulk_copies allows them
-// and the driver encodes them; otherwise false: the cp.async kernels run, which take every shape.
-// No L2 promotion: a box's rows are single 128-byte lines, and promoting each to 256 bytes made L2
-// fetch the other half of the key's row, which the next box reads anyway, as a second request
-// (H200: B=64 L=4096 at 95.7 % of the copy ceiling with 256-byte promotion, 100.6 % without;
-// bench/results/2026-12-01-decode-attention-bulk-copies.md).
-bool decode_tensor_maps(const PagedAttentionParams& p, DecodeMaps* maps) {
-  if (!decode_tma_allowed() ||
-      !decode_takes_bulk_copies(p.block_size, p.sliding_window, p.head_dim, p.num_blocks))
-    return false;
-  const uint64_t dims[3] = {64, static_cast<uint64_t>(p.num_kv_heads * p.head_dim / 64),
-                            static_cast<uint64_t>(p.num_blocks * p.block_size)};
-  const uint64_t slot_bytes = static_cast<uint64_t>(p.num_kv_heads * p.head_dim) * 2;
-  const uint32_t box[3] = {64, 1, static_cast<uint32_t>(kDecodeBulkCopyKeys)};
-  constexpr auto kPromotion = CU_TENSOR_MAP_L2_PROMOTION_NONE;
-  if (cuda::encode_bf16_tensor_map_3d(&maps->k, p.k_cache, dims, 128, slot_bytes, box,
-                                      kPromotion) &&
-      cuda::encode_bf16_tensor_map_3d(&maps->v, p.v_cache, dims, 128, slot_bytes, box, kPromotion))
-    return true;
-  static std::once_flag warned;
-  std::call_once(warned, [] {
-    ROOFLINE_LOG(kWarning,
-                 "paged decode attention: the driver would not encode tensor maps of "
-                 "the KV cache; decode attention copies K/V with cp.async instead");
-  });
-  return false;
-}
-
 template <int kHeadDim>
 void dispatch(const PagedAttentionParams& p, int64_t max_q_len, int64_t max_seq_len,
               cudaStream_t stream) {
   using Cfg = MmaDecodeConfig<kHeadDim>;
-  DecodeMaps maps;
+  PagedKvMaps maps;
   std::memset(&maps, 0, sizeof(maps));
   if constexpr (kHeadDim >= 64) {
-    if (decode_tensor_maps(p, &maps))
+    if (decode_tma_allowed() && encode_paged_kv_maps(p, &maps))
       return launch<paged_decode_kernel<kHeadDim, true>, Cfg::kSmemBytes, Cfg::kRows>(
           p, max_q_len, max_seq_len, maps, stream);
   }

@@ -92,22 +92,6 @@ inline constexpr int64_t kDecodeCounterBytes = kDecodeMaxSplitBlocks * 4;
 inline constexpr int64_t kDecodeWorkspaceBytes =
     kDecodePartialOutBytes + kDecodePartialLseBytes + kDecodeCounterBytes;
 
-// Keys of one bulk-copy box: a decode stage (16 keys, the m of the kernel's MMAs).
-inline constexpr int64_t kDecodeBulkCopyKeys = 16;
-
-// Whether the decode kernel may bring K and V in by bulk tensor copies (one box per 64 dims of a
-// stage's 16 keys, from a tensor map over each cache; attention_decode_cuda.cu) instead of 16-byte
-// cp.async: every stage's 16 keys must lie in one page — pages of a power-of-two size >= 16 and
-// no sliding window, so each split starts at a multiple of 16 keys — head_dim a multiple of 64
-// (a box is 64 dims), and the caches' slots (num_blocks x block_size) within the copy engine's
-// 32-bit coordinates.
-inline bool decode_takes_bulk_copies(int64_t block_size, int64_t sliding_window, int64_t head_dim,
-                                     int64_t num_blocks) {
-  const bool pow2_pages = block_size >= kDecodeBulkCopyKeys && (block_size & (block_size - 1)) == 0;
-  return pow2_pages && sliding_window <= 0 && head_dim >= 64 && head_dim % 64 == 0 &&
-         num_blocks > 0 && num_blocks <= (int64_t{1} << 31) / block_size - 1;
-}
-
 // The decode kernel (attention_decode_cuda.cu), called by paged_attention_cuda for batches with
 // max_q_len <= kDecodeMaxQueries; max_seq_len bounds every sequence's seq_len.
 void paged_attention_decode_cuda(const PagedAttentionParams& p, int64_t max_q_len,

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "ops/attention/attention_bulk_copy.h"
+
 namespace roofline {
 namespace {
 
@@ -75,25 +77,25 @@ TEST(DecodePlanTest, SplitBlocksNeverExceedTheWorkspace) {
   }
 }
 
-// Bulk copies only where every 16-key stage lies in one page and a box (64 dims) tiles the head.
+// Bulk copies only where every 16-key run lies in one page and a box (64 dims) tiles the head.
 TEST(DecodePlanTest, BulkCopiesOnlyWhereAStageLiesInOnePage) {
   for (const int64_t page : {16, 32, 64, 128, 256}) {
-    EXPECT_TRUE(decode_takes_bulk_copies(page, 0, 128, 1000)) << page;
-    EXPECT_TRUE(decode_takes_bulk_copies(page, 0, 64, 1000)) << page;
-    EXPECT_TRUE(decode_takes_bulk_copies(page, 0, 256, 1000)) << page;
+    EXPECT_TRUE(paged_kv_takes_bulk_copies(page, 0, 128, 1000)) << page;
+    EXPECT_TRUE(paged_kv_takes_bulk_copies(page, 0, 64, 1000)) << page;
+    EXPECT_TRUE(paged_kv_takes_bulk_copies(page, 0, 256, 1000)) << page;
   }
   // Pages smaller than a stage, or of a size whose stages would straddle two pages.
   for (const int64_t page : {1, 8, 15, 17, 24, 48, 100})
-    EXPECT_FALSE(decode_takes_bulk_copies(page, 0, 128, 1000)) << page;
+    EXPECT_FALSE(paged_kv_takes_bulk_copies(page, 0, 128, 1000)) << page;
   // A sliding window starts a split's keys anywhere in a page.
-  EXPECT_FALSE(decode_takes_bulk_copies(16, 4096, 128, 1000));
+  EXPECT_FALSE(paged_kv_takes_bulk_copies(16, 4096, 128, 1000));
   // head_dim 32 is half a box; other widths are not whole boxes.
-  EXPECT_FALSE(decode_takes_bulk_copies(16, 0, 32, 1000));
-  EXPECT_FALSE(decode_takes_bulk_copies(16, 0, 96, 1000));
+  EXPECT_FALSE(paged_kv_takes_bulk_copies(16, 0, 32, 1000));
+  EXPECT_FALSE(paged_kv_takes_bulk_copies(16, 0, 96, 1000));
   // The copy engine's slot coordinate is a 32-bit signed integer.
-  EXPECT_TRUE(decode_takes_bulk_copies(16, 0, 128, (int64_t{1} << 27) - 1));
-  EXPECT_FALSE(decode_takes_bulk_copies(16, 0, 128, int64_t{1} << 27));
-  EXPECT_FALSE(decode_takes_bulk_copies(16, 0, 128, 0));
+  EXPECT_TRUE(paged_kv_takes_bulk_copies(16, 0, 128, (int64_t{1} << 27) - 1));
+  EXPECT_FALSE(paged_kv_takes_bulk_copies(16, 0, 128, int64_t{1} << 27));
+  EXPECT_FALSE(paged_kv_takes_bulk_copies(16, 0, 128, 0));
 }
 
 TEST(DecodePlanTest, WorkspaceHoldsEveryPartialAndCounter) {

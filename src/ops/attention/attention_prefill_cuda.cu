@@ -521,11 +521,6 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
-// Orders generic-proxy writes to shared memory (cp.async) that this thread has completed or
-// acquired (through a barrier) before its later async-proxy reads (wgmma operands).
-__device__ __forceinline__ void fence_proxy_async_shared() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
 
 // The 64 f32 accumulator operands of an m64n128 wgmma, d[0] ... d[63], as asm outputs.
 #define ROOFLINE_WGMMA_ACC64(d) \
@@ -689,7 +684,7 @@ __device__ __forceinline__ void ws_consume(const PrefillArgs& a, const BlockRows
       w * 64);
   cuda::cp_async_commit();
   cuda::cp_async_wait_all();
-  fence_proxy_async_shared();
+  cuda::fence_proxy_async_shared();
   cuda::named_barrier_sync(kWsLocalBarrier + w, 128);
   if (w == 0) cuda::named_barrier_arrive(turn, 256);  // consumer 0 takes the first turn
 
@@ -767,7 +762,7 @@ __device__ __forceinline__ void ws_consume(const PrefillArgs& a, const BlockRows
   // Tile 0: Q·Kᵀ alone.
   float alpha[2];
   cuda::mbarrier_wait(&bars->full_k[0], 0);
-  fence_proxy_async_shared();
+  cuda::fence_proxy_async_shared();
   issue_qk(0);
   wgmma_wait<0>();
   fence_registers(s_flat);
@@ -779,11 +774,11 @@ __device__ __forceinline__ void ws_consume(const PrefillArgs& a, const BlockRows
     const int stage = j % kWsStages;
     const int prev = (j - 1) % kWsStages;
     cuda::mbarrier_wait(&bars->full_k[stage], (j / kWsStages) & 1);
-    fence_proxy_async_shared();
+    cuda::fence_proxy_async_shared();
     cuda::named_barrier_sync(turn, 256);
     issue_qk(stage);
     cuda::mbarrier_wait(&bars->full_v[prev], ((j - 1) / kWsStages) & 1);
-    fence_proxy_async_shared();
+    cuda::fence_proxy_async_shared();
     issue_pv(prev);
     cuda::named_barrier_arrive(other_turn, 256);
     wgmma_wait<1>();  // Q·Kᵀ done (groups complete in order); P·V still running
@@ -798,7 +793,7 @@ __device__ __forceinline__ void ws_consume(const PrefillArgs& a, const BlockRows
   // The last tile's P·V.
   const int last = (num_tiles - 1) % kWsStages;
   cuda::mbarrier_wait(&bars->full_v[last], ((num_tiles - 1) / kWsStages) & 1);
-  fence_proxy_async_shared();
+  cuda::fence_proxy_async_shared();
   issue_pv(last);
   wgmma_wait<0>();
   fence_registers(o_flat);

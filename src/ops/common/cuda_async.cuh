@@ -61,8 +61,9 @@ __device__ __forceinline__ void tma_load_3d(void* smem_dst, const void* map, int
       : "memory");
 }
 
-// Orders this thread's earlier generic-proxy accesses of shared memory (ordinary loads and stores,
-// an mbarrier's initialisation) before its later async-proxy ones (bulk copies).
+// Orders the generic-proxy accesses of shared memory that this thread made, or acquired from
+// others through a barrier (ordinary loads and stores, cp.async's writes, an mbarrier's
+// initialisation), before its later async-proxy ones (bulk copies, wgmma's operand reads).
 __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
