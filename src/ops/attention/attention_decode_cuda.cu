@@ -59,7 +59,6 @@
 //
 // Broken invariants on the device (q_len outside [1, 8], seq_len < q_len, seq_len beyond the
 // block table, a block id outside [0, num_blocks)) trap, as in attention_cuda.cu.
-#include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -817,7 +816,7 @@ template <int kHeadDim>
 void dispatch(const PagedAttentionParams& p, int64_t max_q_len, int64_t max_seq_len,
               cudaStream_t stream) {
   using Cfg = MmaDecodeConfig<kHeadDim>;
-  PagedKvMaps maps;
+  PagedKvMaps maps;  // the cp.async kernels take it too (zeroed, unread): one launcher for both
   std::memset(&maps, 0, sizeof(maps));
   if constexpr (kHeadDim >= 64) {
     if (decode_tma_allowed() && encode_paged_kv_maps(p, &maps))
