@@ -7,10 +7,11 @@
 // bytes (6 % at m = 1, 50 % at m = 8, 400 % at m = 64: why m >= 8 loses to cuBLASLt today, and
 // why the selector measures).
 //
-// Algorithm: persistent blocks (two per SM at m <= 16, one beyond) take tiles (16 weight rows ×
-// one K split) in turn and stream them through a ring of matmul_skinny_stages shared-memory
-// stages (2–4), one 512-wide K chunk each: the chunk's 16 weight rows (1 KB contiguous from each)
-// and its token rows of x,
+// Algorithm: persistent blocks (two per SM at m <= 16, one beyond; three in the one-token variant,
+// kOneToken, whose stages carry x's one row: m = 1 where two per SM would leave a second wave of
+// tiles, see matmul_skinny_launch) take tiles (16 weight rows × one K split) in turn and stream
+// them through a ring of matmul_skinny_stages shared-memory stages (2–4), one 512-wide K chunk
+// each: the chunk's 16 weight rows (1 KB contiguous from each) and its token rows of x,
 // copied with cp.async by all 256 threads (4 of the weights' 1,024 16-byte pieces each, plus x's).
 // While the 8 warps multiply one stage — each an eighth of its K — the others are in flight
 // (96 KB of weights per SM at m <= 8), with one block barrier per stage — or, in the RMSNorm
@@ -293,8 +294,8 @@ __device__ __forceinline__ uint4 scale_bf16x8(const uint4& v, const uint4& w) {
 }
 
 // The ring's stages per token tiles, as a constant device code may use.
-template <int kMTiles>
-constexpr int kStagesFor = matmul_skinny_stages(kMTiles);
+template <int kMTiles, bool kOneToken>
+constexpr int kStagesFor = matmul_skinny_stages(kMTiles, kOneToken);
 
 // Whether a variant's warps walk the ring on their own: each warp copies its own K slice of every
 // stage (weights, x, the norm weight: all it multiplies) and waits only for its own copies, with
@@ -310,14 +311,19 @@ constexpr bool kWarpSlicesFor = kNorm;
 
 // kMTiles: 8-token mma tiles of x (1, 2, 4, 8: m rounded up to 8 · a power of two); kNorm: the
 // RMSNorm prologue; kRope: the RoPE epilogue (a variant of its own, so that the others compile as
-// they did before it existed).
-template <int kMTiles, bool kNorm, bool kRope>
-__global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles))
+// they did before it existed); kOneToken: m = 1 exactly (kMTiles 1), three blocks per SM, and a
+// stage holds x's one row, which every lane reads as its token (the mma's 8 columns are all token
+// 0; only column 0 is stored).
+template <int kMTiles, bool kNorm, bool kRope, bool kOneToken>
+__global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles, kOneToken))
     matmul_skinny_kernel(const SkinnyArgs a) {
-  constexpr int kStages = kStagesFor<kMTiles>;
+  static_assert(!kOneToken || kMTiles == 1, "the one-token variant has one token tile");
+  constexpr int kStages = kStagesFor<kMTiles, kOneToken>;
   constexpr int kTokens = 8 * kMTiles;
-  constexpr int kStageBytes = static_cast<int>(matmul_skinny_stage_rows(kMTiles)) * kRowBytes;
-  constexpr int kNormRow = kRows + kTokens;  // even: no swizzle
+  constexpr int kTokenRows = kOneToken ? 1 : kTokens;  // x's rows in a stage
+  constexpr int kStageBytes =
+      static_cast<int>(matmul_skinny_stage_rows(kMTiles, kOneToken)) * kRowBytes;
+  constexpr int kNormRow = kRows + kTokenRows;
   constexpr bool kSlices = kWarpSlicesFor<kNorm>;
   static_assert(kStages >= 2, "the ring needs two stages");
   extern __shared__ __align__(128) uint8_t ring[];
@@ -374,7 +380,7 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles)
   const auto piece_of = [&](int k32) { return (warp * kWarpK + k32) / 8 + t; };
   const auto w_at = [&](int k32) { return piece_offset(g, piece_of(k32)); };
   const auto x_at = [&](int mt, int k32) {
-    return kRows * kRowBytes + piece_offset(mt * 8 + g, piece_of(k32));
+    return kRows * kRowBytes + piece_offset(kOneToken ? 0 : mt * 8 + g, piece_of(k32));
   };
   const auto norm_at = [&](int k32) { return piece_offset(kNormRow, piece_of(k32)); };
 
@@ -625,54 +631,69 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles)
 }
 
 // A variant's dynamic shared memory: its ring, then the warps' reduction buffer.
-template <int kMTiles, bool kNorm, bool kRope>
-constexpr int kSmemFor = static_cast<int>(matmul_skinny_smem_bytes(kMTiles) +
+template <int kMTiles, bool kOneToken>
+constexpr int kSmemFor = static_cast<int>(matmul_skinny_smem_bytes(kMTiles, kOneToken) +
                                           matmul_skinny_reduce_bytes(kMTiles));
 
 // Allows the variant that much dynamic shared memory, once per process.
-template <int kMTiles, bool kNorm, bool kRope>
+template <int kMTiles, bool kNorm, bool kRope, bool kOneToken>
 void configure_variant() {
   static const bool configured = [] {
-    ROOFLINE_CUDA_CHECK(cudaFuncSetAttribute(matmul_skinny_kernel<kMTiles, kNorm, kRope>,
+    ROOFLINE_CUDA_CHECK(cudaFuncSetAttribute(matmul_skinny_kernel<kMTiles, kNorm, kRope, kOneToken>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             kSmemFor<kMTiles, kNorm, kRope>));
+                                             kSmemFor<kMTiles, kOneToken>));
     return true;
   }();
   (void)configured;
 }
 
-// Whether the variant runs `launch` in clusters on the current device.
-template <int kMTiles, bool kNorm, bool kRope>
+// Whether the variant runs `launch` in clusters on the current device (never the one-token
+// variant: it does not split).
+template <int kMTiles, bool kNorm, bool kRope, bool kOneToken>
 bool variant_merges_in_clusters(const MatmulSkinnyLaunch& launch) {
-  if (launch.splits < 2 || launch.splits > kMatmulSkinnyMaxClusterSplits) return false;
-  configure_variant<kMTiles, kNorm, kRope>();  // the occupancy query sees the real smem limit
+  if (kOneToken || launch.splits < 2 || launch.splits > kMatmulSkinnyMaxClusterSplits) return false;
+  configure_variant<kMTiles, kNorm, kRope, kOneToken>();  // the occupancy query sees the smem
   // ROOFLINE_SKINNY_CLUSTER=0 merges every split through the workspace (A/B runs).
   return matmul_skinny_merges_in_clusters(
       launch,
-      cuda::max_active_clusters<matmul_skinny_kernel<kMTiles, kNorm, kRope>, kThreads,
-                                kSmemFor<kMTiles, kNorm, kRope>, kMatmulSkinnyMaxClusterSplits>(
+      cuda::max_active_clusters<matmul_skinny_kernel<kMTiles, kNorm, kRope, kOneToken>, kThreads,
+                                kSmemFor<kMTiles, kOneToken>, kMatmulSkinnyMaxClusterSplits>(
           launch.splits, "ROOFLINE_SKINNY_CLUSTER"));
 }
 
-template <int kMTiles, bool kNorm, bool kRope>
+template <int kMTiles, bool kNorm, bool kRope, bool kOneToken>
 void launch_variant(const SkinnyArgs& args, const MatmulSkinnyLaunch& launch, cudaStream_t stream) {
-  constexpr auto kKernel = matmul_skinny_kernel<kMTiles, kNorm, kRope>;
-  constexpr int smem = kSmemFor<kMTiles, kNorm, kRope>;
-  configure_variant<kMTiles, kNorm, kRope>();
+  constexpr auto kKernel = matmul_skinny_kernel<kMTiles, kNorm, kRope, kOneToken>;
+  constexpr int smem = kSmemFor<kMTiles, kOneToken>;
+  configure_variant<kMTiles, kNorm, kRope, kOneToken>();
   SkinnyArgs a = args;
-  a.cluster_merge = variant_merges_in_clusters<kMTiles, kNorm, kRope>(launch);
+  a.cluster_merge = variant_merges_in_clusters<kMTiles, kNorm, kRope, kOneToken>(launch);
   cuda::launch_pdl_clustered(kKernel, dim3(static_cast<unsigned>(launch.grid)), dim3(kThreads),
                              static_cast<size_t>(smem), stream,
                              a.cluster_merge ? static_cast<unsigned>(launch.splits) : 1u, a);
+}
+
+template <int kMTiles, bool kNorm, bool kRope>
+void launch_rope_variant(const SkinnyArgs& a, const MatmulSkinnyLaunch& launch,
+                         cudaStream_t stream) {
+  // The one-token variant exists for one token tile only, and without the RoPE epilogue
+  // (matmul_skinny_fuses_rope never fuses it there; matmul_skinny_cuda checks).
+  if constexpr (kMTiles == 1 && !kRope) {
+    if (launch.one_token) {
+      launch_variant<kMTiles, kNorm, kRope, true>(a, launch, stream);
+      return;
+    }
+  }
+  launch_variant<kMTiles, kNorm, kRope, false>(a, launch, stream);
 }
 
 template <int kMTiles, bool kNorm>
 void launch_norm_variant(const SkinnyArgs& a, const MatmulSkinnyLaunch& launch,
                          cudaStream_t stream) {
   if (a.rope_head_dim > 0) {
-    launch_variant<kMTiles, kNorm, true>(a, launch, stream);
+    launch_rope_variant<kMTiles, kNorm, true>(a, launch, stream);
   } else {
-    launch_variant<kMTiles, kNorm, false>(a, launch, stream);
+    launch_rope_variant<kMTiles, kNorm, false>(a, launch, stream);
   }
 }
 
@@ -697,13 +718,13 @@ PhaseTraceRecorder& matmul_skinny_phase_trace() {
 bool matmul_skinny_cuda_merges_in_clusters(const MatmulSkinnyLaunch& launch) {
   switch (launch.m_tiles) {
     case 1:
-      return variant_merges_in_clusters<1, false, false>(launch);
+      return variant_merges_in_clusters<1, false, false, false>(launch);
     case 2:
-      return variant_merges_in_clusters<2, false, false>(launch);
+      return variant_merges_in_clusters<2, false, false, false>(launch);
     case 4:
-      return variant_merges_in_clusters<4, false, false>(launch);
+      return variant_merges_in_clusters<4, false, false, false>(launch);
     case 8:
-      return variant_merges_in_clusters<8, false, false>(launch);
+      return variant_merges_in_clusters<8, false, false, false>(launch);
     default:
       return false;
   }
@@ -722,6 +743,9 @@ void matmul_skinny_cuda(const MatmulParams& p, MatmulEpilogue epilogue,
   ROOFLINE_CHECK_MSG(!matmul_skinny_no_split(p) || launch.splits == 1,
                      "the skinny matmul's RMSNorm prologue and SwiGLU and RoPE epilogues need an "
                      "unsplit launch (matmul_skinny_launch with no_split = true)");
+  ROOFLINE_CHECK_MSG(!p.qkv_rope || !launch.one_token,
+                     "the skinny matmul's RoPE epilogue runs on the two-block launch only "
+                     "(matmul_skinny_fuses_rope)");
 
   SkinnyArgs a;
   a.x = static_cast<const __nv_bfloat16*>(p.x);
