@@ -190,10 +190,10 @@ enum class MatmulImpl : uint8_t { kAuto, kCublas, kSkinny };
 // (CUDA-graph capture safe). The implementation choice is measured the first time a problem is seen
 // outside stream capture; see matmul_cuda.cu for what happens inside one. Not thread-safe, and its
 // workspaces serve one stream at a time: one context per executor stream.
-// Whether the skinny kernel's launch plan may choose its one-token variant (kAuto), must not
-// (kOff: ROOFLINE_SKINNY_ONE_TOKEN=0, A/B runs) or must wherever m = 1 and K is not split (kOn:
+// Whether the skinny kernel's launch plan may choose its few-token variant (kAuto), must not
+// (kOff: ROOFLINE_SKINNY_FEW_TOKENS=0, A/B runs) or must wherever m <= 4 and K is not split (kOn:
 // the tests). See matmul_skinny_launch.
-enum class MatmulSkinnyOneToken { kAuto, kOff, kOn };
+enum class MatmulSkinnyFewTokens { kAuto, kOff, kOn };
 
 class MatmulCudaContext {
  public:
@@ -217,8 +217,8 @@ class MatmulCudaContext {
   // Whether the skinny kernel's splits may merge in thread-block clusters (default true; false
   // sends every split through the workspace): the tests' A/B of the two merges.
   void set_skinny_cluster_merge(bool allowed);
-  // The skinny launches' one-token variant: chosen by the plan (kAuto, the default), off or forced.
-  void set_skinny_one_token(MatmulSkinnyOneToken mode);
+  // The skinny launches' few-token variant: chosen by the plan (kAuto, the default), off or forced.
+  void set_skinny_few_tokens(MatmulSkinnyFewTokens mode);
   // Implementation choices this context measured (one per (m bucket, n, k, epilogue) that no
   // context of the process had measured before: choices are shared per device, so that two contexts
   // never disagree), and calls that found no choice while their stream was being captured (they

@@ -259,7 +259,7 @@ struct MatmulCudaContext::Impl {
   bool prefer_skinny = false;  // ROOFLINE_MATMUL_IMPL=skinny: the skinny kernel wherever it can
   int skinny_splits = 0;  // 0: matmul_skinny_launch chooses
   bool skinny_cluster_merge = true;  // MatmulSkinnyLaunch::cluster_merge of every launch
-  MatmulSkinnyOneToken skinny_one_token = MatmulSkinnyOneToken::kAuto;
+  MatmulSkinnyFewTokens skinny_few_tokens = MatmulSkinnyFewTokens::kAuto;
   // The RoPE epilogue fused where matmul_skinny_fuses_rope allows (ROOFLINE_SKINNY_ROPE=0: never,
   // the product then qkv_rope_cuda; A/B runs).
   bool skinny_fuse_rope = true;
@@ -422,12 +422,12 @@ std::unique_ptr<MatmulCudaContext> MatmulCudaContext::create() {
                                  << "' is not 'auto', 'cublas' or 'skinny': ignored (auto)");
     }
   }
-  if (const char* env = std::getenv("ROOFLINE_SKINNY_ONE_TOKEN")) {
+  if (const char* env = std::getenv("ROOFLINE_SKINNY_FEW_TOKENS")) {
     const std::string value = env;
     if (value == "0") {
-      impl.skinny_one_token = MatmulSkinnyOneToken::kOff;
+      impl.skinny_few_tokens = MatmulSkinnyFewTokens::kOff;
     } else if (value != "1") {
-      ROOFLINE_LOG(kWarning, "ROOFLINE_SKINNY_ONE_TOKEN='"
+      ROOFLINE_LOG(kWarning, "ROOFLINE_SKINNY_FEW_TOKENS='"
                                  << value
                                  << "' is not 0 (off) or 1 (where the plan chooses it): "
                                     "ignored (1)");
@@ -466,8 +466,8 @@ void MatmulCudaContext::set_skinny_cluster_merge(bool allowed) {
   impl_->skinny_cluster_merge = allowed;
 }
 
-void MatmulCudaContext::set_skinny_one_token(MatmulSkinnyOneToken mode) {
-  impl_->skinny_one_token = mode;
+void MatmulCudaContext::set_skinny_few_tokens(MatmulSkinnyFewTokens mode) {
+  impl_->skinny_few_tokens = mode;
 }
 
 int64_t MatmulCudaContext::num_impl_measurements() const { return impl_->measurements; }
@@ -556,7 +556,7 @@ void skinny_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStr
                    MatmulEpilogue epilogue) {
   MatmulSkinnyLaunch launch =
       matmul_skinny_launch(p.m, p.n, p.k, impl.num_sms, impl.skinny_splits,
-                           matmul_skinny_no_split(p), impl.skinny_one_token);
+                           matmul_skinny_no_split(p), impl.skinny_few_tokens);
   launch.cluster_merge = impl.skinny_cluster_merge;
   if (!p.qkv_rope || (impl.skinny_fuse_rope && matmul_skinny_fuses_rope(launch, impl.num_sms))) {
     matmul_skinny_cuda(p, epilogue, launch, impl.skinny_workspace, stream);
@@ -564,7 +564,7 @@ void skinny_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStr
   }
   const MatmulParams product = matmul_rope_product(p);
   launch = matmul_skinny_launch(p.m, p.n, p.k, impl.num_sms, impl.skinny_splits,
-                                matmul_skinny_no_split(product), impl.skinny_one_token);
+                                matmul_skinny_no_split(product), impl.skinny_few_tokens);
   launch.cluster_merge = impl.skinny_cluster_merge;
   matmul_skinny_cuda(product, epilogue, launch, impl.skinny_workspace, stream);
   qkv_rope_cuda(matmul_rope_pass(p), stream);

@@ -17,8 +17,8 @@
 // The RoPE epilogue (q|k|v rows; q rotated to its output, k rotated and v into the paged cache):
 // every implementation, with and without bias and the prologue, against the CPU twin, and the
 // skinny kernel's fused form bit for bit against its product followed by qkv_rope_cuda. The skinny
-// kernel's one-token variant (m = 1) forced on every weight, against the twin and bit for bit
-// against the two-block variant.
+// kernel's few-token variant (m <= 4) forced on every weight at m = 1 and 3, against the twin and
+// bit for bit against the two-block variant.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -523,88 +523,89 @@ TEST(MatmulCudaSwigluTest, EpilogueMatchesCpuTwinForEveryImplementation) {
   }
 }
 
-TEST(MatmulCudaSkinnyTest, OneTokenVariantMatchesCpuTwinAndTheTwoBlockVariantBitForBit) {
-  // The one-token variant (three blocks per SM, one x row a stage) forced on every weight of
-  // kMatmulCudaTestWeights at m = 1 — the plan picks it itself only where the tiles fill more than
-  // two blocks per SM and no more than three (Llama-3-8B's and Qwen2.5-7B's q|k|v, which the other
-  // tests cover through the plan) — with each epilogue, with and without the RMSNorm prologue, and
-  // the SwiGLU epilogue on the gate_up weights: against the CPU twin, and bit for bit against the
-  // two-block variant (the same products summed in the same order). Launches that split K take
-  // the two-block variant either way.
+TEST(MatmulCudaSkinnyTest, FewTokenVariantMatchesCpuTwinAndTheTwoBlockVariantBitForBit) {
+  // The few-token variant (three blocks per SM, 4 rows of x a stage) forced on every weight of
+  // kMatmulCudaTestWeights at m = 1 and 3 (a stage row of x left stale) — the plan picks it itself
+  // only where the tiles fill more than two blocks per SM and no more than three (Llama-3-8B's and
+  // Qwen2.5-7B's q|k|v, which the other tests cover through the plan) — with each epilogue, with
+  // and without the RMSNorm prologue, and the SwiGLU epilogue on the gate_up weights: against the
+  // CPU twin, and bit for bit against the two-block variant (the same products summed in the same
+  // order). Launches that split K take the two-block variant either way.
   ROOFLINE_SKIP_WITHOUT_GPU();
   std::unique_ptr<MatmulCudaContext> one = context(MatmulImpl::kSkinny);
   std::unique_ptr<MatmulCudaContext> two = context(MatmulImpl::kSkinny);
-  one->set_skinny_one_token(MatmulSkinnyOneToken::kOn);
-  two->set_skinny_one_token(MatmulSkinnyOneToken::kOff);
+  one->set_skinny_few_tokens(MatmulSkinnyFewTokens::kOn);
+  two->set_skinny_few_tokens(MatmulSkinnyFewTokens::kOff);
   auto rng = make_rng(47);
-  constexpr int64_t m = 1;
-  for (const auto& s : kMatmulCudaTestWeights) {
-    if (!skinny_takes(m, s.k)) continue;
-    SCOPED_TRACE(s.name);
-    const std::vector<uint16_t> w_bits = to_bf16(random_vector(s.n * s.k, rng));
-    const std::vector<uint16_t> bias_bits = to_bf16(random_vector(s.n, rng));
-    const std::vector<uint16_t> norm_bits = to_bf16(random_vector(s.k, rng));
-    const std::vector<uint16_t> residual_bits = to_bf16(random_vector(m * s.n, rng, -2.0f, 2.0f));
-    const std::vector<float> x_vals = round_to_bf16(random_vector(m * s.k, rng));
-    const DeviceBuffer w = DeviceBuffer::from_host(w_bits);
-    const DeviceBuffer bias = DeviceBuffer::from_host(bias_bits);
-    const DeviceBuffer norm = DeviceBuffer::from_host(norm_bits);
-    const DeviceBuffer x = DeviceBuffer::from_host(to_bf16(x_vals));
-    DeviceBuffer normed(static_cast<size_t>(m * s.k) * 2);
-    for (const bool with_norm : {false, true}) {
-      const Inputs in{&x, &w, &bias, with_norm ? &norm : nullptr, with_norm ? &normed : nullptr};
-      for (const MatmulEpilogue e : kEpilogues) {
-        SCOPED_TRACE(std::string(epilogue_name(e)) + (with_norm ? ", RMSNorm prologue" : ""));
-        const std::vector<float> expected =
-            run_cpu(x_vals, w_bits, bias_bits, from_bf16(residual_bits), m, s.n, s.k, e,
-                    with_norm ? &norm_bits : nullptr);
-        const std::vector<uint16_t> y_one =
-            run_gpu(in, m, s.n, s.k, e, residual_bits, {0, s.n}, false, *one, nullptr);
-        const std::vector<uint16_t> y_two =
-            run_gpu(in, m, s.n, s.k, e, residual_bits, {0, s.n}, false, *two, nullptr);
-        EXPECT_TRUE(all_close(from_bf16(y_one), expected,
-                              with_norm ? norm_atol_for(s.k) : atol_for(s.k), kRtol));
-        ASSERT_EQ(y_one, y_two) << "the one-token variant differs from the two-block variant";
+  for (const int64_t m : {1, 3}) {
+    for (const auto& s : kMatmulCudaTestWeights) {
+      if (!skinny_takes(m, s.k)) continue;
+      SCOPED_TRACE(std::string(s.name) + ", m = " + std::to_string(m));
+      const std::vector<uint16_t> w_bits = to_bf16(random_vector(s.n * s.k, rng));
+      const std::vector<uint16_t> bias_bits = to_bf16(random_vector(s.n, rng));
+      const std::vector<uint16_t> norm_bits = to_bf16(random_vector(s.k, rng));
+      const std::vector<uint16_t> residual_bits = to_bf16(random_vector(m * s.n, rng, -2.0f, 2.0f));
+      const std::vector<float> x_vals = round_to_bf16(random_vector(m * s.k, rng));
+      const DeviceBuffer w = DeviceBuffer::from_host(w_bits);
+      const DeviceBuffer bias = DeviceBuffer::from_host(bias_bits);
+      const DeviceBuffer norm = DeviceBuffer::from_host(norm_bits);
+      const DeviceBuffer x = DeviceBuffer::from_host(to_bf16(x_vals));
+      DeviceBuffer normed(static_cast<size_t>(m * s.k) * 2);
+      for (const bool with_norm : {false, true}) {
+        const Inputs in{&x, &w, &bias, with_norm ? &norm : nullptr, with_norm ? &normed : nullptr};
+        for (const MatmulEpilogue e : kEpilogues) {
+          SCOPED_TRACE(std::string(epilogue_name(e)) + (with_norm ? ", RMSNorm prologue" : ""));
+          const std::vector<float> expected =
+              run_cpu(x_vals, w_bits, bias_bits, from_bf16(residual_bits), m, s.n, s.k, e,
+                      with_norm ? &norm_bits : nullptr);
+          const std::vector<uint16_t> y_one =
+              run_gpu(in, m, s.n, s.k, e, residual_bits, {0, s.n}, false, *one, nullptr);
+          const std::vector<uint16_t> y_two =
+              run_gpu(in, m, s.n, s.k, e, residual_bits, {0, s.n}, false, *two, nullptr);
+          EXPECT_TRUE(all_close(from_bf16(y_one), expected,
+                                with_norm ? norm_atol_for(s.k) : atol_for(s.k), kRtol));
+          ASSERT_EQ(y_one, y_two) << "the few-token variant differs from the two-block variant";
+        }
       }
-    }
-    if (std::string(s.name).find("gate_up") == std::string::npos) continue;
-    // SwiGLU with the prologue, as a decoder layer's gate_up runs.
-    const int64_t half = s.n / 2;
-    std::vector<float> expected(static_cast<size_t>(m * half)),
-        cpu_gate_up(static_cast<size_t>(m * s.n)), cpu_normed(static_cast<size_t>(m * s.k));
-    std::vector<uint16_t> ys[2];
-    DeviceBuffer gate_up(static_cast<size_t>(m * s.n) * 2);
-    for (int side = 0; side < 3; ++side) {  // the CPU twin, one token, two blocks
-      const bool cpu = side == 0;
-      DeviceBuffer y(static_cast<size_t>(m * half) * 2);
-      y.poison();
-      MatmulParams q;
-      q.x = cpu ? static_cast<const void*>(x_vals.data()) : x.get();
-      q.w = cpu ? static_cast<const void*>(w_bits.data()) : w.get();
-      q.w_dtype = DType::kBF16;
-      q.y = cpu ? static_cast<void*>(expected.data()) : y.get();
-      q.dtype = cpu ? DType::kF32 : DType::kBF16;
-      q.m = m;
-      q.n = s.n;
-      q.k = s.k;
-      q.y_row_stride = half;
-      q.swiglu = true;
-      q.gate_up = cpu ? static_cast<void*>(cpu_gate_up.data()) : gate_up.get();
-      q.norm_weight = cpu ? static_cast<const void*>(norm_bits.data()) : norm.get();
-      q.norm_weight_dtype = DType::kBF16;
-      q.norm_eps = kNormEps;
-      q.normed = cpu ? static_cast<void*>(cpu_normed.data()) : normed.get();
-      if (cpu) {
-        matmul_cpu(q);
-        continue;
+      if (std::string(s.name).find("gate_up") == std::string::npos) continue;
+      // SwiGLU with the prologue, as a decoder layer's gate_up runs.
+      const int64_t half = s.n / 2;
+      std::vector<float> expected(static_cast<size_t>(m * half)),
+          cpu_gate_up(static_cast<size_t>(m * s.n)), cpu_normed(static_cast<size_t>(m * s.k));
+      std::vector<uint16_t> ys[2];
+      DeviceBuffer gate_up(static_cast<size_t>(m * s.n) * 2);
+      for (int side = 0; side < 3; ++side) {  // the CPU twin, one token, two blocks
+        const bool cpu = side == 0;
+        DeviceBuffer y(static_cast<size_t>(m * half) * 2);
+        y.poison();
+        MatmulParams q;
+        q.x = cpu ? static_cast<const void*>(x_vals.data()) : x.get();
+        q.w = cpu ? static_cast<const void*>(w_bits.data()) : w.get();
+        q.w_dtype = DType::kBF16;
+        q.y = cpu ? static_cast<void*>(expected.data()) : y.get();
+        q.dtype = cpu ? DType::kF32 : DType::kBF16;
+        q.m = m;
+        q.n = s.n;
+        q.k = s.k;
+        q.y_row_stride = half;
+        q.swiglu = true;
+        q.gate_up = cpu ? static_cast<void*>(cpu_gate_up.data()) : gate_up.get();
+        q.norm_weight = cpu ? static_cast<const void*>(norm_bits.data()) : norm.get();
+        q.norm_weight_dtype = DType::kBF16;
+        q.norm_eps = kNormEps;
+        q.normed = cpu ? static_cast<void*>(cpu_normed.data()) : normed.get();
+        if (cpu) {
+          matmul_cpu(q);
+          continue;
+        }
+        matmul_cuda(q, side == 1 ? *one : *two, nullptr);
+        ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+        ys[side - 1] = y.to_host<uint16_t>();
       }
-      matmul_cuda(q, side == 1 ? *one : *two, nullptr);
-      ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(nullptr));
-      ys[side - 1] = y.to_host<uint16_t>();
+      EXPECT_TRUE(all_close(from_bf16(ys[0]), expected, swiglu_atol_for(s.k, true), kSwigluRtol))
+          << "SwiGLU";
+      ASSERT_EQ(ys[0], ys[1]) << "SwiGLU: the few-token variant differs from the two-block variant";
     }
-    EXPECT_TRUE(all_close(from_bf16(ys[0]), expected, swiglu_atol_for(s.k, true), kSwigluRtol))
-        << "SwiGLU";
-    ASSERT_EQ(ys[0], ys[1]) << "SwiGLU: the one-token variant differs from the two-block variant";
   }
 }
 

@@ -55,29 +55,33 @@ inline constexpr int kMatmulSkinnyMaxStages = 8;
 // the copy ceiling; at m = 8, 53–74 % -> 73–96 %. A block alone streamed ~28 GB/s whatever its
 // ring's depth. (Not the barrier per stage, as once thought: without it, each warp awaiting only
 // its own slice, plain launches streamed no faster — 2026-12-01-skinny-warp-slices.md.)
-//   The one-token variant (`one_token`: m = 1 exactly, see matmul_skinny_launch) runs three
-// blocks per SM instead of two, its stages carrying x's one row instead of eight.
-constexpr int matmul_skinny_blocks_per_sm(int m_tiles, bool one_token = false) {
-  return one_token ? 3 : m_tiles <= 2 ? 2 : 1;
+//   The few-token variant (`few_tokens`: m <= kMatmulSkinnyFewTokensMaxM, see
+// matmul_skinny_launch) runs three blocks per SM instead of two, its stages carrying 4 rows of x
+// instead of 8.
+inline constexpr int64_t kMatmulSkinnyFewTokensMaxM = 4;
+constexpr int matmul_skinny_blocks_per_sm(int m_tiles, bool few_tokens = false) {
+  return few_tokens ? 3 : m_tiles <= 2 ? 2 : 1;
 }
-// Rows of one ring stage: the 16 weight rows, the token rows of x (8·m_tiles; the one-token
-// variant: 1) and one row for the RMSNorm prologue's weight (filled only by a launch with the
-// prologue).
-constexpr int64_t matmul_skinny_stage_rows(int m_tiles, bool one_token = false) {
-  return kMatmulSkinnyBlockRows + (one_token ? 1 : 8 * int64_t{m_tiles}) + 1;
+// Rows of one ring stage: the 16 weight rows, the token rows of x (8·m_tiles; the few-token
+// variant: kMatmulSkinnyFewTokensMaxM) and one row for the RMSNorm prologue's weight (filled only
+// by a launch with the prologue).
+constexpr int64_t matmul_skinny_stage_rows(int m_tiles, bool few_tokens = false) {
+  return kMatmulSkinnyBlockRows + (few_tokens ? kMatmulSkinnyFewTokensMaxM : 8 * int64_t{m_tiles}) +
+         1;
 }
 // The ring's stages for `m_tiles` token tiles, one chunk each. 4 / 3 / 4 / 2 stages for
 // 1 / 2 / 4 / 8 tiles (two blocks per SM at 1–2): 96 / 64 / 48 / 16 KB of weights in flight per SM
 // while one stage per block is multiplied; at 1–2 tiles that is 8–13 MB over 132 SMs, above the
-// ~6 MB that 4.28 TB/s × ~1.5 µs of loaded DRAM latency needs (Little's law). The one-token
-// variant: 3 stages of 18 rows in each of three blocks, the same 96 KB of weights in flight per SM.
-constexpr int matmul_skinny_stages(int m_tiles, bool one_token = false) {
-  const int64_t stages = kMatmulSkinnySmemBudget / matmul_skinny_blocks_per_sm(m_tiles, one_token) /
-                         (matmul_skinny_stage_rows(m_tiles, one_token) * kMatmulSkinnyRowBytes);
+// ~6 MB that 4.28 TB/s × ~1.5 µs of loaded DRAM latency needs (Little's law). The few-token
+// variant: 3 stages of 21 rows in each of three blocks, the same 96 KB of weights in flight per SM.
+constexpr int matmul_skinny_stages(int m_tiles, bool few_tokens = false) {
+  const int64_t stages = kMatmulSkinnySmemBudget /
+                         matmul_skinny_blocks_per_sm(m_tiles, few_tokens) /
+                         (matmul_skinny_stage_rows(m_tiles, few_tokens) * kMatmulSkinnyRowBytes);
   return static_cast<int>(stages < kMatmulSkinnyMaxStages ? stages : kMatmulSkinnyMaxStages);
 }
-constexpr int64_t matmul_skinny_smem_bytes(int m_tiles, bool one_token = false) {
-  return matmul_skinny_stages(m_tiles, one_token) * matmul_skinny_stage_rows(m_tiles, one_token) *
+constexpr int64_t matmul_skinny_smem_bytes(int m_tiles, bool few_tokens = false) {
+  return matmul_skinny_stages(m_tiles, few_tokens) * matmul_skinny_stage_rows(m_tiles, few_tokens) *
          kMatmulSkinnyRowBytes;
 }
 // What the warps meet through at the end of a tile: their fp32 accumulators [warps][16
@@ -160,9 +164,9 @@ struct MatmulSkinnyLaunch {
   // Splits may merge in thread-block clusters where matmul_skinny_merges_in_clusters allows (false:
   // always through the workspace; ROOFLINE_SKINNY_CLUSTER=0 and the tests' A/B).
   bool cluster_merge = true;
-  // The one-token variant (m = 1; see matmul_skinny_launch): three blocks per SM, one x row a
+  // The few-token variant (m <= 4; see matmul_skinny_launch): three blocks per SM, 4 x rows a
   // stage.
-  bool one_token = false;
+  bool few_tokens = false;
 };
 
 // The token tiles the kernel is built for: m / 8 rounded up to a power of two.
@@ -196,18 +200,19 @@ inline int64_t matmul_skinny_max_splits(int64_t m, int64_t n, int64_t k) {
 // tile while others idle), within matmul_skinny_max_splits. A requested count (tests, benchmark
 // sweeps) is clamped to the same limits. chunks_per_split is then ceil(chunks / splits) and the
 // splits recounted, so none is empty (qwen2.5-0.5b's down: 2 splits of 5 chunks on 132 SMs).
-//   At m = 1 with one split, when the tiles fill more than two blocks per SM but no more than three
-// (llama3-8b's q|k|v: 384 tiles on 132 SMs), the launch takes the one-token variant: three blocks
-// per SM, so every tile runs in one wave — with two, 264 tiles ran first and the other 120 after
-// them with half the block slots idle. On the H200 (bench/results/2026-12-01-skinny-one-token.md)
-// that q|k|v went from 81.8 to 92.8 % of the copy ceiling (with the RMSNorm prologue 73.2 ->
-// 89.3 %) and the llama3-8b bs 1 decode step 3.97 -> 3.89 ms. `one_token` overrides the choice
+//   At m <= 4 with one split, when the tiles fill more than two blocks per SM but no more than
+// three (llama3-8b's q|k|v: 384 tiles on 132 SMs), the launch takes the few-token variant: three
+// blocks per SM, so every tile runs in one wave — with two, 264 tiles ran first and the other 120
+// after them with half the block slots idle. On the H200
+// (bench/results/2026-12-01-skinny-few-tokens.md) that q|k|v at m = 1 went from 81.8 to 92.8 % of
+// the copy ceiling (with the RMSNorm prologue 73.2 -> 89.3 %) and the llama3-8b bs 1 decode step
+// 3.97 -> 3.89 ms. `few_tokens` overrides the choice
 // (tests, A/B runs).
 //   The grid fills every block slot (matmul_skinny_blocks_per_sm per SM), or one block per tile
 // when there are fewer tiles.
 inline MatmulSkinnyLaunch matmul_skinny_launch(
     int64_t m, int64_t n, int64_t k, int num_sms, int requested_splits = 0, bool no_split = false,
-    MatmulSkinnyOneToken one_token = MatmulSkinnyOneToken::kAuto) {
+    MatmulSkinnyFewTokens few_tokens = MatmulSkinnyFewTokens::kAuto) {
   MatmulSkinnyLaunch l;
   const int64_t sms = std::max(num_sms, 1);
   l.m_tiles = matmul_skinny_m_tiles(m);
@@ -219,11 +224,11 @@ inline MatmulSkinnyLaunch matmul_skinny_launch(
   l.chunks_per_split = (l.num_chunks + splits - 1) / splits;
   l.splits = static_cast<int>((l.num_chunks + l.chunks_per_split - 1) / l.chunks_per_split);
   l.tiles = l.n_blocks * l.splits;
-  l.one_token =
-      m == 1 && l.splits == 1 &&
-      (one_token == MatmulSkinnyOneToken::kOn ||
-       (one_token == MatmulSkinnyOneToken::kAuto && l.tiles > 2 * sms && l.tiles <= 3 * sms));
-  l.grid = std::min(l.tiles, sms * matmul_skinny_blocks_per_sm(l.m_tiles, l.one_token));
+  l.few_tokens =
+      m <= kMatmulSkinnyFewTokensMaxM && l.splits == 1 &&
+      (few_tokens == MatmulSkinnyFewTokens::kOn ||
+       (few_tokens == MatmulSkinnyFewTokens::kAuto && l.tiles > 2 * sms && l.tiles <= 3 * sms));
+  l.grid = std::min(l.tiles, sms * matmul_skinny_blocks_per_sm(l.m_tiles, l.few_tokens));
   return l;
 }
 
@@ -235,13 +240,13 @@ inline MatmulSkinnyLaunch matmul_skinny_launch(
 // epilogue's rotation sits on every tile's critical path (+0.6-1.1 us a call): on the H200 the
 // fused Llama-3-8B qkv (384 tiles on 264 slots at m = 1) made the bs 1 step 1.5-2.5 % slower
 // than the product followed by qkv_rope, while Qwen2.5-0.5B's (72 tiles) made its steps 3.5-4.3 %
-// faster (bench/results/2026-12-01-qkv-rope-epilogue.md). Not on the one-token variant either,
+// faster (bench/results/2026-12-01-qkv-rope-epilogue.md). Not on the few-token variant either,
 // although its three blocks per SM leave Llama-3-8B's q|k|v 12 slots free: fused there, the RoPE
 // epilogue made the launch 2.2 us slower in a chain of calls (13.2 -> 15.4 us with the prologue)
 // and the bs 1 step 0.3 % slower than the product followed by qkv_rope
-// (bench/results/2026-12-01-skinny-one-token.md).
+// (bench/results/2026-12-01-skinny-few-tokens.md).
 inline bool matmul_skinny_fuses_rope(const MatmulSkinnyLaunch& l, int num_sms) {
-  return !l.one_token &&
+  return !l.few_tokens &&
          l.tiles < int64_t{std::max(num_sms, 1)} * matmul_skinny_blocks_per_sm(l.m_tiles);
 }
 
@@ -276,7 +281,7 @@ inline bool matmul_skinny_launch_valid(const MatmulSkinnyLaunch& l, int64_t m, i
   if ((l.splits - 1) * l.chunks_per_split >= l.num_chunks) return false;  // an empty split
   if (l.splits * l.chunks_per_split < l.num_chunks) return false;         // chunks left over
   if (l.tiles != l.n_blocks * l.splits || l.grid < 1 || l.grid > l.tiles) return false;
-  if (l.one_token && (m != 1 || l.splits != 1)) return false;
+  if (l.few_tokens && (m > kMatmulSkinnyFewTokensMaxM || l.splits != 1)) return false;
   if (l.grid > (int64_t{1} << 31) - 1) return false;
   return l.splits == 1 || (l.n_blocks <= kMatmulSkinnyMaxCounters &&
                            l.splits * m * n * 4 <= kMatmulSkinnyPartialBytes);

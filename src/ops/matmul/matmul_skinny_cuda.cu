@@ -7,8 +7,8 @@
 // bytes (6 % at m = 1, 50 % at m = 8, 400 % at m = 64: why m >= 8 loses to cuBLASLt today, and
 // why the selector measures).
 //
-// Algorithm: persistent blocks (two per SM at m <= 16, one beyond; three in the one-token variant,
-// kOneToken, whose stages carry x's one row: m = 1 where two per SM would leave a second wave of
+// Algorithm: persistent blocks (two per SM at m <= 16, one beyond; three in the few-token variant,
+// kFewTokens, whose stages carry 4 rows of x: m <= 4 where two per SM would leave a second wave of
 // tiles, see matmul_skinny_launch) take tiles (16 weight rows × one K split) in turn and stream
 // them through a ring of matmul_skinny_stages shared-memory stages (2–4), one 512-wide K chunk
 // each: the chunk's 16 weight rows (1 KB contiguous from each) and its token rows of x,
@@ -294,8 +294,8 @@ __device__ __forceinline__ uint4 scale_bf16x8(const uint4& v, const uint4& w) {
 }
 
 // The ring's stages per token tiles, as a constant device code may use.
-template <int kMTiles, bool kOneToken>
-constexpr int kStagesFor = matmul_skinny_stages(kMTiles, kOneToken);
+template <int kMTiles, bool kFewTokens>
+constexpr int kStagesFor = matmul_skinny_stages(kMTiles, kFewTokens);
 
 // Whether a variant's warps walk the ring on their own: each warp copies its own K slice of every
 // stage (weights, x, the norm weight: all it multiplies) and waits only for its own copies, with
@@ -311,18 +311,19 @@ constexpr bool kWarpSlicesFor = kNorm;
 
 // kMTiles: 8-token mma tiles of x (1, 2, 4, 8: m rounded up to 8 · a power of two); kNorm: the
 // RMSNorm prologue; kRope: the RoPE epilogue (a variant of its own, so that the others compile as
-// they did before it existed); kOneToken: m = 1 exactly (kMTiles 1), three blocks per SM, and a
-// stage holds x's one row, which every lane reads as its token (the mma's 8 columns are all token
-// 0; only column 0 is stored).
-template <int kMTiles, bool kNorm, bool kRope, bool kOneToken>
-__global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles, kOneToken))
+// they did before it existed); kFewTokens: m <= kMatmulSkinnyFewTokensMaxM (kMTiles 1), three
+// blocks per SM, and a stage holds 4 rows of x: lane group g reads row g mod 4 as its mma column's
+// token (columns 4-7 repeat tokens 0-3, rows past m hold stale shared memory; neither is stored).
+template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens>
+__global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles, kFewTokens))
     matmul_skinny_kernel(const SkinnyArgs a) {
-  static_assert(!kOneToken || kMTiles == 1, "the one-token variant has one token tile");
-  constexpr int kStages = kStagesFor<kMTiles, kOneToken>;
+  static_assert(!kFewTokens || kMTiles == 1, "the few-token variant has one token tile");
+  constexpr int kStages = kStagesFor<kMTiles, kFewTokens>;
   constexpr int kTokens = 8 * kMTiles;
-  constexpr int kTokenRows = kOneToken ? 1 : kTokens;  // x's rows in a stage
+  constexpr int kTokenRows =  // x's rows in a stage
+      kFewTokens ? static_cast<int>(kMatmulSkinnyFewTokensMaxM) : kTokens;
   constexpr int kStageBytes =
-      static_cast<int>(matmul_skinny_stage_rows(kMTiles, kOneToken)) * kRowBytes;
+      static_cast<int>(matmul_skinny_stage_rows(kMTiles, kFewTokens)) * kRowBytes;
   constexpr int kNormRow = kRows + kTokenRows;
   constexpr bool kSlices = kWarpSlicesFor<kNorm>;
   static_assert(kStages >= 2, "the ring needs two stages");
@@ -380,7 +381,8 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles,
   const auto piece_of = [&](int k32) { return (warp * kWarpK + k32) / 8 + t; };
   const auto w_at = [&](int k32) { return piece_offset(g, piece_of(k32)); };
   const auto x_at = [&](int mt, int k32) {
-    return kRows * kRowBytes + piece_offset(kOneToken ? 0 : mt * 8 + g, piece_of(k32));
+    return kRows * kRowBytes +
+           piece_offset(kFewTokens ? g % kTokenRows : mt * 8 + g, piece_of(k32));
   };
   const auto norm_at = [&](int k32) { return piece_offset(kNormRow, piece_of(k32)); };
 
@@ -631,43 +633,44 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles,
 }
 
 // A variant's dynamic shared memory: its ring, then the warps' reduction buffer.
-template <int kMTiles, bool kOneToken>
-constexpr int kSmemFor = static_cast<int>(matmul_skinny_smem_bytes(kMTiles, kOneToken) +
+template <int kMTiles, bool kFewTokens>
+constexpr int kSmemFor = static_cast<int>(matmul_skinny_smem_bytes(kMTiles, kFewTokens) +
                                           matmul_skinny_reduce_bytes(kMTiles));
 
 // Allows the variant that much dynamic shared memory, once per process.
-template <int kMTiles, bool kNorm, bool kRope, bool kOneToken>
+template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens>
 void configure_variant() {
   static const bool configured = [] {
-    ROOFLINE_CUDA_CHECK(cudaFuncSetAttribute(matmul_skinny_kernel<kMTiles, kNorm, kRope, kOneToken>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             kSmemFor<kMTiles, kOneToken>));
+    ROOFLINE_CUDA_CHECK(cudaFuncSetAttribute(
+        matmul_skinny_kernel<kMTiles, kNorm, kRope, kFewTokens>,
+        cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemFor<kMTiles, kFewTokens>));
     return true;
   }();
   (void)configured;
 }
 
-// Whether the variant runs `launch` in clusters on the current device (never the one-token
+// Whether the variant runs `launch` in clusters on the current device (never the few-token
 // variant: it does not split).
-template <int kMTiles, bool kNorm, bool kRope, bool kOneToken>
+template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens>
 bool variant_merges_in_clusters(const MatmulSkinnyLaunch& launch) {
-  if (kOneToken || launch.splits < 2 || launch.splits > kMatmulSkinnyMaxClusterSplits) return false;
-  configure_variant<kMTiles, kNorm, kRope, kOneToken>();  // the occupancy query sees the smem
+  if (kFewTokens || launch.splits < 2 || launch.splits > kMatmulSkinnyMaxClusterSplits)
+    return false;
+  configure_variant<kMTiles, kNorm, kRope, kFewTokens>();  // the occupancy query sees the smem
   // ROOFLINE_SKINNY_CLUSTER=0 merges every split through the workspace (A/B runs).
   return matmul_skinny_merges_in_clusters(
       launch,
-      cuda::max_active_clusters<matmul_skinny_kernel<kMTiles, kNorm, kRope, kOneToken>, kThreads,
-                                kSmemFor<kMTiles, kOneToken>, kMatmulSkinnyMaxClusterSplits>(
+      cuda::max_active_clusters<matmul_skinny_kernel<kMTiles, kNorm, kRope, kFewTokens>, kThreads,
+                                kSmemFor<kMTiles, kFewTokens>, kMatmulSkinnyMaxClusterSplits>(
           launch.splits, "ROOFLINE_SKINNY_CLUSTER"));
 }
 
-template <int kMTiles, bool kNorm, bool kRope, bool kOneToken>
+template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens>
 void launch_variant(const SkinnyArgs& args, const MatmulSkinnyLaunch& launch, cudaStream_t stream) {
-  constexpr auto kKernel = matmul_skinny_kernel<kMTiles, kNorm, kRope, kOneToken>;
-  constexpr int smem = kSmemFor<kMTiles, kOneToken>;
-  configure_variant<kMTiles, kNorm, kRope, kOneToken>();
+  constexpr auto kKernel = matmul_skinny_kernel<kMTiles, kNorm, kRope, kFewTokens>;
+  constexpr int smem = kSmemFor<kMTiles, kFewTokens>;
+  configure_variant<kMTiles, kNorm, kRope, kFewTokens>();
   SkinnyArgs a = args;
-  a.cluster_merge = variant_merges_in_clusters<kMTiles, kNorm, kRope, kOneToken>(launch);
+  a.cluster_merge = variant_merges_in_clusters<kMTiles, kNorm, kRope, kFewTokens>(launch);
   cuda::launch_pdl_clustered(kKernel, dim3(static_cast<unsigned>(launch.grid)), dim3(kThreads),
                              static_cast<size_t>(smem), stream,
                              a.cluster_merge ? static_cast<unsigned>(launch.splits) : 1u, a);
@@ -676,10 +679,10 @@ void launch_variant(const SkinnyArgs& args, const MatmulSkinnyLaunch& launch, cu
 template <int kMTiles, bool kNorm, bool kRope>
 void launch_rope_variant(const SkinnyArgs& a, const MatmulSkinnyLaunch& launch,
                          cudaStream_t stream) {
-  // The one-token variant exists for one token tile only, and without the RoPE epilogue
+  // The few-token variant exists for one token tile only, and without the RoPE epilogue
   // (matmul_skinny_fuses_rope never fuses it there; matmul_skinny_cuda checks).
   if constexpr (kMTiles == 1 && !kRope) {
-    if (launch.one_token) {
+    if (launch.few_tokens) {
       launch_variant<kMTiles, kNorm, kRope, true>(a, launch, stream);
       return;
     }
@@ -743,7 +746,7 @@ void matmul_skinny_cuda(const MatmulParams& p, MatmulEpilogue epilogue,
   ROOFLINE_CHECK_MSG(!matmul_skinny_no_split(p) || launch.splits == 1,
                      "the skinny matmul's RMSNorm prologue and SwiGLU and RoPE epilogues need an "
                      "unsplit launch (matmul_skinny_launch with no_split = true)");
-  ROOFLINE_CHECK_MSG(!p.qkv_rope || !launch.one_token,
+  ROOFLINE_CHECK_MSG(!p.qkv_rope || !launch.few_tokens,
                      "the skinny matmul's RoPE epilogue runs on the two-block launch only "
                      "(matmul_skinny_fuses_rope)");
 

@@ -137,62 +137,67 @@ TEST(MatmulSkinnyLaunch, RingsAndReductionsFitTheirBlocksPerSm) {
   EXPECT_EQ(matmul_skinny_launch(32, 28672, 4096, 132).grid, 132);
 }
 
-TEST(MatmulSkinnyLaunch, OneTokenVariantWhereTwoBlocksPerSmLeaveASecondWave) {
+TEST(MatmulSkinnyLaunch, FewTokenVariantWhereTwoBlocksPerSmLeaveASecondWave) {
   constexpr int kSms = 132;
-  // Its ring: three blocks per SM of 3 stages of 18 rows (16 weight rows, x's one row, the norm
+  // Its ring: three blocks per SM of 3 stages of 21 rows (16 weight rows, 4 rows of x, the norm
   // weight's), within the budget and an SM's 228 KB.
   EXPECT_EQ(matmul_skinny_blocks_per_sm(1, true), 3);
-  EXPECT_EQ(matmul_skinny_stage_rows(1, true), 18);
+  EXPECT_EQ(matmul_skinny_stage_rows(1, true), 21);
   EXPECT_EQ(matmul_skinny_stages(1, true), 3);
   EXPECT_LE(3 * matmul_skinny_smem_bytes(1, true), kMatmulSkinnySmemBudget);
   EXPECT_LE(3 * (matmul_skinny_smem_bytes(1, true) + matmul_skinny_reduce_bytes(1) + 1024),
             228 * 1024);
-  // llama3-8b's q|k|v at m = 1: 384 tiles, more than two blocks per SM take (264) — one wave of 384
-  // blocks, 12 slots left; the RoPE epilogue stays unfused there (measured slower).
-  const MatmulSkinnyLaunch qkv = matmul_skinny_launch(1, 6144, 4096, kSms);
-  EXPECT_TRUE(qkv.one_token);
-  EXPECT_EQ(qkv.grid, 384);
-  EXPECT_FALSE(matmul_skinny_fuses_rope(qkv, kSms));
-  EXPECT_TRUE(matmul_skinny_launch_valid(qkv, 1, 6144, 4096));
-  // Not at m = 2 (a second token row), nor where two blocks per SM hold every tile (llama3-8b's
+  // llama3-8b's q|k|v at m = 1 to 4: 384 tiles, more than two blocks per SM take (264) — one wave
+  // of 384 blocks, 12 slots left; the RoPE epilogue stays unfused there (measured slower).
+  for (const int64_t m : {1, 2, 3, 4}) {
+    const MatmulSkinnyLaunch l = matmul_skinny_launch(m, 6144, 4096, kSms);
+    EXPECT_TRUE(l.few_tokens) << m;
+    EXPECT_EQ(l.grid, 384) << m;
+    EXPECT_FALSE(matmul_skinny_fuses_rope(l, kSms)) << m;
+    EXPECT_TRUE(matmul_skinny_launch_valid(l, m, 6144, 4096)) << m;
+  }
+  const MatmulSkinnyLaunch qkv = matmul_skinny_launch(4, 6144, 4096, kSms);
+  // Not at m = 5 (past its 4 rows of x), nor where two blocks per SM hold every tile (llama3-8b's
   // o: 256) or three would not (gate_up: 1792), nor when switched off.
-  EXPECT_FALSE(matmul_skinny_launch(2, 6144, 4096, kSms).one_token);
-  EXPECT_FALSE(matmul_skinny_fuses_rope(matmul_skinny_launch(2, 6144, 4096, kSms), kSms));
-  EXPECT_FALSE(matmul_skinny_launch(1, 4096, 4096, kSms).one_token);
-  EXPECT_FALSE(matmul_skinny_launch(1, 28672, 4096, kSms).one_token);
+  EXPECT_FALSE(matmul_skinny_launch(5, 6144, 4096, kSms).few_tokens);
+  EXPECT_FALSE(matmul_skinny_fuses_rope(matmul_skinny_launch(5, 6144, 4096, kSms), kSms));
+  EXPECT_FALSE(matmul_skinny_launch(1, 4096, 4096, kSms).few_tokens);
+  EXPECT_FALSE(matmul_skinny_launch(1, 28672, 4096, kSms).few_tokens);
   EXPECT_FALSE(
-      matmul_skinny_launch(1, 6144, 4096, kSms, 0, false, MatmulSkinnyOneToken::kOff).one_token);
+      matmul_skinny_launch(1, 6144, 4096, kSms, 0, false, MatmulSkinnyFewTokens::kOff).few_tokens);
   // The edges: 2·132 tiles fit two blocks per SM; 2·132 + 1 and 3·132 take three; 3·132 + 1 not.
   for (const auto& [tiles, expected] : std::initializer_list<std::pair<int64_t, bool>>{
            {264, false}, {265, true}, {396, true}, {397, false}}) {
-    EXPECT_EQ(matmul_skinny_launch(1, tiles * 16, 4096, kSms).one_token, expected) << tiles;
+    EXPECT_EQ(matmul_skinny_launch(1, tiles * 16, 4096, kSms).few_tokens, expected) << tiles;
   }
-  // Forced: wherever m = 1 and K is not split; a split launch (qwen2.5-0.5b's down) keeps two.
+  // Forced: wherever m <= 4 and K is not split; a split launch (qwen2.5-0.5b's down) keeps two.
   const MatmulSkinnyLaunch small =
-      matmul_skinny_launch(1, 896, 896, kSms, 0, false, MatmulSkinnyOneToken::kOn);
-  EXPECT_TRUE(small.one_token);
+      matmul_skinny_launch(1, 896, 896, kSms, 0, false, MatmulSkinnyFewTokens::kOn);
+  EXPECT_TRUE(small.few_tokens);
   EXPECT_EQ(small.grid, 56);
   EXPECT_FALSE(
-      matmul_skinny_launch(1, 896, 4864, kSms, 0, false, MatmulSkinnyOneToken::kOn).one_token);
+      matmul_skinny_launch(1, 896, 4864, kSms, 0, false, MatmulSkinnyFewTokens::kOn).few_tokens);
+  EXPECT_TRUE(
+      matmul_skinny_launch(3, 896, 896, kSms, 0, false, MatmulSkinnyFewTokens::kOn).few_tokens);
   EXPECT_FALSE(
-      matmul_skinny_launch(3, 896, 896, kSms, 0, false, MatmulSkinnyOneToken::kOn).one_token);
-  // A launch planned for one token is not valid for two.
-  EXPECT_FALSE(matmul_skinny_launch_valid(qkv, 2, 6144, 4096));
+      matmul_skinny_launch(5, 896, 896, kSms, 0, false, MatmulSkinnyFewTokens::kOn).few_tokens);
+  // A launch planned for 4 tokens is not valid for 5.
+  EXPECT_FALSE(matmul_skinny_launch_valid(qkv, 5, 6144, 4096));
 }
 
 TEST(MatmulSkinnyLaunch, SplitsOnlyWhereColumnsCannotFillTheGpu) {
   constexpr int kSms = 132;  // the H200
   // Every llama3-8b projection has at least 256 column blocks of 16 rows: no split, every block
-  // slot filled (two per SM up to 16 rows, one beyond; three for q|k|v at m = 1, the one-token
+  // slot filled (two per SM up to 16 rows, one beyond; three for q|k|v at m <= 4, the few-token
   // variant).
   for (const int64_t n : {6144, 4096, 28672, 128256}) {
     for (const int64_t k : {4096, 14336}) {
       for (const int64_t m : {1, 8, 64}) {
         const MatmulSkinnyLaunch l = matmul_skinny_launch(m, n, k, kSms);
         EXPECT_EQ(l.splits, 1) << n << "x" << k << " m " << m;
-        EXPECT_EQ(l.one_token, n == 6144 && m == 1) << n << "x" << k << " m " << m;
+        EXPECT_EQ(l.few_tokens, n == 6144 && m == 1) << n << "x" << k << " m " << m;
         EXPECT_EQ(l.grid, std::min<int64_t>(l.n_blocks, kSms * matmul_skinny_blocks_per_sm(
-                                                                   l.m_tiles, l.one_token)))
+                                                                   l.m_tiles, l.few_tokens)))
             << n << "x" << k << " m " << m;
       }
     }
@@ -258,12 +263,12 @@ TEST(MatmulSkinnyLaunch, InvariantsHoldForEveryShapeAndRequest) {
             // Persistent: never more blocks than block slots or tiles, at least one.
             ASSERT_EQ(l.tiles, l.n_blocks * l.splits) << what;
             ASSERT_EQ(l.grid, std::min<int64_t>(l.tiles, sms * matmul_skinny_blocks_per_sm(
-                                                                   l.m_tiles, l.one_token)))
+                                                                   l.m_tiles, l.few_tokens)))
                 << what;
-            // The one-token variant: one token, one split, more tiles than two blocks per SM
-            // take and no more than three.
-            ASSERT_EQ(l.one_token,
-                      m == 1 && l.splits == 1 && l.tiles > 2 * sms && l.tiles <= 3 * sms)
+            // The few-token variant: up to 4 tokens, one split, more tiles than two blocks per
+            // SM take and no more than three.
+            ASSERT_EQ(l.few_tokens, m <= kMatmulSkinnyFewTokensMaxM && l.splits == 1 &&
+                                        l.tiles > 2 * sms && l.tiles <= 3 * sms)
                 << what;
             ASSERT_TRUE(matmul_skinny_launch_valid(l, m, n, k)) << what;
           }
@@ -406,18 +411,19 @@ TEST(MatmulSkinnyDomain, RopeEpilogueTakesWholeHeadsOf16DimsAndNoQkNorm) {
   EXPECT_EQ(matmul_skinny_launch(1, p.n, p.k, 8, 4).splits, 4);
   EXPECT_EQ(matmul_skinny_launch(1, p.n, p.k, 8, 4, matmul_skinny_no_split(p)).splits, 1);
   // The kernel rotates in its epilogue only where the tiles leave block slots free, on two blocks
-  // per SM: Qwen2.5-0.5B's q|k|v (72 tiles) at m = 1 and 32, not Llama-3-8B's at m = 1 (384 tiles:
-  // the one-token variant, which leaves 12 of 396 slots but was measured slower fused, or 264 slots
-  // without it), m = 2 (264 slots) or m = 64 (132).
+  // per SM: Qwen2.5-0.5B's q|k|v (72 tiles) at m = 1 and 32, not Llama-3-8B's at m <= 4 (384
+  // tiles: the few-token variant, which leaves 12 of 396 slots but was measured slower fused, or
+  // 264 slots without it), m = 8 (264 slots) or m = 64 (132).
   EXPECT_TRUE(matmul_skinny_fuses_rope(matmul_skinny_launch(1, 1152, 896, 132, 0, true), 132));
   EXPECT_TRUE(matmul_skinny_fuses_rope(matmul_skinny_launch(32, 1152, 896, 132, 0, true), 132));
   EXPECT_FALSE(matmul_skinny_fuses_rope(matmul_skinny_launch(1, 6144, 4096, 132, 0, true), 132));
   EXPECT_FALSE(matmul_skinny_fuses_rope(
-      matmul_skinny_launch(1, 1152, 896, 132, 0, true, MatmulSkinnyOneToken::kOn), 132));
+      matmul_skinny_launch(1, 1152, 896, 132, 0, true, MatmulSkinnyFewTokens::kOn), 132));
   EXPECT_FALSE(matmul_skinny_fuses_rope(matmul_skinny_launch(2, 6144, 4096, 132, 0, true), 132));
+  EXPECT_FALSE(matmul_skinny_fuses_rope(matmul_skinny_launch(8, 6144, 4096, 132, 0, true), 132));
   EXPECT_FALSE(matmul_skinny_fuses_rope(matmul_skinny_launch(64, 6144, 4096, 132, 0, true), 132));
   EXPECT_FALSE(matmul_skinny_fuses_rope(
-      matmul_skinny_launch(1, 6144, 4096, 132, 0, true, MatmulSkinnyOneToken::kOff), 132));
+      matmul_skinny_launch(1, 6144, 4096, 132, 0, true, MatmulSkinnyFewTokens::kOff), 132));
 }
 
 TEST(MatmulSkinnyLaunch, LargeNNeverSplitsBeyondTheCounters) {
