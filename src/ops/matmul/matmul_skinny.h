@@ -242,9 +242,9 @@ inline MatmulSkinnyLaunch matmul_skinny_launch(
 // than the product followed by qkv_rope, while Qwen2.5-0.5B's (72 tiles) made its steps 3.5-4.3 %
 // faster (bench/results/2026-12-01-qkv-rope-epilogue.md). Not on the few-token variant either,
 // although its three blocks per SM leave Llama-3-8B's q|k|v 12 slots free: fused there, the RoPE
-// epilogue made the launch 2.2 us slower in a chain of calls (13.2 -> 15.4 us with the prologue)
-// and the bs 1 step 0.3 % slower than the product followed by qkv_rope
-// (bench/results/2026-12-01-skinny-few-tokens.md).
+// variant ran 1.7-2.2 us slower than the plain launch in a chain of calls (not for the epilogue's
+// work: with it switched off, still 1.7 us), and the bs 1 step measured 0.3 % slower or level
+// against the product followed by qkv_rope (bench/results/2026-12-01-skinny-few-tokens.md).
 inline bool matmul_skinny_fuses_rope(const MatmulSkinnyLaunch& l, int num_sms) {
   return !l.few_tokens &&
          l.tiles < int64_t{std::max(num_sms, 1)} * matmul_skinny_blocks_per_sm(l.m_tiles);
