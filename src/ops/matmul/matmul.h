@@ -182,6 +182,11 @@ void matmul_residual_cpu(const MatmulParams& p);
 // the reason.
 enum class MatmulImpl : uint8_t { kAuto, kCublas, kSkinny };
 
+// Whether the skinny kernel's launch plan may choose its few-token variant (kAuto), must not
+// (kOff: ROOFLINE_SKINNY_FEW_TOKENS=0, A/B runs) or must wherever m <= 4 and K is not split (kOn:
+// the tests). See matmul_skinny_launch.
+enum class MatmulSkinnyFewTokens { kAuto, kOff, kOn };
+
 // The GEMM state of the CUDA backend: a cuBLASLt handle and workspace, the skinny kernel's split-K
 // workspace (both allocated once at creation), the cuBLASLt algorithm chosen per (m bucket, n, k,
 // row stride, alignments, epilogue) (by heuristic, or by measurement for the problems kAuto
@@ -190,11 +195,6 @@ enum class MatmulImpl : uint8_t { kAuto, kCublas, kSkinny };
 // (CUDA-graph capture safe). The implementation choice is measured the first time a problem is seen
 // outside stream capture; see matmul_cuda.cu for what happens inside one. Not thread-safe, and its
 // workspaces serve one stream at a time: one context per executor stream.
-// Whether the skinny kernel's launch plan may choose its few-token variant (kAuto), must not
-// (kOff: ROOFLINE_SKINNY_FEW_TOKENS=0, A/B runs) or must wherever m <= 4 and K is not split (kOn:
-// the tests). See matmul_skinny_launch.
-enum class MatmulSkinnyFewTokens { kAuto, kOff, kOn };
-
 class MatmulCudaContext {
  public:
   static constexpr int64_t kWorkspaceBytes = int64_t{32} << 20;  // cuBLASLt split-K scratch

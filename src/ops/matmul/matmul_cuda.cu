@@ -434,7 +434,15 @@ std::unique_ptr<MatmulCudaContext> MatmulCudaContext::create() {
     }
   }
   if (const char* env = std::getenv("ROOFLINE_SKINNY_ROPE")) {
-    impl.skinny_fuse_rope = std::string(env) != "0";
+    const std::string value = env;
+    if (value == "0") {
+      impl.skinny_fuse_rope = false;
+    } else if (value != "1") {
+      ROOFLINE_LOG(kWarning, "ROOFLINE_SKINNY_ROPE='"
+                                 << value
+                                 << "' is not 0 (never fuse) or 1 (fuse where the plan allows): "
+                                    "ignored (1)");
+    }
   }
   if (const char* env = std::getenv("ROOFLINE_MATMUL_TUNE")) {
     char* end = nullptr;
