@@ -237,6 +237,20 @@ std::tuple<int, int64_t, int64_t, int64_t, bool, bool> tuned_key(int device,
   return {device, matmul_cuda_m_bucket(key.m), key.n, key.k, key.bias, key.residual};
 }
 
+// An A/B switch from the environment: false for "0", true for "1" or when unset; any other value
+// is ignored (true) with a warning that says what 0 and 1 mean.
+bool env_switch(const char* name, const char* off, const char* on) {
+  const char* env = std::getenv(name);
+  if (env == nullptr) return true;
+  const std::string value = env;
+  if (value == "0") return false;
+  if (value != "1") {
+    ROOFLINE_LOG(kWarning, name << "='" << value << "' is not 0 (" << off << ") or 1 (" << on
+                                << "): ignored (1)");
+  }
+  return true;
+}
+
 }  // namespace
 
 struct MatmulCudaContext::Impl {
@@ -422,28 +436,10 @@ std::unique_ptr<MatmulCudaContext> MatmulCudaContext::create() {
                                  << "' is not 'auto', 'cublas' or 'skinny': ignored (auto)");
     }
   }
-  if (const char* env = std::getenv("ROOFLINE_SKINNY_FEW_TOKENS")) {
-    const std::string value = env;
-    if (value == "0") {
-      impl.skinny_few_tokens = MatmulSkinnyFewTokens::kOff;
-    } else if (value != "1") {
-      ROOFLINE_LOG(kWarning, "ROOFLINE_SKINNY_FEW_TOKENS='"
-                                 << value
-                                 << "' is not 0 (off) or 1 (where the plan chooses it): "
-                                    "ignored (1)");
-    }
-  }
-  if (const char* env = std::getenv("ROOFLINE_SKINNY_ROPE")) {
-    const std::string value = env;
-    if (value == "0") {
-      impl.skinny_fuse_rope = false;
-    } else if (value != "1") {
-      ROOFLINE_LOG(kWarning, "ROOFLINE_SKINNY_ROPE='"
-                                 << value
-                                 << "' is not 0 (never fuse) or 1 (fuse where the plan allows): "
-                                    "ignored (1)");
-    }
-  }
+  if (!env_switch("ROOFLINE_SKINNY_FEW_TOKENS", "off", "where the plan chooses it"))
+    impl.skinny_few_tokens = MatmulSkinnyFewTokens::kOff;
+  impl.skinny_fuse_rope =
+      env_switch("ROOFLINE_SKINNY_ROPE", "never fuse", "fuse where the plan allows");
   if (const char* env = std::getenv("ROOFLINE_MATMUL_TUNE")) {
     char* end = nullptr;
     const long value = std::strtol(env, &end, 10);
