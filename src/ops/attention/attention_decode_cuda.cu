@@ -574,7 +574,9 @@ __global__ void __launch_bounds__(kThreads)
   // this block is resident early and the first stage's DRAM latency overlaps it: the qwen2.5-0.5b
   // bs 1 step -1.3 to -2.1 %, llama3-8b bs 1 -0 to -0.7 % on the H200
   // (bench/results/2026-12-01-skinny-cluster-merge.md). This step's keys are copied after the
-  // wait (ReadsThisStepsKeysOnlyAfterTheKernelBeforeWroteThem guards it).
+  // wait (ReadsThisStepsKeysOnlyAfterTheKernelBeforeWroteThem guards it). Issuing that stage early
+  // too and copying the key's row again after the wait measured level
+  // (bench/results/2026-12-01-l2-prefetch-and-key-patch.md).
   int early = 0;
   {
     const int cached_keys = seq_len - q_len;

@@ -35,7 +35,9 @@ inline constexpr int64_t kDecodeMaxRows = 8;
 // Splits of one sequence's KV range, at most, and the fewest keys a split is worth.
 inline constexpr int64_t kDecodeMaxSplits = 128;
 // 128: a split's partial costs its merge a load per row and dim; fewer, longer splits measured
-// faster at B=1 than 64-key ones.
+// faster at B=1 than 64-key ones (again with bulk copies and the cluster merge: llama3-8b bs 1
+// +2.4 %, qwen2.5-0.5b bs 1 +7.6 % a step at 64;
+// bench/results/2026-12-01-l2-prefetch-and-key-patch.md).
 inline constexpr int64_t kDecodeMinKeysPerSplit = 128;
 // Blocks that write split partials in one launch, at most: bounds the workspace.
 inline constexpr int64_t kDecodeMaxSplitBlocks = 2048;

@@ -341,7 +341,8 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles,
   const int t = lane % 4;
 
   // The weights of the ring's first kStages - 1 stages, before the PDL wait: one commit group per
-  // stage.
+  // stage. (Asking L2 for the rest of the first tile here as well, by bulk prefetch, made every
+  // decode step slower on the H200: bench/results/2026-12-01-l2-prefetch-and-key-patch.md.)
   Cursor load;
   load.start(a, static_cast<int>(blockIdx.x));
   const Cursor first = load;
