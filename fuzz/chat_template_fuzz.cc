@@ -9,12 +9,14 @@
 #include "tokenizer/chat_template/chat_template.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  if (size > 64 * 1024) return 0;  // real templates are a few KB; bigger inputs only slow the search
+  if (size > 64 * 1024)
+    return 0;  // real templates are a few KB; bigger inputs only slow the search
   roofline::ChatTemplateLimits limits;
   limits.max_output_bytes = 64 * 1024;
   limits.max_loop_iterations = 10000;
   limits.max_nesting_depth = 64;
-  auto tmpl = roofline::ChatTemplate::compile(std::string(reinterpret_cast<const char*>(data), size), limits);
+  auto tmpl = roofline::ChatTemplate::compile(
+      std::string(reinterpret_cast<const char*>(data), size), limits);
   if (!tmpl.ok()) return 0;
   static const std::vector<roofline::ChatMessage> kMessages = {
       {"system", "Be brief."},

@@ -28,7 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const roofline::HttpLimits limits = small_limits();
   roofline::HttpRequest req;
   const roofline::HttpParseResult whole = roofline::parse_http_request(bytes, limits, &req);
-  if (whole.state == roofline::HttpParse::kError && (whole.status < 400 || whole.status > 599)) std::abort();
+  if (whole.state == roofline::HttpParse::kError && (whole.status < 400 || whole.status > 599))
+    std::abort();
   if (whole.state == roofline::HttpParse::kComplete) {
     if (whole.consumed == 0 || whole.consumed > size) std::abort();
     if (req.body.size() > limits.max_body_bytes) std::abort();
@@ -37,7 +38,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const size_t step = size > 0 ? 1 + data[0] % 7 : 1;
     for (size_t n = 0; n < whole.consumed; n += step) {
       roofline::HttpRequest partial;
-      const auto r = roofline::parse_http_request(std::string_view(bytes).substr(0, n), limits, &partial);
+      const auto r =
+          roofline::parse_http_request(std::string_view(bytes).substr(0, n), limits, &partial);
       if (r.state != roofline::HttpParse::kIncomplete) std::abort();
     }
   }

@@ -7,9 +7,8 @@
 
 #include <filesystem>
 #include <fstream>
-#include <random>
-
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "core/dtype.h"
 #include "runtime/model_runner.h"
@@ -29,15 +28,21 @@ std::string write_synthetic_model(const SyntheticShape& s) {
   if (fs::exists(dir / "model.safetensors")) return dir.string();
   fs::create_directories(dir);
   const int64_t d = s.hidden / s.heads;
-  nlohmann::json config = {{"architectures", {"LlamaForCausalLM"}}, {"hidden_size", s.hidden},
-                           {"intermediate_size", s.intermediate}, {"num_hidden_layers", s.layers},
-                           {"num_attention_heads", s.heads}, {"num_key_value_heads", s.kv_heads},
-                           {"vocab_size", s.vocab}, {"max_position_embeddings", 4096},
-                           {"rms_norm_eps", 1e-5}, {"rope_theta", 500000.0},
+  nlohmann::json config = {{"architectures", {"LlamaForCausalLM"}},
+                           {"hidden_size", s.hidden},
+                           {"intermediate_size", s.intermediate},
+                           {"num_hidden_layers", s.layers},
+                           {"num_attention_heads", s.heads},
+                           {"num_key_value_heads", s.kv_heads},
+                           {"vocab_size", s.vocab},
+                           {"max_position_embeddings", 4096},
+                           {"rms_norm_eps", 1e-5},
+                           {"rope_theta", 500000.0},
                            {"tie_word_embeddings", false}};
   std::ofstream(dir / "config.json") << config.dump(1);
   std::vector<std::pair<std::string, std::vector<int64_t>>> tensors = {
-      {"model.embed_tokens.weight", {s.vocab, s.hidden}}, {"model.norm.weight", {s.hidden}},
+      {"model.embed_tokens.weight", {s.vocab, s.hidden}},
+      {"model.norm.weight", {s.hidden}},
       {"lm_head.weight", {s.vocab, s.hidden}}};
   for (int64_t l = 0; l < s.layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
@@ -60,9 +65,11 @@ std::string write_synthetic_model(const SyntheticShape& s) {
     for (int64_t v : shape) n *= v;
     const bool norm = shape.size() == 1;
     const float scale = norm ? 0.1f : 1.0f / std::sqrt(static_cast<float>(shape.back()));
-    header[name] = {{"dtype", "BF16"}, {"shape", shape},
+    header[name] = {{"dtype", "BF16"},
+                    {"shape", shape},
                     {"data_offsets", {data.size() * 2, (data.size() + n) * 2}}};
-    for (int64_t i = 0; i < n; ++i) data.push_back(f32_to_bf16_bits((norm ? 1.0f : 0.0f) + scale * normal(rng)));
+    for (int64_t i = 0; i < n; ++i)
+      data.push_back(f32_to_bf16_bits((norm ? 1.0f : 0.0f) + scale * normal(rng)));
   }
   std::string h = header.dump();
   while (h.size() % 8) h += ' ';
@@ -70,7 +77,8 @@ std::string write_synthetic_model(const SyntheticShape& s) {
   const uint64_t len = h.size();
   out.write(reinterpret_cast<const char*>(&len), 8);
   out << h;
-  out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size() * 2));
+  out.write(reinterpret_cast<const char*>(data.data()),
+            static_cast<std::streamsize>(data.size() * 2));
   return dir.string();
 }
 
@@ -107,10 +115,12 @@ void BM_Decode(benchmark::State& state, const std::string& name) {
     }
     if (!r->step({{seq, {7}}}, false, &logits).ok()) std::abort();
   }
-  state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
-  state.counters["weights_GB/s"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * static_cast<double>(r->weights().total_bytes()) / 1e9,
-      benchmark::Counter::kIsRate);
+  state.counters["tok/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["weights_GB/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) *
+                             static_cast<double>(r->weights().total_bytes()) / 1e9,
+                         benchmark::Counter::kIsRate);
 }
 
 // Prefill of 256 tokens; each iteration is one prompt.
@@ -123,13 +133,18 @@ void BM_Prefill(benchmark::State& state, const std::string& name) {
     if (!r->step({{seq, prompt}}, false, &logits).ok()) std::abort();
     (void)r->release_sequence(seq);
   }
-  state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations() * 256), benchmark::Counter::kIsRate);
+  state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations() * 256),
+                                               benchmark::Counter::kIsRate);
 }
 
-BENCHMARK_CAPTURE(BM_Decode, synthetic_llama_512x4, std::string("synthetic"))->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Decode, llama_mha_fixture, std::string("llama_mha"))->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_Decode, qwen3_fixture, std::string("qwen3_qknorm_hd32_sharded"))->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_Prefill, synthetic_llama_512x4, std::string("synthetic"))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Decode, synthetic_llama_512x4, std::string("synthetic"))
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Decode, llama_mha_fixture, std::string("llama_mha"))
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Decode, qwen3_fixture, std::string("qwen3_qknorm_hd32_sharded"))
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Prefill, synthetic_llama_512x4, std::string("synthetic"))
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace roofline

@@ -40,9 +40,9 @@ namespace roofline {
 struct SamplingParams {
   std::vector<std::pair<int32_t, float>> logit_bias;  // OpenAI's: (token, bias in [-100, 100])
                                                       // added to its logit before the chain
-  float temperature = 0.0f;         // >= 0; 0: greedy
-  int32_t top_k = 0;                // >= 0; 0: all tokens
-  float top_p = 1.0f;               // (0, 1]
+  float temperature = 0.0f;                           // >= 0; 0: greedy
+  int32_t top_k = 0;                                  // >= 0; 0: all tokens
+  float top_p = 1.0f;                                 // (0, 1]
   float min_p = 0.0f;               // [0, 1]: drop tokens below min_p x the best one's probability
   float repetition_penalty = 1.0f;  // > 0, HF's: over the prompt and the generated tokens; 1: off
   float frequency_penalty = 0.0f;   // [-2, 2], OpenAI's: x each occurrence in the generated tokens
@@ -146,7 +146,8 @@ class Engine {
   std::string decode(const std::vector<int32_t>& ids) const;
   // The conversation rendered with the model's chat template; feed the result to
   // tokenize(text, /*add_special_tokens=*/false) (the template writes its own special tokens).
-  StatusOr<std::string> render_chat(const std::vector<ChatTurn>& turns, bool add_generation_prompt) const;
+  StatusOr<std::string> render_chat(const std::vector<ChatTurn>& turns,
+                                    bool add_generation_prompt) const;
 
   // Queues a request; it starts at the next step. Fails (and queues nothing) on an empty prompt,
   // a token id outside the vocabulary or bad params. A request that can never fit (prompt +

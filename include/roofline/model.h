@@ -34,7 +34,7 @@ struct ModelOptions {
                                   // (all three 0: 80 % on a GPU, 1 GiB on the CPU)
   int num_threads = 0;            // CPU worker threads; 0: one per hardware thread
   bool fuse = true;               // run the graph fusion passes
-  bool cuda_graphs = true;        // CUDA: replay each decode step as a CUDA graph (per batch bucket)
+  bool cuda_graphs = true;  // CUDA: replay each decode step as a CUDA graph (per batch bucket)
 };
 
 struct ModelInfo {
@@ -103,7 +103,8 @@ class Model {
   StatusOr<std::vector<int32_t>> tokenize(const std::string& text, bool add_special_tokens) const;
   StatusOr<std::string> detokenize(const std::vector<int32_t>& ids) const;
   // The conversation rendered with the model's own chat template.
-  StatusOr<std::string> render_chat(const std::vector<ChatTurn>& turns, bool add_generation_prompt) const;
+  StatusOr<std::string> render_chat(const std::vector<ChatTurn>& turns,
+                                    bool add_generation_prompt) const;
   // Generates from text, streaming complete UTF-8 pieces to on_text (return false to stop), and
   // stops at the tokenizer's end-of-sequence tokens unless options say otherwise. Returns the text.
   StatusOr<std::string> generate_text(const std::string& prompt, bool add_special_tokens,

@@ -8,12 +8,12 @@
 //   if (result.ok()) std::puts(result->report.c_str());
 //
 // It loads the model on a fresh runner, prefills `batch` sequences of `context` tokens, warms up,
-// and profiles `steps` decode steps. On the GPU CUPTI records every kernel, copy and set (CUDA-graph
-// replays included), joined to the plan calls through one eager learning step, and the same steps
-// run again without the tracer to measure its cost; on the CPU every plan call is timed with the
-// host clock. The events are analysed against the plan's analytic costs (busy share, idle gaps,
-// top kernels, each op's distance to the speed of light) and exported as text, JSON, a Chrome /
-// Perfetto trace and two SVG pictures.
+// and profiles `steps` decode steps. On the GPU CUPTI records every kernel, copy and set
+// (CUDA-graph replays included), joined to the plan calls through one eager learning step, and the
+// same steps run again without the tracer to measure its cost; on the CPU every plan call is timed
+// with the host clock. The events are analysed against the plan's analytic costs (busy share, idle
+// gaps, top kernels, each op's distance to the speed of light) and exported as text, JSON, a Chrome
+// / Perfetto trace and two SVG pictures.
 #pragma once
 
 #include <cstdint>
@@ -37,15 +37,15 @@ struct ProfileOptions {
 };
 
 struct ProfileResult {
-  std::string model;            // "dummy llama3-8b" or the model path
-  std::string backend;          // e.g. "cuda:0 (NVIDIA H200)"
+  std::string model;    // "dummy llama3-8b" or the model path
+  std::string backend;  // e.g. "cuda:0 (NVIDIA H200)"
   int64_t warmup_steps = 0;
-  double bytes_per_s = 0;       // the ceilings used
+  double bytes_per_s = 0;  // the ceilings used
   double flops_per_s = 0;
   std::string ceilings_source;  // where they came from
   bool gpu = false;
-  bool cuda_graphs = false;     // GPU: steps ran as graph replays
-  int steps_joined = 0;         // GPU: steps whose kernels were joined to plan calls
+  bool cuda_graphs = false;  // GPU: steps ran as graph replays
+  int steps_joined = 0;      // GPU: steps whose kernels were joined to plan calls
   int64_t steps_unmatched = 0;
   std::string join_mismatch;    // the first unmatched step, in words ("" when all joined)
   int64_t dropped_records = 0;  // GPU: CUPTI records lost (the trace is then incomplete)
@@ -55,12 +55,12 @@ struct ProfileResult {
   // GPU with CUDA graphs: the step's graph replayed back to back without the tracer (median ms a
   // replay); ms_per_step_untraced minus this is what the host adds between steps. 0 otherwise.
   double ms_per_step_graph_floor = 0;
-  double device_ms_per_step = 0;    // what the analysed events cover per step
-  std::string report;           // the text report
-  std::string report_json;      // the report as JSON
-  std::string trace_json;       // Chrome / Perfetto trace (ui.perfetto.dev)
-  std::string roofline_svg;     // each op against the two ceilings
-  std::string timeline_svg;     // the last step
+  double device_ms_per_step = 0;  // what the analysed events cover per step
+  std::string report;             // the text report
+  std::string report_json;        // the report as JSON
+  std::string trace_json;         // Chrome / Perfetto trace (ui.perfetto.dev)
+  std::string roofline_svg;       // each op against the two ceilings
+  std::string timeline_svg;       // the last step
 };
 
 // InvalidArgument for options out of range; the model's and the device's errors otherwise.

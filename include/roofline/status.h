@@ -47,7 +47,9 @@ class [[nodiscard]] Status {
 };
 
 inline Status ok_status() { return Status(); }
-inline Status invalid_argument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+inline Status invalid_argument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
 inline Status not_found(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
 inline Status data_loss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
 inline Status unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
@@ -66,9 +68,8 @@ class [[nodiscard]] StatusOr {
     if (std::get<Status>(v_).ok()) v_ = Status(StatusCode::kInternal, "StatusOr built from ok");
   }
   StatusOr(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
-  template <typename U,
-            typename = std::enable_if_t<std::is_convertible_v<U&&, T> && !std::is_same_v<
-                                            std::decay_t<U>, Status>>>
+  template <typename U, typename = std::enable_if_t<std::is_convertible_v<U&&, T> &&
+                                                    !std::is_same_v<std::decay_t<U>, Status>>>
   StatusOr(U&& value) : v_(T(std::forward<U>(value))) {}  // NOLINT
 
   bool ok() const { return std::holds_alternative<T>(v_); }
@@ -90,9 +91,9 @@ class [[nodiscard]] StatusOr {
 #define ROOFLINE_STATUS_CONCAT_INNER(a, b) a##b
 #define ROOFLINE_STATUS_CONCAT(a, b) ROOFLINE_STATUS_CONCAT_INNER(a, b)
 
-#define ROOFLINE_RETURN_IF_ERROR(expr)                \
-  do {                                                \
-    ::roofline::Status roofline_status_ = (expr);     \
+#define ROOFLINE_RETURN_IF_ERROR(expr)                   \
+  do {                                                   \
+    ::roofline::Status roofline_status_ = (expr);        \
     if (!roofline_status_.ok()) return roofline_status_; \
   } while (0)
 

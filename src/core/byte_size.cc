@@ -10,8 +10,9 @@ namespace roofline {
 namespace {
 
 Status bad(const std::string& text, const std::string& why) {
-  return invalid_argument("'" + text + "' is not a byte size (" + why +
-                          "): write a number with an optional unit, e.g. 8GiB, 512MiB, 1.5GB, 4096");
+  return invalid_argument(
+      "'" + text + "' is not a byte size (" + why +
+      "): write a number with an optional unit, e.g. 8GiB, 512MiB, 1.5GB, 4096");
 }
 
 }  // namespace
@@ -42,16 +43,26 @@ StatusOr<int64_t> parse_byte_size(const std::string& text) {
   while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
   if (i != text.size()) return bad(text, "text after the unit");
   double scale = 0;
-  if (unit.empty() || unit == "b") scale = 1;
-  else if (unit == "kb") scale = 1e3;
-  else if (unit == "mb") scale = 1e6;
-  else if (unit == "gb") scale = 1e9;
-  else if (unit == "tb") scale = 1e12;
-  else if (unit == "kib") scale = 1024.0;
-  else if (unit == "mib") scale = 1024.0 * 1024;
-  else if (unit == "gib") scale = 1024.0 * 1024 * 1024;
-  else if (unit == "tib") scale = 1024.0 * 1024 * 1024 * 1024;
-  else return bad(text, "unknown unit '" + unit + "'");
+  if (unit.empty() || unit == "b")
+    scale = 1;
+  else if (unit == "kb")
+    scale = 1e3;
+  else if (unit == "mb")
+    scale = 1e6;
+  else if (unit == "gb")
+    scale = 1e9;
+  else if (unit == "tb")
+    scale = 1e12;
+  else if (unit == "kib")
+    scale = 1024.0;
+  else if (unit == "mib")
+    scale = 1024.0 * 1024;
+  else if (unit == "gib")
+    scale = 1024.0 * 1024 * 1024;
+  else if (unit == "tib")
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  else
+    return bad(text, "unknown unit '" + unit + "'");
   const double bytes = std::floor(value * scale);
   if (!(bytes <= 4611686018427387904.0)) return out_of_range("'" + text + "' is beyond 2^62 bytes");
   return static_cast<int64_t>(bytes);

@@ -19,11 +19,12 @@ void cuda_launch_check(cudaStream_t stream, const char* file, int line);
 
 }  // namespace roofline
 
-#define ROOFLINE_CUDA_CHECK(expr)                                                    \
-  do {                                                                               \
-    cudaError_t roofline_err_ = (expr);                                              \
-    if (roofline_err_ != cudaSuccess)                                                \
-      ::roofline::cuda_check_failed(roofline_err_, #expr, __FILE__, __LINE__);       \
+#define ROOFLINE_CUDA_CHECK(expr)                                              \
+  do {                                                                         \
+    cudaError_t roofline_err_ = (expr);                                        \
+    if (roofline_err_ != cudaSuccess)                                          \
+      ::roofline::cuda_check_failed(roofline_err_, #expr, __FILE__, __LINE__); \
   } while (0)
 
-#define ROOFLINE_CUDA_LAUNCH_CHECK(stream) ::roofline::cuda_launch_check((stream), __FILE__, __LINE__)
+#define ROOFLINE_CUDA_LAUNCH_CHECK(stream) \
+  ::roofline::cuda_launch_check((stream), __FILE__, __LINE__)

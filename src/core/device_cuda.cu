@@ -31,7 +31,8 @@ void cuda_launch_check(cudaStream_t stream, const char* file, int line) {
   ROOFLINE_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
   if (capture != cudaStreamCaptureStatusNone) return;
   err = cudaStreamSynchronize(stream);
-  if (err != cudaSuccess) cuda_check_failed(err, "kernel execution (ROOFLINE_DEBUG_SYNC)", file, line);
+  if (err != cudaSuccess)
+    cuda_check_failed(err, "kernel execution (ROOFLINE_DEBUG_SYNC)", file, line);
 }
 
 bool built_with_cuda() { return true; }
@@ -50,8 +51,8 @@ StatusOr<std::vector<DeviceInfo>> list_cuda_devices() {
     cudaDeviceProp p{};
     err = cudaGetDeviceProperties(&p, i);
     if (err != cudaSuccess)
-      return internal_error("cudaGetDeviceProperties(" + std::to_string(i) + ") failed: " +
-                            cudaGetErrorString(err));
+      return internal_error("cudaGetDeviceProperties(" + std::to_string(i) +
+                            ") failed: " + cudaGetErrorString(err));
     DeviceInfo d;
     d.index = i;
     d.name = p.name;
@@ -62,7 +63,8 @@ StatusOr<std::vector<DeviceInfo>> list_cuda_devices() {
     d.l2_bytes = p.l2CacheSize;
     d.shared_memory_per_block_optin_bytes = static_cast<int64_t>(p.sharedMemPerBlockOptin);
     int value = 0;
-    if (cudaDeviceGetAttribute(&value, cudaDevAttrMemoryClockRate, i) == cudaSuccess) d.memory_clock_khz = value;
+    if (cudaDeviceGetAttribute(&value, cudaDevAttrMemoryClockRate, i) == cudaSuccess)
+      d.memory_clock_khz = value;
     if (cudaDeviceGetAttribute(&value, cudaDevAttrGlobalMemoryBusWidth, i) == cudaSuccess)
       d.memory_bus_width_bits = value;
     out.push_back(d);

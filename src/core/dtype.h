@@ -16,24 +16,36 @@ enum class DType : uint8_t { kF32, kF16, kBF16, kI32, kI64, kU8 };
 
 constexpr int64_t dtype_size_bytes(DType t) {
   switch (t) {
-    case DType::kF32: return 4;
-    case DType::kF16: return 2;
-    case DType::kBF16: return 2;
-    case DType::kI32: return 4;
-    case DType::kI64: return 8;
-    case DType::kU8: return 1;
+    case DType::kF32:
+      return 4;
+    case DType::kF16:
+      return 2;
+    case DType::kBF16:
+      return 2;
+    case DType::kI32:
+      return 4;
+    case DType::kI64:
+      return 8;
+    case DType::kU8:
+      return 1;
   }
   return 0;
 }
 
 constexpr const char* dtype_name(DType t) {
   switch (t) {
-    case DType::kF32: return "f32";
-    case DType::kF16: return "f16";
-    case DType::kBF16: return "bf16";
-    case DType::kI32: return "i32";
-    case DType::kI64: return "i64";
-    case DType::kU8: return "u8";
+    case DType::kF32:
+      return "f32";
+    case DType::kF16:
+      return "f16";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kI32:
+      return "i32";
+    case DType::kI64:
+      return "i64";
+    case DType::kU8:
+      return "u8";
   }
   return "?";
 }
@@ -49,7 +61,7 @@ inline uint16_t f32_to_bf16_bits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
   if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return 0x7fc0;  // NaN stays NaN
-  u += 0x7fffu + ((u >> 16) & 1u);                                          // round to nearest even
+  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
   return static_cast<uint16_t>(u >> 16);
 }
 
@@ -85,10 +97,14 @@ uint16_t f32_to_f16_bits(float f);
 // Reads element i of a float-typed buffer (f32, f16 or bf16) as f32.
 inline float load_as_f32(const void* data, DType t, int64_t i) {
   switch (t) {
-    case DType::kF32: return static_cast<const float*>(data)[i];
-    case DType::kBF16: return bf16_bits_to_f32(static_cast<const uint16_t*>(data)[i]);
-    case DType::kF16: return f16_bits_to_f32(static_cast<const uint16_t*>(data)[i]);
-    default: return 0.0f;
+    case DType::kF32:
+      return static_cast<const float*>(data)[i];
+    case DType::kBF16:
+      return bf16_bits_to_f32(static_cast<const uint16_t*>(data)[i]);
+    case DType::kF16:
+      return f16_bits_to_f32(static_cast<const uint16_t*>(data)[i]);
+    default:
+      return 0.0f;
   }
 }
 

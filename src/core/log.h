@@ -14,11 +14,11 @@ void log_message(LogLevel level, const std::string& message);
 
 }  // namespace roofline
 
-#define ROOFLINE_LOG(level, expr)                                                \
-  do {                                                                           \
-    if (::roofline::LogLevel::level >= ::roofline::log_level()) {                \
-      std::ostringstream roofline_log_ss_;                                       \
-      roofline_log_ss_ << expr;                                                  \
+#define ROOFLINE_LOG(level, expr)                                                   \
+  do {                                                                              \
+    if (::roofline::LogLevel::level >= ::roofline::log_level()) {                   \
+      std::ostringstream roofline_log_ss_;                                          \
+      roofline_log_ss_ << expr;                                                     \
       ::roofline::log_message(::roofline::LogLevel::level, roofline_log_ss_.str()); \
-    }                                                                            \
+    }                                                                               \
   } while (0)

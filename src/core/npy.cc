@@ -10,7 +10,8 @@
 
 namespace roofline {
 
-Status write_npy_f32(const std::string& path, const std::vector<int64_t>& shape, const float* data) {
+Status write_npy_f32(const std::string& path, const std::vector<int64_t>& shape,
+                     const float* data) {
   std::string shape_str = "(";
   int64_t n = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -20,8 +21,7 @@ Status write_npy_f32(const std::string& path, const std::vector<int64_t>& shape,
     n *= shape[i];
   }
   shape_str += ")";
-  std::string header =
-      "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape_str + ", }";
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape_str + ", }";
   size_t total = 10 + header.size() + 1;
   size_t pad = (64 - total % 64) % 64;
   header.append(pad, ' ');
@@ -80,7 +80,9 @@ StatusOr<NpyArray> read_npy(const std::string& path) {
       esize = d[2] - '0';
     }
   }
-  if (!esize) return unimplemented("'" + path + "' has dtype " + descr.substr(0, 12) + "; need <f4, <f8, <i4 or <i8");
+  if (!esize)
+    return unimplemented("'" + path + "' has dtype " + descr.substr(0, 12) +
+                         "; need <f4, <f8, <i4 or <i8");
   if (value_after(h, "fortran_order").find("False") == std::string::npos)
     return unimplemented("'" + path + "' is Fortran-ordered");
   std::string sh = value_after(h, "shape");
@@ -97,11 +99,13 @@ StatusOr<NpyArray> read_npy(const std::string& path) {
     int64_t v = 0;
     size_t start = i;
     while (i < inner.size() && inner[i] >= '0' && inner[i] <= '9') {
-      if (v > (std::numeric_limits<int64_t>::max() - 9) / 10) return data_loss("'" + path + "' shape overflows");
+      if (v > (std::numeric_limits<int64_t>::max() - 9) / 10)
+        return data_loss("'" + path + "' shape overflows");
       v = v * 10 + (inner[i++] - '0');
     }
     if (i == start) return data_loss("'" + path + "' has a malformed shape");
-    if (v > 0 && n > std::numeric_limits<int64_t>::max() / v) return data_loss("'" + path + "' shape overflows");
+    if (v > 0 && n > std::numeric_limits<int64_t>::max() / v)
+      return data_loss("'" + path + "' shape overflows");
     n *= v;
     arr.shape.push_back(v);
   }
@@ -112,10 +116,23 @@ StatusOr<NpyArray> read_npy(const std::string& path) {
   const uint8_t* d = p + payload;
   for (int64_t k = 0; k < n; ++k) {
     const uint8_t* e = d + k * esize;
-    if (kind == 'f' && esize == 4) { float v; std::memcpy(&v, e, 4); arr.data[k] = v; }
-    else if (kind == 'f') { double v; std::memcpy(&v, e, 8); arr.data[k] = static_cast<float>(v); }
-    else if (esize == 4) { int32_t v; std::memcpy(&v, e, 4); arr.data[k] = static_cast<float>(v); }
-    else { int64_t v; std::memcpy(&v, e, 8); arr.data[k] = static_cast<float>(v); }
+    if (kind == 'f' && esize == 4) {
+      float v;
+      std::memcpy(&v, e, 4);
+      arr.data[k] = v;
+    } else if (kind == 'f') {
+      double v;
+      std::memcpy(&v, e, 8);
+      arr.data[k] = static_cast<float>(v);
+    } else if (esize == 4) {
+      int32_t v;
+      std::memcpy(&v, e, 4);
+      arr.data[k] = static_cast<float>(v);
+    } else {
+      int64_t v;
+      std::memcpy(&v, e, 8);
+      arr.data[k] = static_cast<float>(v);
+    }
   }
   return arr;
 }

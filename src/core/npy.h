@@ -1,4 +1,5 @@
-// NumPy .npy files (format 1.0): the interchange for logits with Python (goldens, `roofline logits`).
+// NumPy .npy files (format 1.0): the interchange for logits with Python (goldens, `roofline
+// logits`).
 #pragma once
 
 #include <cstdint>

@@ -12,7 +12,8 @@ std::atomic<int> g_default_threads{0};
 }
 
 ThreadPool::ThreadPool(int num_threads) {
-  if (num_threads <= 0) num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (num_threads <= 0)
+    num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (int i = 0; i + 1 < num_threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 

@@ -25,8 +25,7 @@ class ThreadPool {
   int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
 
   // Calls fn(begin, end) over chunks of [0, n); chunks hold at least min_chunk items.
-  void parallel_for(int64_t n, int64_t min_chunk,
-                    const std::function<void(int64_t, int64_t)>& fn);
+  void parallel_for(int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t)>& fn);
 
   // The process-wide pool (sized once by set_default_num_threads or the hardware).
   static ThreadPool& global();

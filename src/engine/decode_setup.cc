@@ -13,7 +13,8 @@ StatusOr<DecodeSetup> prepare_decode(ModelOptions& model, int64_t batch, int64_t
                                      int64_t steps) {
   if (batch < 1 || batch > 4096) return invalid_argument("batch (--batch) must be in [1, 4096]");
   if (context < 1) return invalid_argument("context (--context) must be positive");
-  if (steps < 1 || steps > 100000) return invalid_argument("steps (--steps) must be in [1, 100000]");
+  if (steps < 1 || steps > 100000)
+    return invalid_argument("steps (--steps) must be in [1, 100000]");
   constexpr int64_t kExtraSteps = 8;  // warm-up and breakdown steps beyond the timed ones
   model.max_seqs = std::max<int64_t>(model.max_seqs, batch);
   model.max_step_tokens = std::max<int64_t>(model.max_step_tokens, batch);
@@ -27,8 +28,9 @@ StatusOr<DecodeSetup> prepare_decode(ModelOptions& model, int64_t batch, int64_t
   const RunnerOptions ro = runner_options(model);
   auto runner = ModelRunner::create(ro);
   if (!runner.ok())
-    return runner.status().with_context(
-        "loading " + (ro.dummy_weights.empty() ? "'" + ro.model_dir + "'" : "dummy '" + ro.dummy_weights + "'"));
+    return runner.status().with_context("loading " + (ro.dummy_weights.empty()
+                                                          ? "'" + ro.model_dir + "'"
+                                                          : "dummy '" + ro.dummy_weights + "'"));
   d.runner = std::move(*runner);
   ModelRunner& r = *d.runner;
   const int64_t vocab = r.config().vocab_size;
@@ -38,9 +40,11 @@ StatusOr<DecodeSetup> prepare_decode(ModelOptions& model, int64_t batch, int64_t
     ROOFLINE_ASSIGN_OR_RETURN(int32_t seq, r.add_sequence());
     d.seqs.push_back(seq);
     std::vector<int32_t> prompt(static_cast<size_t>(context));
-    for (int64_t i = 0; i < context; ++i) prompt[i] = static_cast<int32_t>((1 + 7919 * (i + 31 * b)) % vocab);
+    for (int64_t i = 0; i < context; ++i)
+      prompt[i] = static_cast<int32_t>((1 + 7919 * (i + 31 * b)) % vocab);
     for (int64_t i = 0; i < context; i += model.max_step_tokens) {
-      std::vector<int32_t> chunk(prompt.begin() + i, prompt.begin() + std::min(context, i + model.max_step_tokens));
+      std::vector<int32_t> chunk(prompt.begin() + i,
+                                 prompt.begin() + std::min(context, i + model.max_step_tokens));
       ROOFLINE_RETURN_IF_ERROR(r.step({{seq, chunk}}, false, &logits));
       StepShape shape;  // this chunk: its tokens attend to the i before them and causally
       const int64_t n = static_cast<int64_t>(chunk.size());
@@ -52,7 +56,8 @@ StatusOr<DecodeSetup> prepare_decode(ModelOptions& model, int64_t batch, int64_t
         d.prefill_flops += call_cost(c, shape, r.backend().kv_dtype()).flops;
     }
   }
-  d.prefill_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  d.prefill_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return d;
 }
 
@@ -65,7 +70,8 @@ std::vector<CallCost> decode_step_costs(const ModelRunner& r, const std::vector<
     shape.attended_pairs += r.sequence_length(s);
   }
   std::vector<CallCost> costs;
-  for (const auto& c : r.last_plan()->calls) costs.push_back(call_cost(c, shape, r.backend().kv_dtype()));
+  for (const auto& c : r.last_plan()->calls)
+    costs.push_back(call_cost(c, shape, r.backend().kv_dtype()));
   return costs;
 }
 

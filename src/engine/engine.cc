@@ -89,7 +89,8 @@ Status validate_sampling_params(const SamplingParams& p, int64_t vocab_size) {
   if (p.max_tokens < 1) return bad_param("max_tokens", "must be >= 1", num(p.max_tokens));
   for (const auto& [token, bias] : p.logit_bias) {
     if (token < 0 || token >= vocab_size)
-      return bad_param("logit_bias", "must name tokens in [0, " + num(vocab_size) + ")", num(token));
+      return bad_param("logit_bias", "must name tokens in [0, " + num(vocab_size) + ")",
+                       num(token));
     if (!(bias >= -100.0f && bias <= 100.0f))
       return bad_param("logit_bias", "values must be in [-100, 100]", num(bias));
   }
@@ -715,10 +716,10 @@ Status Engine::start_profile(int64_t steps, double bandwidth_gbps, double peak_t
   if (steps < 1 || steps > 10000)
     return invalid_argument("profile steps must be in [1, 10000], got " + std::to_string(steps));
   if (bandwidth_gbps < 0 || peak_tflops < 0)
-    return invalid_argument("the profile's bandwidth and peak overrides must be positive (0: none)");
-  ROOFLINE_ASSIGN_OR_RETURN(auto ceilings,
-                            profile_ceilings(impl_->model.runner->options().device, false,
-                                             bandwidth_gbps, peak_tflops));
+    return invalid_argument(
+        "the profile's bandwidth and peak overrides must be positive (0: none)");
+  ROOFLINE_ASSIGN_OR_RETURN(auto ceilings, profile_ceilings(impl_->model.runner->options().device,
+                                                            false, bandwidth_gbps, peak_tflops));
   std::lock_guard<std::mutex> lock(impl_->inbox_mu);
   impl_->inbox_profile = Impl::ProfileRequest{steps, ceilings.first, ceilings.second};
   impl_->profile_done.reset();

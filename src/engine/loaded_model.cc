@@ -84,8 +84,10 @@ StatusOr<LoadedModel> load_model(const ModelOptions& o, bool enable_prefix_cache
       m.chat_template_status = invalid_argument("the model files carry no chat template");
     } else {
       auto compiled = ChatTemplate::compile(source);
-      if (compiled.ok()) m.chat_template = std::make_shared<const ChatTemplate>(std::move(compiled).value());
-      else m.chat_template_status = compiled.status().with_context("the model's chat template");
+      if (compiled.ok())
+        m.chat_template = std::make_shared<const ChatTemplate>(std::move(compiled).value());
+      else
+        m.chat_template_status = compiled.status().with_context("the model's chat template");
     }
   }
   return m;
@@ -99,7 +101,8 @@ StatusOr<std::string> LoadedModel::render_chat(const std::vector<ChatTurn>& turn
   for (const ChatTurn& t : turns) messages.push_back({t.role, t.content});
   ChatTemplateVars vars;
   if (tokenizer->bos_id() >= 0) vars.bos_token = tokenizer->id_to_token(tokenizer->bos_id());
-  if (!tokenizer->eos_ids().empty()) vars.eos_token = tokenizer->id_to_token(tokenizer->eos_ids().front());
+  if (!tokenizer->eos_ids().empty())
+    vars.eos_token = tokenizer->id_to_token(tokenizer->eos_ids().front());
   return chat_template->render(messages, add_generation_prompt, vars);
 }
 

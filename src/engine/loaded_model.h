@@ -16,15 +16,16 @@ namespace roofline {
 struct LoadedModel {
   std::unique_ptr<ModelRunner> runner;
   ModelInfo info;
-  std::unique_ptr<Tokenizer> tokenizer;  // null when the model files carry none
-  std::string no_tokenizer_reason;       // why, when tokenizer is null
+  std::unique_ptr<Tokenizer> tokenizer;               // null when the model files carry none
+  std::string no_tokenizer_reason;                    // why, when tokenizer is null
   std::shared_ptr<const ChatTemplate> chat_template;  // null when there is none
-  Status chat_template_status;           // why there is none (absent, or fails to compile)
+  Status chat_template_status;  // why there is none (absent, or fails to compile)
 
   // InvalidArgument naming the reason when there is no tokenizer.
   Status need_tokenizer() const;
   // The conversation rendered with the model's chat template (its BOS/EOS strings bound).
-  StatusOr<std::string> render_chat(const std::vector<ChatTurn>& turns, bool add_generation_prompt) const;
+  StatusOr<std::string> render_chat(const std::vector<ChatTurn>& turns,
+                                    bool add_generation_prompt) const;
 };
 
 // The runner options a ModelOptions describes (the CLI builds runners directly from them too).

@@ -6,9 +6,9 @@
 #include <cmath>
 
 #include "engine/loaded_model.h"
-#include "tokenizer/tokenizer.h"
 #include "runtime/model_runner.h"
 #include "runtime/sampler.h"
+#include "tokenizer/tokenizer.h"
 
 namespace roofline {
 
@@ -26,8 +26,10 @@ struct Model::Impl {
       const size_t end = std::min(tokens.size(), begin + static_cast<size_t>(chunk));
       StepEntry e{seq, std::vector<int32_t>(tokens.begin() + begin, tokens.begin() + end)};
       ROOFLINE_RETURN_IF_ERROR(m.runner->step({e}, all_logits, &part));
-      if (all_logits) out->insert(out->end(), part.begin(), part.end());
-      else *out = part;
+      if (all_logits)
+        out->insert(out->end(), part.begin(), part.end());
+      else
+        *out = part;
     }
     return ok_status();
   }
@@ -97,8 +99,9 @@ StatusOr<std::vector<int32_t>> Model::generate(const std::vector<int32_t>& promp
                             std::to_string(i));
     if (i == 0) t_first = clock::now();
     out.push_back(token);
-    const bool eos = std::find(impl_->m.info.eos_token_ids.begin(), impl_->m.info.eos_token_ids.end(),
-                               token) != impl_->m.info.eos_token_ids.end();
+    const bool eos =
+        std::find(impl_->m.info.eos_token_ids.begin(), impl_->m.info.eos_token_ids.end(), token) !=
+        impl_->m.info.eos_token_ids.end();
     const bool keep_going = !on_token || on_token(token);
     if (!keep_going || (o.stop_at_eos && eos)) break;
     if (runner.sequence_length(seq) + 1 > runner.options().max_model_len) break;
@@ -142,7 +145,8 @@ namespace roofline {
 
 bool Model::has_tokenizer() const { return impl_->m.tokenizer != nullptr; }
 
-StatusOr<std::vector<int32_t>> Model::tokenize(const std::string& text, bool add_special_tokens) const {
+StatusOr<std::vector<int32_t>> Model::tokenize(const std::string& text,
+                                               bool add_special_tokens) const {
   ROOFLINE_RETURN_IF_ERROR(impl_->m.need_tokenizer());
   return impl_->m.tokenizer->encode(text, add_special_tokens);
 }
@@ -155,7 +159,8 @@ StatusOr<std::string> Model::detokenize(const std::vector<int32_t>& ids) const {
   return impl_->m.tokenizer->decode(ids, /*skip_special=*/false);
 }
 
-StatusOr<std::string> Model::render_chat(const std::vector<ChatTurn>& turns, bool add_generation_prompt) const {
+StatusOr<std::string> Model::render_chat(const std::vector<ChatTurn>& turns,
+                                         bool add_generation_prompt) const {
   return impl_->m.render_chat(turns, add_generation_prompt);
 }
 
@@ -171,15 +176,18 @@ StatusOr<std::string> Model::generate_text(const std::string& prompt, bool add_s
   std::string text;
   bool keep = true;
   const auto& eos = tok.eos_ids();
-  auto out = generate(ids, options, [&](int32_t id) {
-    if (options.stop_at_eos && std::find(eos.begin(), eos.end(), id) != eos.end()) return false;
-    std::string piece = decoder.next(id);
-    if (!piece.empty()) {
-      text += piece;
-      if (on_text) keep = on_text(piece);
-    }
-    return keep;
-  }, stats);
+  auto out = generate(
+      ids, options,
+      [&](int32_t id) {
+        if (options.stop_at_eos && std::find(eos.begin(), eos.end(), id) != eos.end()) return false;
+        std::string piece = decoder.next(id);
+        if (!piece.empty()) {
+          text += piece;
+          if (on_text) keep = on_text(piece);
+        }
+        return keep;
+      },
+      stats);
   if (!out.ok()) return out.status();
   std::string tail = decoder.finish();
   if (!tail.empty()) {

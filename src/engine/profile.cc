@@ -22,8 +22,9 @@ namespace roofline {
 // The ceilings a profile measures against: --calibrate measures this machine now (and caches the
 // result), else the cached calibration of this device, else the H200's measured defaults; explicit
 // --bandwidth-gbps / --peak-tflops override either.
-StatusOr<std::pair<Ceilings, std::string>> profile_ceilings(const std::string& device, bool calibrate,
-                                                           double bandwidth_gbps, double peak_tflops) {
+StatusOr<std::pair<Ceilings, std::string>> profile_ceilings(const std::string& device,
+                                                            bool calibrate, double bandwidth_gbps,
+                                                            double peak_tflops) {
   Ceilings ceilings;  // H200 measured (shared/docs/HARDWARE.md)
   std::string source = "H200 measured defaults; --calibrate measures this machine";
   const std::string cache = default_ceilings_cache_path();
@@ -42,12 +43,14 @@ StatusOr<std::pair<Ceilings, std::string>> profile_ceilings(const std::string& d
                               load_cached_ceilings(cache, key));
     if (cached) {
       ceilings = cached->ceilings;
-      source = "calibrated " + cached->measured + " on " + key + " (" + cache + "; --calibrate to redo)";
+      source =
+          "calibrated " + cached->measured + " on " + key + " (" + cache + "; --calibrate to redo)";
     }
   }
   if (bandwidth_gbps > 0) ceilings.bytes_per_s = bandwidth_gbps * 1e9;
   if (peak_tflops > 0) ceilings.flops_per_s = peak_tflops * 1e12;
-  if (bandwidth_gbps > 0 || peak_tflops > 0) source += "; overridden by --bandwidth-gbps / --peak-tflops";
+  if (bandwidth_gbps > 0 || peak_tflops > 0)
+    source += "; overridden by --bandwidth-gbps / --peak-tflops";
   return std::make_pair(ceilings, source);
 }
 
@@ -83,7 +86,8 @@ struct GreedyStep {
 
 StatusOr<ProfileResult> profile_decode(const ProfileOptions& o) {
   constexpr int64_t kWarmup = 3;
-  if (o.batch < 1 || o.batch > 4096) return invalid_argument("batch (--batch) must be in [1, 4096]");
+  if (o.batch < 1 || o.batch > 4096)
+    return invalid_argument("batch (--batch) must be in [1, 4096]");
   if (o.context < 1) return invalid_argument("context (--context) must be positive");
   if (o.steps < 1 || o.steps > 100000) return invalid_argument("--steps must be in [1, 100000]");
   if (o.bandwidth_gbps < 0 || o.peak_tflops < 0)

@@ -16,8 +16,9 @@ namespace roofline {
 // The ceilings and a line saying where they came from: calibrate measures this machine now (and
 // caches it), else the cached calibration of `device`, else the H200's measured ones; a positive
 // bandwidth_gbps / peak_tflops overrides either.
-StatusOr<std::pair<Ceilings, std::string>> profile_ceilings(const std::string& device, bool calibrate,
-                                                           double bandwidth_gbps, double peak_tflops);
+StatusOr<std::pair<Ceilings, std::string>> profile_ceilings(const std::string& device,
+                                                            bool calibrate, double bandwidth_gbps,
+                                                            double peak_tflops);
 
 // Analyses `events` against `models` (one per call index) under `ceilings` and fills out's
 // ceilings, device time per step, report, JSON, trace and pictures (the timeline shows

@@ -25,18 +25,28 @@ std::string SymDim::to_string() const {
 
 const char* op_kind_name(OpKind op) {
   switch (op) {
-    case OpKind::kEmbedding: return "embedding";
-    case OpKind::kRmsNorm: return "rms_norm";
-    case OpKind::kAdd: return "add";
-    case OpKind::kRmsNormResidual: return "rms_norm_residual";
-    case OpKind::kMatmul: return "matmul";
-    case OpKind::kMatmulBias: return "matmul_bias";
+    case OpKind::kEmbedding:
+      return "embedding";
+    case OpKind::kRmsNorm:
+      return "rms_norm";
+    case OpKind::kAdd:
+      return "add";
+    case OpKind::kRmsNormResidual:
+      return "rms_norm_residual";
+    case OpKind::kMatmul:
+      return "matmul";
+    case OpKind::kMatmulBias:
+      return "matmul_bias";
     case OpKind::kMatmulResidual:
       return "matmul_residual";
-    case OpKind::kQkvRope: return "qkv_rope";
-    case OpKind::kAttention: return "attention";
-    case OpKind::kSiluMul: return "silu_mul";
-    case OpKind::kGatherLastTokens: return "gather_last_tokens";
+    case OpKind::kQkvRope:
+      return "qkv_rope";
+    case OpKind::kAttention:
+      return "attention";
+    case OpKind::kSiluMul:
+      return "silu_mul";
+    case OpKind::kGatherLastTokens:
+      return "gather_last_tokens";
   }
   return "?";
 }
@@ -54,13 +64,20 @@ std::string call_kind_name(OpKind op, const NodeAttrs& attrs) {
 
 const char* step_input_name(StepInput s) {
   switch (s) {
-    case StepInput::kTokenIds: return "token_ids";
-    case StepInput::kPositions: return "positions";
-    case StepInput::kSlotMapping: return "slot_mapping";
-    case StepInput::kBlockTables: return "block_tables";
-    case StepInput::kSeqLens: return "seq_lens";
-    case StepInput::kQueryStart: return "query_start";
-    case StepInput::kLastTokenIndex: return "last_token_index";
+    case StepInput::kTokenIds:
+      return "token_ids";
+    case StepInput::kPositions:
+      return "positions";
+    case StepInput::kSlotMapping:
+      return "slot_mapping";
+    case StepInput::kBlockTables:
+      return "block_tables";
+    case StepInput::kSeqLens:
+      return "seq_lens";
+    case StepInput::kQueryStart:
+      return "query_start";
+    case StepInput::kLastTokenIndex:
+      return "last_token_index";
   }
   return "?";
 }
@@ -136,7 +153,8 @@ std::string Graph::to_string() const {
       out << (i ? ", " : "") << values_[n.inputs[i]].name << shape_str(values_[n.inputs[i]].shape);
     out << ") -> (";
     for (size_t i = 0; i < n.outputs.size(); ++i)
-      out << (i ? ", " : "") << values_[n.outputs[i]].name << shape_str(values_[n.outputs[i]].shape);
+      out << (i ? ", " : "") << values_[n.outputs[i]].name
+          << shape_str(values_[n.outputs[i]].shape);
     out << ")\n";
   }
   return out.str();

@@ -24,7 +24,9 @@ struct SymDim {
   static SymDim tokens(int64_t k = 1) { return {k, 0, 0}; }
   static SymDim seqs(int64_t k = 1) { return {0, k, 0}; }
   static SymDim fixed(int64_t c) { return {0, 0, c}; }
-  int64_t eval(int64_t num_tokens, int64_t num_seqs) const { return t * num_tokens + b * num_seqs + c; }
+  int64_t eval(int64_t num_tokens, int64_t num_seqs) const {
+    return t * num_tokens + b * num_seqs + c;
+  }
   bool operator==(const SymDim& o) const { return t == o.t && b == o.b && c == o.c; }
   std::string to_string() const;  // "T", "B", "4096", "2*T"
 };
@@ -85,15 +87,15 @@ struct Value {
 
 // Attributes of a node; each op reads the fields its comment in OpKind implies.
 struct NodeAttrs {
-  float eps = 0.0f;               // norms
-  int64_t layer = -1;             // KV cache layer (qkv_rope, attention)
+  float eps = 0.0f;    // norms
+  int64_t layer = -1;  // KV cache layer (qkv_rope, attention)
   int64_t num_heads = 0;
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
-  float scale = 0.0f;             // attention
-  int64_t sliding_window = 0;     // attention; 0 = none
-  int64_t num_weight_parts = 0;   // matmul: how many stacked weights
-  bool qk_norm = false;           // qkv_rope: has q_norm / k_norm inputs
+  float scale = 0.0f;              // attention
+  int64_t sliding_window = 0;      // attention; 0 = none
+  int64_t num_weight_parts = 0;    // matmul: how many stacked weights
+  bool qk_norm = false;            // qkv_rope: has q_norm / k_norm inputs
   bool rms_norm_prologue = false;  // matmuls: normalise x first (eps: the norm's)
   bool swiglu_epilogue = false;    // kMatmul: y = silu(gate) · up of the product
   bool qkv_rope_epilogue = false;  // kMatmul, kMatmulBias: y = qkv_rope(product) (+ KV write)

@@ -59,12 +59,14 @@ int64_t peak_live_bytes(const std::vector<BufferRequest>& requests) {
 bool memory_plan_is_valid(const std::vector<BufferRequest>& requests, const MemoryPlan& plan) {
   if (plan.offsets.size() != requests.size()) return false;
   for (size_t i = 0; i < requests.size(); ++i) {
-    if (plan.offsets[i] < 0 || plan.offsets[i] + requests[i].size_bytes > plan.total_bytes) return false;
+    if (plan.offsets[i] < 0 || plan.offsets[i] + requests[i].size_bytes > plan.total_bytes)
+      return false;
     for (size_t j = i + 1; j < requests.size(); ++j) {
       if (!lifetimes_overlap(requests[i], requests[j])) continue;
       const int64_t a0 = plan.offsets[i], a1 = a0 + requests[i].size_bytes;
       const int64_t b0 = plan.offsets[j], b1 = b0 + requests[j].size_bytes;
-      if (a0 < b1 && b0 < a1 && requests[i].size_bytes > 0 && requests[j].size_bytes > 0) return false;
+      if (a0 < b1 && b0 < a1 && requests[i].size_bytes > 0 && requests[j].size_bytes > 0)
+        return false;
     }
   }
   return true;

@@ -229,8 +229,10 @@ int remove_dead_nodes(Graph& g) {
   std::vector<Node> kept;
   int removed = 0;
   for (size_t i = 0; i < nodes.size(); ++i) {
-    if (keep[i]) kept.push_back(std::move(nodes[i]));
-    else ++removed;
+    if (keep[i])
+      kept.push_back(std::move(nodes[i]));
+    else
+      ++removed;
   }
   nodes = std::move(kept);
   return removed;

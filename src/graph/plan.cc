@@ -103,7 +103,8 @@ StatusOr<Plan> build_plan(const Graph& graph, int64_t max_tokens, int64_t max_se
 
 CallCost call_cost(const PlanCall& c, const StepShape& s, DType kv_dtype) {
   auto bytes_of = [&](const BufferRef& r) {
-    return static_cast<double>(numel(r.shape, s.num_tokens, s.num_seqs) * dtype_size_bytes(r.dtype));
+    return static_cast<double>(numel(r.shape, s.num_tokens, s.num_seqs) *
+                               dtype_size_bytes(r.dtype));
   };
   CallCost cost;
   const double kv_elem = static_cast<double>(dtype_size_bytes(kv_dtype));

@@ -19,8 +19,8 @@ namespace roofline {
 struct BufferRef {
   enum class Kind : uint8_t { kWorkspace, kWeight, kStepInput };
   Kind kind = Kind::kWorkspace;
-  int64_t offset_bytes = 0;       // kWorkspace
-  const void* weight = nullptr;   // kWeight
+  int64_t offset_bytes = 0;                     // kWorkspace
+  const void* weight = nullptr;                 // kWeight
   StepInput step_input = StepInput::kTokenIds;  // kStepInput
   DType dtype = DType::kF32;
   SymShape shape;

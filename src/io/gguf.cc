@@ -231,8 +231,8 @@ Status read_integer(Cursor& c, uint32_t type, const std::string& what, int64_t* 
 }
 
 bool is_integer_type(uint32_t t) {
-  return t == VT::kU8 || t == VT::kI8 || t == VT::kU16 || t == VT::kI16 || t == VT::kU32 || t == VT::kI32 || t == VT::kU64 ||
-         t == VT::kI64;
+  return t == VT::kU8 || t == VT::kI8 || t == VT::kU16 || t == VT::kI16 || t == VT::kU32 ||
+         t == VT::kI32 || t == VT::kU64 || t == VT::kI64;
 }
 
 Status read_bool(Cursor& c, const std::string& what, bool* out) {

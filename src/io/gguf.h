@@ -50,8 +50,19 @@ Status dequantize_to_f32(uint32_t type, const uint8_t* src, int64_t n, float* ds
 // element type). Shared by the parser and the tests that build hostile files.
 struct GgufValueTypes {
   enum : uint32_t {
-    kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6,
-    kBool = 7, kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
+    kU8 = 0,
+    kI8 = 1,
+    kU16 = 2,
+    kI16 = 3,
+    kU32 = 4,
+    kI32 = 5,
+    kF32 = 6,
+    kBool = 7,
+    kString = 8,
+    kArray = 9,
+    kU64 = 10,
+    kI64 = 11,
+    kF64 = 12,
   };
 };
 
@@ -90,7 +101,9 @@ class GgufFile {
   const std::map<std::string, GgufValue>& metadata() const { return metadata_; }
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   const GgufTensorInfo* find_tensor(const std::string& name) const;
-  const uint8_t* tensor_data(const GgufTensorInfo& t) const { return data_ + data_offset_ + t.offset; }
+  const uint8_t* tensor_data(const GgufTensorInfo& t) const {
+    return data_ + data_offset_ + t.offset;
+  }
 
   // Typed metadata access; NotFound if the key is absent, InvalidArgument (naming key and file)
   // if it has another type. Integers of any width and sign read as int64; f32/f64 as double.

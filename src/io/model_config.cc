@@ -454,13 +454,14 @@ Status validate_model_config(const ModelConfig& c, const std::string& source,
   ROOFLINE_RETURN_IF_ERROR(range("num_attention_heads", c.num_heads, 1, kMaxHeads));
   ROOFLINE_RETURN_IF_ERROR(range("num_key_value_heads", c.num_kv_heads, 1, kMaxHeads));
   if (c.num_heads % c.num_kv_heads != 0)
-    return fail("num_key_value_heads", "is " + std::to_string(c.num_kv_heads) +
-                                           ", which does not divide " + name("num_attention_heads") +
-                                           " (" + std::to_string(c.num_heads) + ")");
+    return fail("num_key_value_heads",
+                "is " + std::to_string(c.num_kv_heads) + ", which does not divide " +
+                    name("num_attention_heads") + " (" + std::to_string(c.num_heads) + ")");
   ROOFLINE_RETURN_IF_ERROR(range("head_dim", c.head_dim, 1, kMaxHeadDim));
   // RoPE rotates pairs of channels, so a head must have an even number of them.
   if (c.head_dim % 2 != 0)
-    return fail("head_dim", "is " + std::to_string(c.head_dim) + "; rotary embeddings need it even");
+    return fail("head_dim",
+                "is " + std::to_string(c.head_dim) + "; rotary embeddings need it even");
   ROOFLINE_RETURN_IF_ERROR(
       range("max_position_embeddings", c.max_position_embeddings, 1, kMaxPositions));
   if (!std::isfinite(c.rms_norm_eps) || !(c.rms_norm_eps > 0.0f) || !(c.rms_norm_eps < 1.0f))

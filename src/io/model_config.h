@@ -36,18 +36,18 @@ struct ModelConfig {
   int64_t intermediate_size = 0;
   int64_t num_layers = 0;
   int64_t num_heads = 0;
-  int64_t num_kv_heads = 0;       // divides num_heads
-  int64_t head_dim = 0;           // config's head_dim, else hidden_size / num_heads
+  int64_t num_kv_heads = 0;  // divides num_heads
+  int64_t head_dim = 0;      // config's head_dim, else hidden_size / num_heads
   int64_t max_position_embeddings = 0;
   float rms_norm_eps = 1e-6f;
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
   bool tie_word_embeddings = false;
-  bool qkv_bias = false;          // Qwen2 always; Llama/Mistral when attention_bias
-  bool o_bias = false;            // Llama/Mistral when attention_bias
-  bool qk_norm = false;           // Qwen3
-  int64_t sliding_window = 0;     // 0: none (applied to every layer when set)
-  DType dtype = DType::kBF16;     // config's torch_dtype / dtype, informational
+  bool qkv_bias = false;       // Qwen2 always; Llama/Mistral when attention_bias
+  bool o_bias = false;         // Llama/Mistral when attention_bias
+  bool qk_norm = false;        // Qwen3
+  int64_t sliding_window = 0;  // 0: none (applied to every layer when set)
+  DType dtype = DType::kBF16;  // config's torch_dtype / dtype, informational
   int32_t bos_token_id = -1;
   std::vector<int32_t> eos_token_ids;
 };

@@ -33,7 +33,7 @@ struct SafetensorsTensorInfo {
 struct SafetensorsHeader {
   std::vector<SafetensorsTensorInfo> tensors;  // in file order
   std::map<std::string, std::string> metadata;
-  uint64_t data_offset = 0;                     // 8 + header length: start of the data section
+  uint64_t data_offset = 0;  // 8 + header length: start of the data section
 };
 
 // Parses and validates the header of a safetensors file whose bytes are [data, data + size).

@@ -50,8 +50,7 @@ StatusOr<json> parse_json(std::string_view text, const std::string& source) {
   try {
     return json::parse(text.begin(), text.end());
   } catch (const json::parse_error& e) {
-    return invalid_argument(source + " is not valid JSON (" + e.what() +
-                            "); re-download the file");
+    return invalid_argument(source + " is not valid JSON (" + e.what() + "); re-download the file");
   }
 }
 
@@ -98,8 +97,8 @@ struct JsonState {
   bool byte_level = false;      // a ByteLevel pre-tokenizer was seen
   bool byte_level_last = true;  // ... and nothing followed it
   bool metaspace = false;
-  bool prepend = false;         // normaliser Prepend('▁')
-  bool replace = false;         // normaliser Replace(' ', '▁')
+  bool prepend = false;              // normaliser Prepend('▁')
+  bool replace = false;              // normaliser Replace(' ', '▁')
   std::string bos_token, eos_token;  // from the post-processor template
   bool template_seen = false;
 };
@@ -214,7 +213,8 @@ Status parse_pre_tokenizer(const Parser& p, const json& n, const std::string& pa
   if (type == "Metaspace") {
     std::string replacement = kMetaspace, scheme = "always";
     ROOFLINE_RETURN_IF_ERROR(p.opt_string(n, "replacement", path, &replacement));
-    if (replacement != kMetaspace) return p.unsupported("Metaspace replacement '" + replacement + "'");
+    if (replacement != kMetaspace)
+      return p.unsupported("Metaspace replacement '" + replacement + "'");
     bool add_prefix_space = true, has_scheme = false;
     ROOFLINE_RETURN_IF_ERROR(p.opt_string(n, "prepend_scheme", path, &scheme, &has_scheme));
     if (!has_scheme) {
@@ -278,7 +278,8 @@ Status parse_decoder(const Parser& p, const json& n, const std::string& path, To
     std::string scheme = "always";
     bool has_scheme = false, add_prefix_space = true;
     ROOFLINE_RETURN_IF_ERROR(p.opt_string(n, "prepend_scheme", path, &scheme, &has_scheme));
-    if (!has_scheme) ROOFLINE_RETURN_IF_ERROR(p.opt_bool(n, "add_prefix_space", path, &add_prefix_space));
+    if (!has_scheme)
+      ROOFLINE_RETURN_IF_ERROR(p.opt_bool(n, "add_prefix_space", path, &add_prefix_space));
     spec->decode_strip_leading_space = has_scheme ? scheme != "never" : add_prefix_space;
     return ok_status();
   }
@@ -296,8 +297,8 @@ Status parse_post_processor(const Parser& p, const json& n, const std::string& p
     auto it = n.find("processors");
     if (it == n.end() || !it->is_array()) return p.wrong_type(path + ".processors", "an array");
     for (size_t i = 0; i < it->size(); ++i) {
-      ROOFLINE_RETURN_IF_ERROR(parse_post_processor(
-          p, (*it)[i], path + ".processors[" + std::to_string(i) + "]", st));
+      ROOFLINE_RETURN_IF_ERROR(
+          parse_post_processor(p, (*it)[i], path + ".processors[" + std::to_string(i) + "]", st));
     }
     return ok_status();
   }
@@ -307,8 +308,9 @@ Status parse_post_processor(const Parser& p, const json& n, const std::string& p
     if (single == n.end() || !single->is_array()) return p.wrong_type(path + ".single", "an array");
     st->template_seen = true;
     auto special_name = [](const json& piece) -> std::string {
-      if (piece.is_object() && piece.contains("SpecialToken") && piece["SpecialToken"].is_object() &&
-          piece["SpecialToken"].contains("id") && piece["SpecialToken"]["id"].is_string()) {
+      if (piece.is_object() && piece.contains("SpecialToken") &&
+          piece["SpecialToken"].is_object() && piece["SpecialToken"].contains("id") &&
+          piece["SpecialToken"]["id"].is_string()) {
         return piece["SpecialToken"]["id"].get<std::string>();
       }
       return std::string();
@@ -410,7 +412,8 @@ Status parse_tokenizer_json_impl(std::string_view tokenizer_json, std::string_vi
     ROOFLINE_RETURN_IF_ERROR(p.opt_int(t, "id", path, &id));
     bool has_content = false;
     ROOFLINE_RETURN_IF_ERROR(p.opt_string(t, "content", path, &added.content, &has_content));
-    if (!has_content || added.content.empty()) return p.wrong_type(path + ".content", "a non-empty string");
+    if (!has_content || added.content.empty())
+      return p.wrong_type(path + ".content", "a non-empty string");
     if (id < 0 || id >= max_ids) {
       return out_of_range(source + ": added token '" + added.content + "' has id " +
                           std::to_string(id) + ", outside 0.." + std::to_string(max_ids - 1));
@@ -454,8 +457,7 @@ Status parse_tokenizer_json_impl(std::string_view tokenizer_json, std::string_vi
       } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
         spec->merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
       } else {
-        return p.wrong_type("model.merges[" + std::to_string(i) + "]",
-                            "\"a b\" or [\"a\", \"b\"]");
+        return p.wrong_type("model.merges[" + std::to_string(i) + "]", "\"a b\" or [\"a\", \"b\"]");
       }
     }
   }
@@ -474,13 +476,15 @@ Status parse_tokenizer_json_impl(std::string_view tokenizer_json, std::string_vi
     ROOFLINE_RETURN_IF_ERROR(parse_normalizer(p, root["normalizer"], "normalizer", &st));
   }
   if (root.contains("pre_tokenizer")) {
-    ROOFLINE_RETURN_IF_ERROR(parse_pre_tokenizer(p, root["pre_tokenizer"], "pre_tokenizer", &st, spec));
+    ROOFLINE_RETURN_IF_ERROR(
+        parse_pre_tokenizer(p, root["pre_tokenizer"], "pre_tokenizer", &st, spec));
   }
   if (root.contains("decoder")) {
     ROOFLINE_RETURN_IF_ERROR(parse_decoder(p, root["decoder"], "decoder", spec));
   }
   if (root.contains("post_processor")) {
-    ROOFLINE_RETURN_IF_ERROR(parse_post_processor(p, root["post_processor"], "post_processor", &st));
+    ROOFLINE_RETURN_IF_ERROR(
+        parse_post_processor(p, root["post_processor"], "post_processor", &st));
   }
   if (st.byte_level) {
     spec->kind = TokenizerKind::kByteLevelBpe;
@@ -490,7 +494,8 @@ Status parse_tokenizer_json_impl(std::string_view tokenizer_json, std::string_vi
     }
   } else {
     spec->kind = TokenizerKind::kSentencePieceBpe;
-    if (!spec->splits.empty()) return p.unsupported("Split/Digits pre-tokenizers without ByteLevel");
+    if (!spec->splits.empty())
+      return p.unsupported("Split/Digits pre-tokenizers without ByteLevel");
     if (st.replace) spec->replace_spaces = true;
     if (st.prepend) {
       spec->prefix_space = PrefixSpace::kEverySegment;
@@ -538,11 +543,13 @@ Status parse_tokenizer_json_impl(std::string_view tokenizer_json, std::string_vi
   }
   if (!bos.empty()) {
     spec->bos_id = lookup(bos);
-    if (spec->bos_id < 0) return invalid_argument(source + ": bos token '" + bos + "' is not in the vocabulary");
+    if (spec->bos_id < 0)
+      return invalid_argument(source + ": bos token '" + bos + "' is not in the vocabulary");
   }
   if (!eos.empty()) {
     spec->eos_id = lookup(eos);
-    if (spec->eos_id < 0) return invalid_argument(source + ": eos token '" + eos + "' is not in the vocabulary");
+    if (spec->eos_id < 0)
+      return invalid_argument(source + ": eos token '" + eos + "' is not in the vocabulary");
   }
   if (spec->add_bos && spec->bos_id < 0) spec->add_bos = false;
   if (spec->add_eos && spec->eos_id < 0) spec->add_eos = false;
@@ -554,11 +561,13 @@ Status parse_tokenizer_json_impl(std::string_view tokenizer_json, std::string_vi
       const json& e = gen["eos_token_id"];
       const json list = e.is_array() ? e : json::array({e});
       for (const json& id : list) {
-        if (!id.is_number_integer()) return gp.wrong_type("eos_token_id", "an integer or a list of integers");
+        if (!id.is_number_integer())
+          return gp.wrong_type("eos_token_id", "an integer or a list of integers");
         const int64_t v = id.get<int64_t>();
         if (v < 0 || v >= static_cast<int64_t>(spec->vocab.size())) {
           return out_of_range(gp.source + ": eos_token_id " + std::to_string(v) +
-                              " is outside the vocabulary of " + std::to_string(spec->vocab.size()));
+                              " is outside the vocabulary of " +
+                              std::to_string(spec->vocab.size()));
         }
         spec->extra_eos_ids.push_back(static_cast<int32_t>(v));
       }
@@ -568,7 +577,8 @@ Status parse_tokenizer_json_impl(std::string_view tokenizer_json, std::string_vi
 }
 
 // Reads an optional GGUF token id, range-checked against the vocabulary.
-Status gguf_token_id(const GgufFile& gguf, const std::string& key, size_t vocab_size, int32_t* out) {
+Status gguf_token_id(const GgufFile& gguf, const std::string& key, size_t vocab_size,
+                     int32_t* out) {
   if (!gguf.has(key)) return ok_status();
   ROOFLINE_ASSIGN_OR_RETURN(int64_t id, gguf.get_int(key));
   if (id < 0 || id >= static_cast<int64_t>(vocab_size)) {
@@ -607,8 +617,9 @@ StatusOr<TokenizerSpec> load_tokenizer_json(const std::string& model_dir) {
   bool exists = false;
   ROOFLINE_ASSIGN_OR_RETURN(std::string text, read_text_file(path, &exists));
   if (!exists) {
-    return not_found(path + " does not exist: the model directory needs the tokenizer.json of its "
-                            "Hugging Face repository (or load the model from a GGUF file)");
+    return not_found(path +
+                     " does not exist: the model directory needs the tokenizer.json of its "
+                     "Hugging Face repository (or load the model from a GGUF file)");
   }
   bool unused = false;
   ROOFLINE_ASSIGN_OR_RETURN(std::string config,
@@ -648,8 +659,9 @@ StatusOr<TokenizerSpec> tokenizer_spec_from_gguf(const GgufFile& gguf) {
   TokenizerSpec spec;
   spec.source = src;
   if (!gguf.has("tokenizer.ggml.model")) {
-    return not_found(src + " has no tokenizer (tokenizer.ggml.model is missing); use the model's "
-                           "Hugging Face directory with tokenizer.json instead");
+    return not_found(src +
+                     " has no tokenizer (tokenizer.ggml.model is missing); use the model's "
+                     "Hugging Face directory with tokenizer.json instead");
   }
   ROOFLINE_ASSIGN_OR_RETURN(std::string model, gguf.get_string("tokenizer.ggml.model"));
   ROOFLINE_ASSIGN_OR_RETURN(spec.vocab, gguf.get_string_array("tokenizer.ggml.tokens"));
@@ -662,8 +674,9 @@ StatusOr<TokenizerSpec> tokenizer_spec_from_gguf(const GgufFile& gguf) {
   if (gguf.has("tokenizer.ggml.token_type")) {
     ROOFLINE_ASSIGN_OR_RETURN(types, gguf.get_int_array("tokenizer.ggml.token_type"));
     if (types.size() != n) {
-      return invalid_argument(src + ": tokenizer.ggml.token_type has " + std::to_string(types.size()) +
-                              " entries for " + std::to_string(n) + " tokens");
+      return invalid_argument(src + ": tokenizer.ggml.token_type has " +
+                              std::to_string(types.size()) + " entries for " + std::to_string(n) +
+                              " tokens");
     }
   }
   bool is_llama = false;
@@ -741,10 +754,12 @@ StatusOr<TokenizerSpec> tokenizer_spec_from_gguf(const GgufFile& gguf) {
   ROOFLINE_RETURN_IF_ERROR(gguf_bool(gguf, "tokenizer.ggml.add_eos_token", &spec.add_eos));
   ROOFLINE_RETURN_IF_ERROR(gguf_bool(gguf, "tokenizer.ggml.add_space_prefix", &add_space_prefix));
   if (spec.add_bos && spec.bos_id < 0) {
-    return invalid_argument(src + ": add_bos_token is set but tokenizer.ggml.bos_token_id is missing");
+    return invalid_argument(src +
+                            ": add_bos_token is set but tokenizer.ggml.bos_token_id is missing");
   }
   if (spec.add_eos && spec.eos_id < 0) {
-    return invalid_argument(src + ": add_eos_token is set but tokenizer.ggml.eos_token_id is missing");
+    return invalid_argument(src +
+                            ": add_eos_token is set but tokenizer.ggml.eos_token_id is missing");
   }
   if (add_space_prefix) {
     if (is_llama) {

@@ -148,9 +148,10 @@ std::unique_ptr<WeightStore> WeightStore::create_owning(const std::string& sourc
 }
 
 StatusOr<int64_t> WeightStore::check_new_tensor(const std::string& name, DType dtype,
-                                                 const Shape& shape) const {
+                                                const Shape& shape) const {
   if (tensors_.count(name) != 0)
-    return invalid_argument("tensor '" + name + "' is added twice to the weights of '" + dir_ + "'");
+    return invalid_argument("tensor '" + name + "' is added twice to the weights of '" + dir_ +
+                            "'");
   int64_t bytes = dtype_size_bytes(dtype);
   for (int i = 0; i < shape.rank; ++i)
     if (shape[i] <= 0 || __builtin_mul_overflow(bytes, shape[i], &bytes))
@@ -176,8 +177,9 @@ StatusOr<TensorView> WeightStore::add_owned(const std::string& name, DType dtype
   auto* p = static_cast<uint8_t*>(
       ::operator new[](static_cast<size_t>(bytes), std::align_val_t(64), std::nothrow));
   if (p == nullptr)
-    return resource_exhausted("cannot allocate " + std::to_string(bytes >> 20) + " MiB for tensor '" +
-                              name + "' of '" + dir_ + "': not enough memory for the f32 weights");
+    return resource_exhausted("cannot allocate " + std::to_string(bytes >> 20) +
+                              " MiB for tensor '" + name + "' of '" + dir_ +
+                              "': not enough memory for the f32 weights");
   owned_.emplace_back(p);
   TensorView view;
   view.data = p;
@@ -194,8 +196,9 @@ StatusOr<TensorView> WeightStore::get(const std::string& name) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end())
     return not_found("tensor '" + name + "' is not in the weights of '" + dir_ +
-                     (owning_ ? "': the file does not match the architecture its metadata names"
-                              : "': the checkpoint does not match the architecture in config.json"));
+                     (owning_
+                          ? "': the file does not match the architecture its metadata names"
+                          : "': the checkpoint does not match the architecture in config.json"));
   return it->second.second;
 }
 

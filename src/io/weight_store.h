@@ -44,7 +44,8 @@ class WeightStore {
 
  private:
   // The tensor's size in bytes after checking the name is free and the shape sane.
-  StatusOr<int64_t> check_new_tensor(const std::string& name, DType dtype, const Shape& shape) const;
+  StatusOr<int64_t> check_new_tensor(const std::string& name, DType dtype,
+                                     const Shape& shape) const;
 
   struct AlignedFree {
     void operator()(uint8_t* p) const;

@@ -16,19 +16,19 @@ struct Entry {
 };
 
 constexpr Entry kEntries[] = {
-    {"llama3-8b", Architecture::kLlama, "LlamaForCausalLM", 128256, 4096, 14336, 32, 32, 8, 128, 8192,
-     500000.0, 1e-5f, false, false, false},
+    {"llama3-8b", Architecture::kLlama, "LlamaForCausalLM", 128256, 4096, 14336, 32, 32, 8, 128,
+     8192, 500000.0, 1e-5f, false, false, false},
     {"mistral-7b", Architecture::kMistral, "MistralForCausalLM", 32768, 4096, 14336, 32, 32, 8, 128,
      32768, 1000000.0, 1e-5f, false, false, false},
-    {"qwen2.5-0.5b", Architecture::kQwen2, "Qwen2ForCausalLM", 151936, 896, 4864, 24, 14, 2, 64, 32768,
-     1000000.0, 1e-6f, true, true, false},
-    {"qwen2.5-7b", Architecture::kQwen2, "Qwen2ForCausalLM", 152064, 3584, 18944, 28, 28, 4, 128, 32768,
-     1000000.0, 1e-6f, false, true, false},
-    {"qwen3-0.6b", Architecture::kQwen3, "Qwen3ForCausalLM", 151936, 1024, 3072, 28, 16, 8, 128, 40960,
-     1000000.0, 1e-6f, true, false, true},
+    {"qwen2.5-0.5b", Architecture::kQwen2, "Qwen2ForCausalLM", 151936, 896, 4864, 24, 14, 2, 64,
+     32768, 1000000.0, 1e-6f, true, true, false},
+    {"qwen2.5-7b", Architecture::kQwen2, "Qwen2ForCausalLM", 152064, 3584, 18944, 28, 28, 4, 128,
+     32768, 1000000.0, 1e-6f, false, true, false},
+    {"qwen3-0.6b", Architecture::kQwen3, "Qwen3ForCausalLM", 151936, 1024, 3072, 28, 16, 8, 128,
+     40960, 1000000.0, 1e-6f, true, false, true},
     // A tiny shape for tests and quick CPU runs.
-    {"llama-tiny", Architecture::kLlama, "LlamaForCausalLM", 512, 64, 160, 2, 4, 2, 16, 256, 10000.0,
-     1e-5f, false, false, false},
+    {"llama-tiny", Architecture::kLlama, "LlamaForCausalLM", 512, 64, 160, 2, 4, 2, 16, 256,
+     10000.0, 1e-5f, false, false, false},
 };
 
 }  // namespace

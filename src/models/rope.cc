@@ -24,8 +24,8 @@ std::vector<float> rope_inv_freq(double theta, int64_t head_dim, const RopeScali
       float scaled = wavelen > low_wavelen ? f / s.factor : f;
       const bool medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);
       if (medium) {
-        const float smooth = (old_ctx / wavelen - s.low_freq_factor) /
-                             (s.high_freq_factor - s.low_freq_factor);
+        const float smooth =
+            (old_ctx / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
         scaled = (1.0f - smooth) * scaled / s.factor + smooth * scaled;
       }
       f = scaled;

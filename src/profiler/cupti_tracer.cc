@@ -54,7 +54,8 @@ std::string kernel_name(const char* mangled) {
       }
     }
   }
-  for (const char* prefix : {"roofline::(anonymous namespace)::", "roofline::cuda::", "roofline::"}) {
+  for (const char* prefix :
+       {"roofline::(anonymous namespace)::", "roofline::cuda::", "roofline::"}) {
     for (size_t at; (at = s.find(prefix)) != std::string::npos;) s.erase(at, std::strlen(prefix));
   }
   return s;
@@ -62,11 +63,16 @@ std::string kernel_name(const char* mangled) {
 
 const char* memcpy_name(uint8_t kind) {
   switch (kind) {
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "memcpy HtoD";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "memcpy DtoH";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "memcpy DtoD";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return "memcpy HtoH";
-    default: return "memcpy";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
+      return "memcpy HtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
+      return "memcpy DtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
+      return "memcpy DtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH:
+      return "memcpy HtoH";
+    default:
+      return "memcpy";
   }
 }
 
@@ -146,7 +152,8 @@ Status cupti_status(CUptiResult r, const char* what) {
   if (r == CUPTI_SUCCESS) return ok_status();
   const char* text = nullptr;
   cuptiGetResultString(r, &text);
-  return internal_error(std::string("CUPTI ") + what + " failed: " + (text ? text : "unknown error") +
+  return internal_error(std::string("CUPTI ") + what +
+                        " failed: " + (text ? text : "unknown error") +
                         " (is another profiler, e.g. nsys or ncu, attached to this process?)");
 }
 

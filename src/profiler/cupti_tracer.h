@@ -1,7 +1,7 @@
 // CuptiTracer: records device activity through CUPTI for `roofline profile` — every kernel
 // (including those replayed inside CUDA graphs), memcpy and memset, and, for join.h's learning
-// step, the runtime / driver API calls that launched them. Timestamps come from the host steady clock (registered
-// as CUPTI's timestamp source), so host and device times compare directly.
+// step, the runtime / driver API calls that launched them. Timestamps come from the host steady
+// clock (registered as CUPTI's timestamp source), so host and device times compare directly.
 //
 // CUPTI is process-wide: one tracer at a time. Start it before the CUDA graphs to be profiled are
 // instantiated. Records accumulate in CUPTI's buffers until take(). In a build without CUDA,
@@ -12,8 +12,8 @@
 #include <memory>
 #include <vector>
 
-#include "roofline/status.h"
 #include "profiler/join.h"
+#include "roofline/status.h"
 
 namespace roofline {
 

@@ -1,7 +1,7 @@
 // The CPU-only build's CuptiTracer: there is no device activity to record.
-#include "profiler/cupti_tracer.h"
-
 #include <chrono>
+
+#include "profiler/cupti_tracer.h"
 
 namespace roofline {
 

@@ -5,10 +5,9 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 namespace roofline {
 
@@ -19,11 +18,21 @@ std::string xml_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
       default:
         if (static_cast<unsigned char>(c) >= 0x20 || c == '\t') out += c;
     }
@@ -64,8 +73,12 @@ std::string roofline_svg(const ProfileReport& report, const std::vector<CallMode
   // Axes: intensity 1e-2 .. 1e4 FLOP/byte, throughput from peak / 1e6 to 2 x peak.
   const double x_lo = std::log10(1e-2), x_hi = std::log10(1e4);
   const double y_hi = std::log10(ceilings.flops_per_s * 2), y_lo = y_hi - 6.3;
-  auto px = [&](double intensity) { return kLeft + (std::log10(intensity) - x_lo) / (x_hi - x_lo) * plot_w; };
-  auto py = [&](double flops_per_s) { return kTop + (y_hi - std::log10(flops_per_s)) / (y_hi - y_lo) * plot_h; };
+  auto px = [&](double intensity) {
+    return kLeft + (std::log10(intensity) - x_lo) / (x_hi - x_lo) * plot_w;
+  };
+  auto py = [&](double flops_per_s) {
+    return kTop + (y_hi - std::log10(flops_per_s)) / (y_hi - y_lo) * plot_h;
+  };
   const double ridge = ceilings.flops_per_s / ceilings.bytes_per_s;
 
   std::ostringstream o;
@@ -73,34 +86,34 @@ std::string roofline_svg(const ProfileReport& report, const std::vector<CallMode
     << "\" font-family=\"sans-serif\" font-size=\"11\">\n";
   o << "<title>roofline: attained FLOP/s against arithmetic intensity, per op</title>\n";
   o << "<rect x=\"0\" y=\"0\" width=\"" << kW << "\" height=\"" << kH << "\" fill=\"white\"/>\n";
-  o << "<rect x=\"" << kLeft << "\" y=\"" << kTop << "\" width=\"" << plot_w << "\" height=\"" << plot_h
-    << "\" fill=\"none\" stroke=\"#999\"/>\n";
+  o << "<rect x=\"" << kLeft << "\" y=\"" << kTop << "\" width=\"" << plot_w << "\" height=\""
+    << plot_h << "\" fill=\"none\" stroke=\"#999\"/>\n";
   // Decade grid and labels.
   for (int e = static_cast<int>(std::ceil(x_lo)); e <= static_cast<int>(std::floor(x_hi)); ++e) {
     const double x = px(std::pow(10.0, e));
-    o << "<line class=\"grid\" x1=\"" << x << "\" y1=\"" << kTop << "\" x2=\"" << x << "\" y2=\"" << kTop + plot_h
-      << "\" stroke=\"#eee\"/><text x=\"" << x << "\" y=\"" << kTop + plot_h + 14
+    o << "<line class=\"grid\" x1=\"" << x << "\" y1=\"" << kTop << "\" x2=\"" << x << "\" y2=\""
+      << kTop + plot_h << "\" stroke=\"#eee\"/><text x=\"" << x << "\" y=\"" << kTop + plot_h + 14
       << "\" text-anchor=\"middle\">1e" << e << "</text>\n";
   }
   for (int e = static_cast<int>(std::ceil(y_lo)); e <= static_cast<int>(std::floor(y_hi)); ++e) {
     const double y = py(std::pow(10.0, e));
-    o << "<line class=\"grid\" x1=\"" << kLeft << "\" y1=\"" << y << "\" x2=\"" << kLeft + plot_w << "\" y2=\"" << y
-      << "\" stroke=\"#eee\"/><text x=\"" << kLeft - 6 << "\" y=\"" << y + 4 << "\" text-anchor=\"end\">1e" << e
-      << "</text>\n";
+    o << "<line class=\"grid\" x1=\"" << kLeft << "\" y1=\"" << y << "\" x2=\"" << kLeft + plot_w
+      << "\" y2=\"" << y << "\" stroke=\"#eee\"/><text x=\"" << kLeft - 6 << "\" y=\"" << y + 4
+      << "\" text-anchor=\"end\">1e" << e << "</text>\n";
   }
   o << "<text x=\"" << kLeft + plot_w / 2 << "\" y=\"" << kH - 20
     << "\" text-anchor=\"middle\">arithmetic intensity (FLOP per byte of the cost model)</text>\n";
-  o << "<text x=\"16\" y=\"" << kTop + plot_h / 2 << "\" transform=\"rotate(-90 16 " << kTop + plot_h / 2
-    << ")\" text-anchor=\"middle\">attained FLOP/s</text>\n";
+  o << "<text x=\"16\" y=\"" << kTop + plot_h / 2 << "\" transform=\"rotate(-90 16 "
+    << kTop + plot_h / 2 << ")\" text-anchor=\"middle\">attained FLOP/s</text>\n";
   // The two ceilings: bandwidth x intensity up to the ridge, then the peak.
   const double x0 = std::pow(10.0, x_lo), x1 = std::pow(10.0, x_hi);
   const double bw_start = std::max(x0, std::pow(10.0, y_lo) / ceilings.bytes_per_s);
-  o << "<polyline class=\"ceiling\" fill=\"none\" stroke=\"black\" stroke-width=\"2\" points=\"" << px(bw_start)
-    << "," << py(bw_start * ceilings.bytes_per_s) << " " << px(ridge) << "," << py(ceilings.flops_per_s) << " "
-    << px(x1) << "," << py(ceilings.flops_per_s) << "\"/>\n";
+  o << "<polyline class=\"ceiling\" fill=\"none\" stroke=\"black\" stroke-width=\"2\" points=\""
+    << px(bw_start) << "," << py(bw_start * ceilings.bytes_per_s) << " " << px(ridge) << ","
+    << py(ceilings.flops_per_s) << " " << px(x1) << "," << py(ceilings.flops_per_s) << "\"/>\n";
   o << "<text x=\"" << px(ridge) + 6 << "\" y=\"" << py(ceilings.flops_per_s) - 6 << "\">peak "
-    << fmt("%.0f", ceilings.flops_per_s / 1e12) << " TFLOP/s; bandwidth " << fmt("%.2f", ceilings.bytes_per_s / 1e12)
-    << " TB/s</text>\n";
+    << fmt("%.0f", ceilings.flops_per_s / 1e12) << " TFLOP/s; bandwidth "
+    << fmt("%.2f", ceilings.bytes_per_s / 1e12) << " TB/s</text>\n";
   // Points, and a legend on the right; ops without FLOPs go to the legend only.
   double legend_y = kTop + 10;
   size_t index = 0;
@@ -110,19 +123,21 @@ std::string roofline_svg(const ProfileReport& report, const std::vector<CallMode
     std::string label = xml_escape(op.empty() ? "(unattributed)" : op);
     if (p.flops > 0 && p.bytes > 0 && seconds > 0) {
       const double intensity = std::clamp(p.flops / p.bytes, x0, x1);
-      const double attained = std::clamp(p.flops / seconds, std::pow(10.0, y_lo), std::pow(10.0, y_hi));
+      const double attained =
+          std::clamp(p.flops / seconds, std::pow(10.0, y_lo), std::pow(10.0, y_hi));
       const double roof = std::min(ceilings.flops_per_s, intensity * ceilings.bytes_per_s);
-      o << "<circle class=\"op\" cx=\"" << px(intensity) << "\" cy=\"" << py(attained) << "\" r=\"5\" fill=\"" << c
-        << "\"><title>" << label << ": " << fmt("%.3g", p.flops / p.bytes) << " FLOP/B, "
-        << fmt("%.3g", p.flops / seconds / 1e12) << " TFLOP/s = " << fmt("%.1f", 100 * p.flops / seconds / roof)
+      o << "<circle class=\"op\" cx=\"" << px(intensity) << "\" cy=\"" << py(attained)
+        << "\" r=\"5\" fill=\"" << c << "\"><title>" << label << ": "
+        << fmt("%.3g", p.flops / p.bytes) << " FLOP/B, " << fmt("%.3g", p.flops / seconds / 1e12)
+        << " TFLOP/s = " << fmt("%.1f", 100 * p.flops / seconds / roof)
         << " % of its roof</title></circle>\n";
       label += " " + fmt("%.1f", 100 * p.flops / seconds / roof) + " % of roof";
     } else if (seconds > 0) {
       label += " (no FLOPs) " + fmt("%.0f", p.bytes / seconds / 1e9) + " GB/s";
     }
-    o << "<circle cx=\"" << kW - kRight + 16 << "\" cy=\"" << legend_y - 4 << "\" r=\"4\" fill=\"" << c
-      << "\"/><text class=\"legend\" x=\"" << kW - kRight + 26 << "\" y=\"" << legend_y << "\">" << label
-      << "</text>\n";
+    o << "<circle cx=\"" << kW - kRight + 16 << "\" cy=\"" << legend_y - 4 << "\" r=\"4\" fill=\""
+      << c << "\"/><text class=\"legend\" x=\"" << kW - kRight + 26 << "\" y=\"" << legend_y
+      << "\">" << label << "</text>\n";
     legend_y += 16;
   }
   o << "</svg>\n";
@@ -159,7 +174,9 @@ std::string timeline_svg(const std::vector<TraceEvent>& all, int step) {
   const double plot_w = kW - kLeft - kRight;
   const double h = kTop + kRowH * static_cast<double>(std::max<size_t>(1, streams.size())) + 30 +
                    kLegendH * std::ceil(static_cast<double>(kinds.size()) / 5.0);
-  auto px = [&](int64_t t) { return kLeft + static_cast<double>(t - t0) / static_cast<double>(t1 - t0) * plot_w; };
+  auto px = [&](int64_t t) {
+    return kLeft + static_cast<double>(t - t0) / static_cast<double>(t1 - t0) * plot_w;
+  };
   std::ostringstream o;
   o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kW << "\" height=\"" << h
     << "\" font-family=\"sans-serif\" font-size=\"11\">\n";
@@ -167,24 +184,30 @@ std::string timeline_svg(const std::vector<TraceEvent>& all, int step) {
     << fmt("%.1f", static_cast<double>(t1 - t0) / 1e3) << " us</title>\n";
   o << "<rect x=\"0\" y=\"0\" width=\"" << kW << "\" height=\"" << h << "\" fill=\"white\"/>\n";
   for (const auto& [s, r] : row)
-    o << "<text x=\"" << kLeft - 6 << "\" y=\"" << kTop + r * kRowH + kRowH / 2 + 4 << "\" text-anchor=\"end\">stream "
-      << s << "</text>\n";
+    o << "<text x=\"" << kLeft - 6 << "\" y=\"" << kTop + r * kRowH + kRowH / 2 + 4
+      << "\" text-anchor=\"end\">stream " << s << "</text>\n";
   for (const TraceEvent* e : events) {
     const double x = px(e->start_ns);
     const double w = std::max(0.5, px(std::max(e->end_ns, e->start_ns)) - x);
     const double y = kTop + row[e->stream] * kRowH + 3;
-    o << "<rect class=\"event\" x=\"" << x << "\" y=\"" << y << "\" width=\"" << w << "\" height=\"" << kRowH - 6
-      << "\" fill=\"" << colours[e->op] << "\"><title>" << xml_escape(e->name) << " (" << xml_escape(e->op) << "): "
-      << fmt("%.2f", static_cast<double>(e->end_ns - e->start_ns) / 1e3) << " us</title></rect>\n";
+    o << "<rect class=\"event\" x=\"" << x << "\" y=\"" << y << "\" width=\"" << w << "\" height=\""
+      << kRowH - 6 << "\" fill=\"" << colours[e->op] << "\"><title>" << xml_escape(e->name) << " ("
+      << xml_escape(e->op)
+      << "): " << fmt("%.2f", static_cast<double>(e->end_ns - e->start_ns) / 1e3)
+      << " us</title></rect>\n";
   }
-  const double axis_y = kTop + kRowH * static_cast<double>(std::max<size_t>(1, streams.size())) + 14;
-  o << "<text x=\"" << kLeft << "\" y=\"" << axis_y << "\">0 us</text><text x=\"" << kLeft + plot_w << "\" y=\""
-    << axis_y << "\" text-anchor=\"end\">" << fmt("%.1f", static_cast<double>(t1 - t0) / 1e3) << " us</text>\n";
+  const double axis_y =
+      kTop + kRowH * static_cast<double>(std::max<size_t>(1, streams.size())) + 14;
+  o << "<text x=\"" << kLeft << "\" y=\"" << axis_y << "\">0 us</text><text x=\"" << kLeft + plot_w
+    << "\" y=\"" << axis_y << "\" text-anchor=\"end\">"
+    << fmt("%.1f", static_cast<double>(t1 - t0) / 1e3) << " us</text>\n";
   i = 0;
   for (const auto& [k, c] : colours) {
-    const double lx = kLeft + static_cast<double>(i % 5) * 180, ly = axis_y + 20 + static_cast<double>(i / 5) * kLegendH;
-    o << "<rect x=\"" << lx << "\" y=\"" << ly - 9 << "\" width=\"10\" height=\"10\" fill=\"" << c << "\"/><text x=\""
-      << lx + 14 << "\" y=\"" << ly << "\">" << xml_escape(k.empty() ? "(unattributed)" : k) << "</text>\n";
+    const double lx = kLeft + static_cast<double>(i % 5) * 180,
+                 ly = axis_y + 20 + static_cast<double>(i / 5) * kLegendH;
+    o << "<rect x=\"" << lx << "\" y=\"" << ly - 9 << "\" width=\"10\" height=\"10\" fill=\"" << c
+      << "\"/><text x=\"" << lx + 14 << "\" y=\"" << ly << "\">"
+      << xml_escape(k.empty() ? "(unattributed)" : k) << "</text>\n";
     ++i;
   }
   o << "</svg>\n";
@@ -196,38 +219,49 @@ std::string report_json(const ProfileReport& r, const Ceilings& ceilings) {
   auto rows = [](const std::vector<ProfileReport::SolRow>& v) {
     json a = json::array();
     for (const auto& x : v)
-      a.push_back({{"name", x.name}, {"op", x.op}, {"measured_ns", x.measured_ns}, {"ideal_ns", x.ideal_ns},
+      a.push_back({{"name", x.name},
+                   {"op", x.op},
+                   {"measured_ns", x.measured_ns},
+                   {"ideal_ns", x.ideal_ns},
                    {"excess_ns", x.excess_ns}});
     return a;
   };
   json kernels = json::array();
   for (const auto& k : r.top_kernels)
-    kernels.push_back({{"name", k.name}, {"op", k.op}, {"calls", k.calls}, {"total_ns", k.total_ns},
-                       {"share", k.share}, {"expected_share", k.expected_share}, {"unexpected", k.unexpected}});
+    kernels.push_back({{"name", k.name},
+                       {"op", k.op},
+                       {"calls", k.calls},
+                       {"total_ns", k.total_ns},
+                       {"share", k.share},
+                       {"expected_share", k.expected_share},
+                       {"unexpected", k.unexpected}});
   json histogram = json::array();
   for (const auto& [bound, n] : r.gap_histogram)
-    histogram.push_back({{"le_us", std::isfinite(bound) ? json(bound) : json("inf")}, {"count", n}});
-  json j = {{"ceilings", {{"bytes_per_s", ceilings.bytes_per_s}, {"flops_per_s", ceilings.flops_per_s}}},
-            {"num_steps", r.num_steps},
-            {"total_ns", r.total_ns},
-            {"busy_ns", r.busy_ns},
-            {"busy_fraction", r.busy_fraction},
-            {"step_busy_fraction", r.step_busy_fraction},
-            {"gap_ns", r.gap_ns},
-            {"gap_histogram", histogram},
-            {"small_gap_ns", r.small_gap_ns},
-            {"comm_ns", r.comm_ns},
-            {"comm_hidden_ns", r.comm_hidden_ns},
-            {"comm_overlap_fraction", r.comm_overlap_fraction},
-            {"top_kernels", kernels},
-            {"per_call", rows(r.per_call)},
-            {"per_op", rows(r.per_op)},
-            {"ideal_step_ns", r.ideal_step_ns},
-            {"measured_step_ns", r.measured_step_ns},
-            {"launch_gap_ns", r.launch_gap_ns},
-            {"other_gap_ns", r.other_gap_ns},
-            {"unattributed_ns", r.unattributed_ns},
-            {"speed_of_light_fraction", r.measured_step_ns > 0 ? r.ideal_step_ns / r.measured_step_ns : 0.0}};
+    histogram.push_back(
+        {{"le_us", std::isfinite(bound) ? json(bound) : json("inf")}, {"count", n}});
+  json j = {
+      {"ceilings", {{"bytes_per_s", ceilings.bytes_per_s}, {"flops_per_s", ceilings.flops_per_s}}},
+      {"num_steps", r.num_steps},
+      {"total_ns", r.total_ns},
+      {"busy_ns", r.busy_ns},
+      {"busy_fraction", r.busy_fraction},
+      {"step_busy_fraction", r.step_busy_fraction},
+      {"gap_ns", r.gap_ns},
+      {"gap_histogram", histogram},
+      {"small_gap_ns", r.small_gap_ns},
+      {"comm_ns", r.comm_ns},
+      {"comm_hidden_ns", r.comm_hidden_ns},
+      {"comm_overlap_fraction", r.comm_overlap_fraction},
+      {"top_kernels", kernels},
+      {"per_call", rows(r.per_call)},
+      {"per_op", rows(r.per_op)},
+      {"ideal_step_ns", r.ideal_step_ns},
+      {"measured_step_ns", r.measured_step_ns},
+      {"launch_gap_ns", r.launch_gap_ns},
+      {"other_gap_ns", r.other_gap_ns},
+      {"unattributed_ns", r.unattributed_ns},
+      {"speed_of_light_fraction",
+       r.measured_step_ns > 0 ? r.ideal_step_ns / r.measured_step_ns : 0.0}};
   return j.dump(2);
 }
 

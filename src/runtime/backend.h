@@ -30,12 +30,12 @@ struct CallTime {
 
 struct BackendSetup {
   KvCacheShape kv_shape;
-  int64_t workspace_bytes = 0;          // the largest plan's
-  std::vector<float> rope_inv_freq;     // [head_dim / 2]
-  int64_t max_tokens = 0;               // per step
-  int64_t max_seqs = 0;                 // per step
-  int64_t max_blocks_per_seq = 0;       // block-table width
-  bool cuda_graphs = false;             // CUDA: replay decode steps as graphs (decode_padding.h)
+  int64_t workspace_bytes = 0;       // the largest plan's
+  std::vector<float> rope_inv_freq;  // [head_dim / 2]
+  int64_t max_tokens = 0;            // per step
+  int64_t max_seqs = 0;              // per step
+  int64_t max_blocks_per_seq = 0;    // block-table width
+  bool cuda_graphs = false;          // CUDA: replay decode steps as graphs (decode_padding.h)
 };
 
 // What capturing the decode-step graphs cost at start-up.
@@ -61,8 +61,8 @@ struct SampledRows {
   std::vector<uint32_t> errors;
   std::vector<int32_t> nonfinite;
   std::vector<float> logprobs;
-  std::vector<int32_t> top_ids;       // [rows * kMaxTopLogprobs]
-  std::vector<float> top_logprobs;    // [rows * kMaxTopLogprobs]
+  std::vector<int32_t> top_ids;     // [rows * kMaxTopLogprobs]
+  std::vector<float> top_logprobs;  // [rows * kMaxTopLogprobs]
 };
 
 // Sizes every output of `out` for `rows` rows (tokens -1, top ids -1, the rest 0).
@@ -82,7 +82,8 @@ class Backend {
   virtual int64_t free_memory_bytes() const = 0;
 
   // Makes the weights the graphs name available to plans.
-  virtual Status load_weights(const WeightStore& store, const std::vector<const Graph*>& graphs) = 0;
+  virtual Status load_weights(const WeightStore& store,
+                              const std::vector<const Graph*>& graphs) = 0;
   virtual StatusOr<TensorView> resolve_weight(const std::string& name) const = 0;
   // Workspace, KV cache, rope table and step-input buffers.
   virtual Status allocate(const BackendSetup& setup) = 0;
@@ -96,8 +97,8 @@ class Backend {
   // CUDA graph) and copies back only the tokens. An error only when the device cannot hold the
   // step's edit lists.
   virtual Status execute_sampled(const Plan& plan, const StepBuffers& step,
-                               const StepSampling& sampling, SampledRows* out,
-                               std::vector<CallTime>* call_times);
+                                 const StepSampling& sampling, SampledRows* out,
+                                 std::vector<CallTime>* call_times);
   // CUDA with cuda_graphs set: captures the decode step of every batch bucket (decode_padding.h),
   // largest first, with plan_for(bucket) as its plan; later decode steps of that bucket replay
   // it. Elsewhere: nothing to do.

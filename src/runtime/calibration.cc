@@ -42,7 +42,8 @@ double best_seconds(int repeats, F&& run) {
   for (int i = 0; i < repeats; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     run();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return best;
 }
@@ -71,14 +72,17 @@ StatusOr<CalibratedCeilings> calibrate_cpu() {
   c.device = cpu_key();
   c.measured = utc_now();
   // Copy bandwidth: every thread copies its own slice (one thread alone cannot saturate memory).
-  std::vector<char> src(static_cast<size_t>(kCpuCopyBytes), 1), dst(static_cast<size_t>(kCpuCopyBytes));
+  std::vector<char> src(static_cast<size_t>(kCpuCopyBytes), 1),
+      dst(static_cast<size_t>(kCpuCopyBytes));
   constexpr int64_t kSlice = int64_t{1} << 20;
   const double copy_s = best_seconds(kRepeats, [&] {
     ThreadPool::global().parallel_for(kCpuCopyBytes / kSlice, 4, [&](int64_t b, int64_t e) {
-      std::memcpy(dst.data() + b * kSlice, src.data() + b * kSlice, static_cast<size_t>((e - b) * kSlice));
+      std::memcpy(dst.data() + b * kSlice, src.data() + b * kSlice,
+                  static_cast<size_t>((e - b) * kSlice));
     });
   });
-  if (dst[static_cast<size_t>(kCpuCopyBytes - 1)] != 1) return internal_error("calibration copy did not copy");
+  if (dst[static_cast<size_t>(kCpuCopyBytes - 1)] != 1)
+    return internal_error("calibration copy did not copy");
   c.ceilings.bytes_per_s = 2.0 * static_cast<double>(kCpuCopyBytes) / copy_s;
   // GEMM peak: the CPU backend's own f32 GEMM.
   const int64_t n = kCpuGemmN;
@@ -132,7 +136,8 @@ StatusOr<nlohmann::json> read_cache(const std::string& path) {
   text << in.rdbuf();
   nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object())
-    return data_loss("the ceilings cache '" + path + "' is not a JSON object; delete it to recalibrate");
+    return data_loss("the ceilings cache '" + path +
+                     "' is not a JSON object; delete it to recalibrate");
   return j;
 }
 
@@ -156,7 +161,8 @@ StatusOr<std::optional<CalibratedCeilings>> load_cached_ceilings(const std::stri
       !std::isfinite(c.ceilings.bytes_per_s) || !std::isfinite(c.ceilings.flops_per_s))
     return data_loss("the ceilings cache '" + path + "' has a bad entry for '" + device_key +
                      "' (positive bytes_per_s and flops_per_s expected); delete it to recalibrate");
-  if (const auto m = e.find("measured"); m != e.end() && m->is_string()) c.measured = m->get<std::string>();
+  if (const auto m = e.find("measured"); m != e.end() && m->is_string())
+    c.measured = m->get<std::string>();
   return std::optional<CalibratedCeilings>(c);
 }
 

@@ -28,7 +28,8 @@ struct DeviceBuffers {
     if (cudaMalloc(&p, bytes) != cudaSuccess) {
       cudaGetLastError();
       return resource_exhausted(std::string("calibration: no room on the GPU for the ") + what +
-                                " (" + std::to_string(bytes >> 20) + " MiB); free the GPU and retry");
+                                " (" + std::to_string(bytes >> 20) +
+                                " MiB); free the GPU and retry");
     }
     ptrs.push_back(p);
     return p;
@@ -66,8 +67,9 @@ StatusOr<std::string> cuda_device_name(int device) {
     return unimplemented("no CUDA device on this machine");
   }
   if (device < 0 || device >= count)
-    return invalid_argument("cuda:" + std::to_string(device) + " does not exist: this machine has " +
-                            std::to_string(count) + " CUDA device(s)");
+    return invalid_argument("cuda:" + std::to_string(device) +
+                            " does not exist: this machine has " + std::to_string(count) +
+                            " CUDA device(s)");
   cudaDeviceProp prop{};
   ROOFLINE_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   return std::string(prop.name);

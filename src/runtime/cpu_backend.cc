@@ -82,7 +82,8 @@ class CpuBackend final : public Backend {
     const char* poison = std::getenv("ROOFLINE_POISON_KV");
     const bool poison_kv = poison != nullptr && std::string(poison) == "1";
     ROOFLINE_ASSIGN_OR_RETURN(
-        kv_, KvCache::allocate(s.kv_shape, poison_kv ? KvCache::Fill::kPoison : KvCache::Fill::kZeroOnDemand));
+        kv_, KvCache::allocate(s.kv_shape,
+                               poison_kv ? KvCache::Fill::kPoison : KvCache::Fill::kZeroOnDemand));
     ctx_.kv_shape = s.kv_shape;
     ctx_.act_dtype = DType::kF32;
     ctx_.kv_dtype = DType::kF32;
@@ -102,7 +103,8 @@ class CpuBackend final : public Backend {
     ctx_.num_tokens = step.num_tokens;
     ctx_.num_seqs = step.num_seqs;
     ctx_.block_table_width = step.block_table_width;
-    for (int i = 0; i < kNumStepInputs; ++i) ctx_.step_inputs[static_cast<size_t>(i)] = step.data(i);
+    for (int i = 0; i < kNumStepInputs; ++i)
+      ctx_.step_inputs[static_cast<size_t>(i)] = step.data(i);
     CpuKernels k;
     if (call_times) call_times->assign(plan.calls.size(), CallTime{});
     const auto step_start = std::chrono::steady_clock::now();
@@ -112,7 +114,8 @@ class CpuBackend final : public Backend {
     for (size_t i = 0; i < plan.calls.size(); ++i) {
       const auto t0 = std::chrono::steady_clock::now();
       run_plan_call(plan.calls[i], ctx_, k);
-      if (call_times) (*call_times)[i] = {since_start(t0), since_start(std::chrono::steady_clock::now())};
+      if (call_times)
+        (*call_times)[i] = {since_start(t0), since_start(std::chrono::steady_clock::now())};
     }
     const BufferRef& out = plan.outputs[0];
     const int64_t n = out.shape[0].eval(step.num_tokens, step.num_seqs) *

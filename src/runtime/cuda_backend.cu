@@ -74,7 +74,8 @@ struct DeviceMemory {
       cudaMemGetInfo(&free_b, &total_b);
       return resource_exhausted(std::string("cannot allocate ") + std::to_string(bytes >> 20) +
                                 " MiB of GPU memory for the " + what + " (" +
-                                std::to_string(free_b >> 20) + " MiB free): lower --max-step-tokens or "
+                                std::to_string(free_b >> 20) +
+                                " MiB free): lower --max-step-tokens or "
                                 "--kv-cache-tokens, or use a smaller model");
     }
     return ok_status();
@@ -123,7 +124,9 @@ class CudaBackend final : public Backend {
     for (auto& g : graphs_) cudaGraphExecDestroy(g.second);
   }
 
-  std::string name() const override { return "cuda:" + std::to_string(device_) + " (" + device_name_ + ")"; }
+  std::string name() const override {
+    return "cuda:" + std::to_string(device_) + " (" + device_name_ + ")";
+  }
   DType activation_dtype() const override { return DType::kBF16; }
   DType kv_dtype() const override { return DType::kBF16; }
   int64_t free_memory_bytes() const override {
@@ -137,20 +140,24 @@ class CudaBackend final : public Backend {
     for (const Graph* g : graphs)
       for (const Node& n : g->nodes())
         if (n.op == OpKind::kAttention && !paged_attention_cuda_supports_head_dim(n.attrs.head_dim))
-          return unimplemented("the CUDA attention kernel supports head_dim 32, 64, 128 and 256; this "
-                               "model has head_dim " + std::to_string(n.attrs.head_dim) +
-                               ": run it with --device cpu");
+          return unimplemented(
+              "the CUDA attention kernel supports head_dim 32, 64, 128 and 256; this "
+              "model has head_dim " +
+              std::to_string(n.attrs.head_dim) + ": run it with --device cpu");
     // Groups of weights that one GEMM reads stacked along N (and their biases).
     std::vector<std::vector<std::string>> groups;
     std::set<std::vector<std::string>> seen;
     for (const Graph* g : graphs) {
       for (const Node& n : g->nodes()) {
-        if ((n.op != OpKind::kMatmul && n.op != OpKind::kMatmulBias) || n.attrs.num_weight_parts < 2) continue;
+        if ((n.op != OpKind::kMatmul && n.op != OpKind::kMatmulBias) ||
+            n.attrs.num_weight_parts < 2)
+          continue;
         const int parts = static_cast<int>(n.attrs.num_weight_parts);
         std::vector<std::string> w, b;
         for (int i = 0; i < parts; ++i) w.push_back(g->value(n.inputs[1 + i]).weight_name);
         if (n.op == OpKind::kMatmulBias)
-          for (int i = 0; i < parts; ++i) b.push_back(g->value(n.inputs[1 + parts + i]).weight_name);
+          for (int i = 0; i < parts; ++i)
+            b.push_back(g->value(n.inputs[1 + parts + i]).weight_name);
         for (auto* list : {&w, &b})
           if (!list->empty() && seen.insert(*list).second) groups.push_back(*list);
       }
@@ -194,14 +201,17 @@ class CudaBackend final : public Backend {
         continue;
       }
       if (v.dtype == DType::kBF16) {
-        ROOFLINE_CUDA_CHECK(cudaMemcpy(dst, v.data, static_cast<size_t>(n * 2), cudaMemcpyHostToDevice));
+        ROOFLINE_CUDA_CHECK(
+            cudaMemcpy(dst, v.data, static_cast<size_t>(n * 2), cudaMemcpyHostToDevice));
         continue;
       }
       staging.resize(static_cast<size_t>(n));
       ThreadPool::global().parallel_for(n, 1 << 16, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) staging[i] = f32_to_bf16_bits(load_as_f32(v.data, v.dtype, i));
+        for (int64_t i = b; i < e; ++i)
+          staging[i] = f32_to_bf16_bits(load_as_f32(v.data, v.dtype, i));
       });
-      ROOFLINE_CUDA_CHECK(cudaMemcpy(dst, staging.data(), static_cast<size_t>(n * 2), cudaMemcpyHostToDevice));
+      ROOFLINE_CUDA_CHECK(
+          cudaMemcpy(dst, staging.data(), static_cast<size_t>(n * 2), cudaMemcpyHostToDevice));
     }
     // The whole device, not only stream_: a cudaMemcpy from pageable memory runs on the legacy
     // stream and may return before its DMA lands, and stream_ (non-blocking) is not ordered after
@@ -229,14 +239,16 @@ class CudaBackend final : public Backend {
     const int64_t layer_elems = s.kv_shape.elements_per_layer();
     ROOFLINE_RETURN_IF_ERROR(kv_.allocate(2 * s.kv_shape.num_layers * layer_elems * 2, "KV cache"));
     // NaN everywhere: a read of a slot nothing wrote shows up in the logits.
-    ROOFLINE_CUDA_CHECK(cudaMemsetAsync(kv_.ptr, 0xff, static_cast<size_t>(2 * s.kv_shape.num_layers * layer_elems * 2), stream_));
+    ROOFLINE_CUDA_CHECK(cudaMemsetAsync(
+        kv_.ptr, 0xff, static_cast<size_t>(2 * s.kv_shape.num_layers * layer_elems * 2), stream_));
     ctx_.k_cache.clear();
     ctx_.v_cache.clear();
     for (int64_t l = 0; l < s.kv_shape.num_layers; ++l) {
       ctx_.k_cache.push_back(kv_.as() + (2 * l) * layer_elems * 2);
       ctx_.v_cache.push_back(kv_.as() + (2 * l + 1) * layer_elems * 2);
     }
-    ROOFLINE_RETURN_IF_ERROR(rope_.allocate(static_cast<int64_t>(s.rope_inv_freq.size() * 4), "rope table"));
+    ROOFLINE_RETURN_IF_ERROR(
+        rope_.allocate(static_cast<int64_t>(s.rope_inv_freq.size() * 4), "rope table"));
     // On stream_, so that every kernel after it sees the table (see load_weights).
     ROOFLINE_CUDA_CHECK(cudaMemcpyAsync(rope_.ptr, s.rope_inv_freq.data(),
                                         s.rope_inv_freq.size() * 4, cudaMemcpyHostToDevice,
@@ -247,7 +259,8 @@ class CudaBackend final : public Backend {
     // The block table goes last, so a step uploads one prefix: everything else plus the rows it
     // uses.
     const int64_t T = s.max_tokens, B = s.max_seqs, W = s.max_blocks_per_seq;
-    const int64_t sizes[kNumStepInputs] = {T * 4, T * 4, T * 8, B * W * 4, B * 4, (B + 1) * 4, B * 4};
+    const int64_t sizes[kNumStepInputs] = {T * 4, T * 4,       T * 8, B * W * 4,
+                                           B * 4, (B + 1) * 4, B * 4};
     const int order[kNumStepInputs] = {0, 1, 2, 4, 5, 6, 3};
     static_assert(static_cast<int>(StepInput::kBlockTables) == 3, "the table is input 3");
     int64_t off = 0;
@@ -259,20 +272,21 @@ class CudaBackend final : public Backend {
     ROOFLINE_RETURN_IF_ERROR(inputs_.allocate(input_bytes_, "step inputs"));
     pinned_bytes_ = input_bytes_;
     ROOFLINE_CUDA_CHECK(cudaMallocHost(&pinned_, static_cast<size_t>(pinned_bytes_)));
-    ROOFLINE_CUDA_CHECK(cudaMallocHost(&logits_pinned_, static_cast<size_t>(kLogitsChunkElems * 2)));
+    ROOFLINE_CUDA_CHECK(
+        cudaMallocHost(&logits_pinned_, static_cast<size_t>(kLogitsChunkElems * 2)));
     // Sampling (execute_sampled): per-row parameters and outputs for max_seqs rows, the edit
     // lists in a buffer that grows when a step needs more (graphs are then captured again).
-    ROOFLINE_RETURN_IF_ERROR(sample_rows_.allocate(B * static_cast<int64_t>(sizeof(SamplingRowParams)),
-                                                   "sampling rows"));
+    ROOFLINE_RETURN_IF_ERROR(sample_rows_.allocate(
+        B * static_cast<int64_t>(sizeof(SamplingRowParams)), "sampling rows"));
     ROOFLINE_RETURN_IF_ERROR(sample_out_.allocate(sample_out_bytes(B), "sampling outputs"));
     // The sampling kernel's split of small batches across vocabulary slices: zeroed once, the
     // kernel leaves its counters at zero.
     ROOFLINE_RETURN_IF_ERROR(
         sample_ws_.allocate(sample_rows_cuda_workspace_bytes(), "sampling workspace"));
-    ROOFLINE_CUDA_CHECK(cudaMemsetAsync(sample_ws_.ptr, 0,
-                                        static_cast<size_t>(sample_rows_cuda_workspace_bytes()),
-                                        stream_));
-    ROOFLINE_CUDA_CHECK(cudaMallocHost(&sample_out_pinned_, static_cast<size_t>(sample_out_bytes(B))));
+    ROOFLINE_CUDA_CHECK(cudaMemsetAsync(
+        sample_ws_.ptr, 0, static_cast<size_t>(sample_rows_cuda_workspace_bytes()), stream_));
+    ROOFLINE_CUDA_CHECK(
+        cudaMallocHost(&sample_out_pinned_, static_cast<size_t>(sample_out_bytes(B))));
     ROOFLINE_RETURN_IF_ERROR(reserve_edits(std::max<int64_t>(kMinEditCapacity, B * 256)));
 
     ctx_.workspace = workspace_.as();
@@ -281,12 +295,14 @@ class CudaBackend final : public Backend {
     ctx_.kv_dtype = DType::kBF16;
     ctx_.kv_shape = s.kv_shape;
     ctx_.rope_inv_freq = rope_.as<float>();
-    for (int i = 0; i < kNumStepInputs; ++i) ctx_.step_inputs[static_cast<size_t>(i)] = inputs_.as() + input_offsets_[i];
+    for (int i = 0; i < kNumStepInputs; ++i)
+      ctx_.step_inputs[static_cast<size_t>(i)] = inputs_.as() + input_offsets_[i];
     buckets_ = decode_batch_buckets(std::min(s.max_seqs, s.max_tokens));
     ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream_));
     ROOFLINE_LOG(kInfo, "cuda: weights " << (weight_bytes_ >> 20) << " MiB, workspace "
                                          << (s.workspace_bytes >> 20) << " MiB, KV cache "
-                                         << ((2 * s.kv_shape.num_layers * layer_elems * 2) >> 20) << " MiB");
+                                         << ((2 * s.kv_shape.num_layers * layer_elems * 2) >> 20)
+                                         << " MiB");
     return ok_status();
   }
 
@@ -377,8 +393,9 @@ class CudaBackend final : public Backend {
     for (const SamplingRowParams& r : sampling.rows) any_logprobs |= r.num_top_logprobs >= 0;
     const int64_t B = setup_.max_seqs;
     const int64_t head = any_logprobs ? sample_out_bytes(B) : 4 * B * 4;
-    ROOFLINE_CUDA_CHECK(cudaMemcpyAsync(sample_out_pinned_, sample_out_.ptr, static_cast<size_t>(head),
-                                        cudaMemcpyDeviceToHost, stream_));
+    ROOFLINE_CUDA_CHECK(cudaMemcpyAsync(sample_out_pinned_, sample_out_.ptr,
+                                        static_cast<size_t>(head), cudaMemcpyDeviceToHost,
+                                        stream_));
     ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream_));
     resize_sampled_rows(rows, out);
     const auto* host = static_cast<const uint8_t*>(sample_out_pinned_);
@@ -447,17 +464,21 @@ class CudaBackend final : public Backend {
     }();
     return on;
   }
-  static int64_t sample_out_bytes(int64_t rows) { return 4 * rows * 4 + 2 * rows * kMaxTopLogprobs * 4; }
+  static int64_t sample_out_bytes(int64_t rows) {
+    return 4 * rows * 4 + 2 * rows * kMaxTopLogprobs * 4;
+  }
 
   // Device and pinned room for `entries` edits (twice what is asked, so growth is rare). Drops the
   // captured decode graphs: they hold the old buffer's address (the next decode step of each
   // bucket captures its graph again).
   Status reserve_edits(int64_t entries) {
-    const int64_t capacity = edit_capacity_ == 0 ? entries : std::max<int64_t>(entries, 2 * edit_capacity_);
+    const int64_t capacity =
+        edit_capacity_ == 0 ? entries : std::max<int64_t>(entries, 2 * edit_capacity_);
     ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream_));
     for (auto& [key, exec] : graphs_) ROOFLINE_CUDA_CHECK(cudaGraphExecDestroy(exec));
     if (!graphs_.empty())
-      ROOFLINE_LOG(kInfo, "cuda: sampling edit lists grew to " << capacity << " entries; decode graphs are captured again");
+      ROOFLINE_LOG(kInfo, "cuda: sampling edit lists grew to "
+                              << capacity << " entries; decode graphs are captured again");
     graphs_.clear();
     last_graph_ = nullptr;
     sample_edits_.reset();
@@ -465,8 +486,10 @@ class CudaBackend final : public Backend {
     sample_in_pinned_ = nullptr;
     edit_capacity_ = 0;
     const int64_t bytes = capacity * static_cast<int64_t>(sizeof(TokenEdit));
-    ROOFLINE_RETURN_IF_ERROR(sample_edits_.allocate(bytes, "sampling edit lists (penalties, logit bias)"));
-    const int64_t in_bytes = setup_.max_seqs * static_cast<int64_t>(sizeof(SamplingRowParams)) + bytes;
+    ROOFLINE_RETURN_IF_ERROR(
+        sample_edits_.allocate(bytes, "sampling edit lists (penalties, logit bias)"));
+    const int64_t in_bytes =
+        setup_.max_seqs * static_cast<int64_t>(sizeof(SamplingRowParams)) + bytes;
     if (cudaMallocHost(&sample_in_pinned_, static_cast<size_t>(in_bytes)) != cudaSuccess) {
       cudaGetLastError();
       sample_in_pinned_ = nullptr;
@@ -484,11 +507,13 @@ class CudaBackend final : public Backend {
     auto* host = static_cast<uint8_t*>(sample_in_pinned_);
     auto* row_params = reinterpret_cast<SamplingRowParams*>(host);
     const int64_t given = sampling ? static_cast<int64_t>(sampling->rows.size()) : 0;
-    for (int64_t r = 0; r < rows; ++r) row_params[r] = r < given ? sampling->rows[static_cast<size_t>(r)] : SamplingRowParams{};
+    for (int64_t r = 0; r < rows; ++r)
+      row_params[r] = r < given ? sampling->rows[static_cast<size_t>(r)] : SamplingRowParams{};
     const int64_t rows_bytes = setup_.max_seqs * static_cast<int64_t>(sizeof(SamplingRowParams));
     const size_t edit_bytes = sampling ? sampling->edits.size() * sizeof(TokenEdit) : 0;
     if (edit_bytes) std::memcpy(host + rows_bytes, sampling->edits.data(), edit_bytes);
-    ROOFLINE_CUDA_CHECK(cudaMemcpyAsync(sample_rows_.ptr, host, static_cast<size_t>(rows) * sizeof(SamplingRowParams),
+    ROOFLINE_CUDA_CHECK(cudaMemcpyAsync(sample_rows_.ptr, host,
+                                        static_cast<size_t>(rows) * sizeof(SamplingRowParams),
                                         cudaMemcpyHostToDevice, stream_));
     if (edit_bytes)
       ROOFLINE_CUDA_CHECK(cudaMemcpyAsync(sample_edits_.ptr, host + rows_bytes, edit_bytes,
@@ -534,7 +559,8 @@ class CudaBackend final : public Backend {
       ctx_.max_q_len = 0;
       ctx_.max_seq_len = 0;
       for (int64_t s = 0; s < step.num_seqs; ++s) {
-        ctx_.max_q_len = std::max<int64_t>(ctx_.max_q_len, step.query_start[s + 1] - step.query_start[s]);
+        ctx_.max_q_len =
+            std::max<int64_t>(ctx_.max_q_len, step.query_start[s + 1] - step.query_start[s]);
         ctx_.max_seq_len = std::max<int64_t>(ctx_.max_seq_len, step.seq_lens[s]);
       }
     }
@@ -552,7 +578,6 @@ class CudaBackend final : public Backend {
     }
   }
 
-
   // Packs the step's metadata into the pinned region and uploads the prefix it uses in one copy
   // (the block table is last: only its first num_seqs rows at the step's width travel), or, for a
   // padded decode step with wide, mostly unread rows, in two: the rest, then the table's read
@@ -560,21 +585,24 @@ class CudaBackend final : public Backend {
   void upload(const StepBuffers& step) {
     auto* host = static_cast<uint8_t*>(pinned_);
     const size_t counts[kNumStepInputs] = {
-        step.token_ids.size() * 4, step.positions.size() * 4, step.slot_mapping.size() * 8,
-        step.block_tables.size() * 4, step.seq_lens.size() * 4, step.query_start.size() * 4,
+        step.token_ids.size() * 4,       step.positions.size() * 4, step.slot_mapping.size() * 8,
+        step.block_tables.size() * 4,    step.seq_lens.size() * 4,  step.query_start.size() * 4,
         step.last_token_index.size() * 4};
     const int tables = static_cast<int>(StepInput::kBlockTables);
     const int64_t width = step.block_table_width;
-    const int64_t read = step.table_columns_read > 0 ? std::min(step.table_columns_read, width) : width;
+    const int64_t read =
+        step.table_columns_read > 0 ? std::min(step.table_columns_read, width) : width;
     for (int i = 0; i < kNumStepInputs; ++i)
-      if (counts[i] && (i != tables || read == width)) std::memcpy(host + input_offsets_[i], step.data(i), counts[i]);
+      if (counts[i] && (i != tables || read == width))
+        std::memcpy(host + input_offsets_[i], step.data(i), counts[i]);
     // A padded decode step: its table rows are `width` wide but only their first `read` columns
     // are ever read, so only those are staged; the other columns of the pinned table keep stale
     // entries that nothing reads.
     auto* table = reinterpret_cast<int32_t*>(host + input_offsets_[tables]);
     if (read < width)
       for (int64_t r = 0; r < step.num_seqs; ++r)
-        std::memcpy(table + r * width, step.block_tables.data() + r * width, static_cast<size_t>(read) * 4);
+        std::memcpy(table + r * width, step.block_tables.data() + r * width,
+                    static_cast<size_t>(read) * 4);
     // One contiguous copy, stale columns and all, unless the rows are wide (>= 1,024 columns, e.g.
     // --max-model-len 16384 and up) and mostly unread: then a pitched copy of the read columns.
     // A pitched copy costs ~0.25 us a row (H200 host, 2026-11-30: 256 rows of 33 columns took
@@ -583,15 +611,18 @@ class CudaBackend final : public Backend {
     const bool pitched = width >= 1024 && read * 4 <= width;
     if (!pitched) {
       const size_t bytes = static_cast<size_t>(input_offsets_[tables]) + counts[tables];
-      ROOFLINE_CUDA_CHECK(cudaMemcpyAsync(inputs_.ptr, pinned_, bytes, cudaMemcpyHostToDevice, stream_));
+      ROOFLINE_CUDA_CHECK(
+          cudaMemcpyAsync(inputs_.ptr, pinned_, bytes, cudaMemcpyHostToDevice, stream_));
       return;
     }
-    ROOFLINE_CUDA_CHECK(cudaMemcpyAsync(inputs_.ptr, pinned_, static_cast<size_t>(input_offsets_[tables]),
+    ROOFLINE_CUDA_CHECK(cudaMemcpyAsync(inputs_.ptr, pinned_,
+                                        static_cast<size_t>(input_offsets_[tables]),
                                         cudaMemcpyHostToDevice, stream_));
     const size_t pitch = static_cast<size_t>(width) * 4;
-    ROOFLINE_CUDA_CHECK(cudaMemcpy2DAsync(static_cast<uint8_t*>(inputs_.ptr) + input_offsets_[tables], pitch, table,
-                                          pitch, static_cast<size_t>(read) * 4, static_cast<size_t>(step.num_seqs),
-                                          cudaMemcpyHostToDevice, stream_));
+    ROOFLINE_CUDA_CHECK(
+        cudaMemcpy2DAsync(static_cast<uint8_t*>(inputs_.ptr) + input_offsets_[tables], pitch, table,
+                          pitch, static_cast<size_t>(read) * 4, static_cast<size_t>(step.num_seqs),
+                          cudaMemcpyHostToDevice, stream_));
   }
 
   // Every call of the plan, launched one by one; with call_times, an event pair around each.
@@ -644,9 +675,11 @@ class CudaBackend final : public Backend {
 
   StatusOr<double> replay_last_decode_graph(int64_t times) override {
     if (times < 1 || times > 100000)
-      return invalid_argument("replay_last_decode_graph: times must be in [1, 100000], got " + std::to_string(times));
+      return invalid_argument("replay_last_decode_graph: times must be in [1, 100000], got " +
+                              std::to_string(times));
     if (last_graph_ == nullptr)
-      return invalid_argument("no decode step has been replayed from a CUDA graph yet: run a decode step first");
+      return invalid_argument(
+          "no decode step has been replayed from a CUDA graph yet: run a decode step first");
     const auto n = static_cast<size_t>(times);
     while (events_.size() < n + 1) {
       cudaEvent_t e;
@@ -688,7 +721,7 @@ class CudaBackend final : public Backend {
   void* logits_pinned_ = nullptr;
   int64_t pinned_bytes_ = 0;
   DeviceMemory sample_rows_, sample_edits_, sample_out_;  // sampling rows, edits, outputs
-  DeviceMemory sample_ws_;  // sample_rows_cuda_workspace_bytes(), zeroed
+  DeviceMemory sample_ws_;             // sample_rows_cuda_workspace_bytes(), zeroed
   void* sample_in_pinned_ = nullptr;   // [max_seqs rows][edit_capacity_ edits], host side
   void* sample_out_pinned_ = nullptr;  // sample_out_bytes(max_seqs), host side
   int64_t edit_capacity_ = 0;

@@ -55,8 +55,10 @@ void pad_decode_step(const StepBuffers& step, int64_t bucket, int64_t table_widt
   }
   out->query_start.resize(static_cast<size_t>(bucket + 1));
   out->last_token_index.resize(static_cast<size_t>(bucket));
-  for (int64_t s = 0; s <= bucket; ++s) out->query_start[static_cast<size_t>(s)] = static_cast<int32_t>(s);
-  for (int64_t s = 0; s < bucket; ++s) out->last_token_index[static_cast<size_t>(s)] = static_cast<int32_t>(s);
+  for (int64_t s = 0; s <= bucket; ++s)
+    out->query_start[static_cast<size_t>(s)] = static_cast<int32_t>(s);
+  for (int64_t s = 0; s < bucket; ++s)
+    out->last_token_index[static_cast<size_t>(s)] = static_cast<int32_t>(s);
 }
 
 }  // namespace roofline

@@ -9,10 +9,14 @@ DummyTensor dummy_tensor(const std::string& name, int64_t rank, int64_t last_dim
   for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
   t.seed = h;
   t.fan_in = last_dim > 0 ? last_dim : 1;
-  if (name.find("embed_tokens") != std::string::npos) t.kind = DummyKind::kEmbedding;
-  else if (rank == 1 && name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0) t.kind = DummyKind::kBias;
-  else if (rank == 1) t.kind = DummyKind::kNorm;
-  else t.kind = DummyKind::kMatrix;
+  if (name.find("embed_tokens") != std::string::npos)
+    t.kind = DummyKind::kEmbedding;
+  else if (rank == 1 && name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0)
+    t.kind = DummyKind::kBias;
+  else if (rank == 1)
+    t.kind = DummyKind::kNorm;
+  else
+    t.kind = DummyKind::kMatrix;
   return t;
 }
 

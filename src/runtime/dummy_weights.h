@@ -34,10 +34,14 @@ ROOFLINE_HOST_DEVICE inline float dummy_value(const DummyTensor& t, int64_t i) {
   z ^= z >> 31;
   const float u = static_cast<float>(z >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f;  // [-1, 1)
   switch (t.kind) {
-    case DummyKind::kNorm: return 1.0f + 0.1f * u;
-    case DummyKind::kEmbedding: return u;
-    case DummyKind::kBias: return 0.1f * u;
-    case DummyKind::kMatrix: break;
+    case DummyKind::kNorm:
+      return 1.0f + 0.1f * u;
+    case DummyKind::kEmbedding:
+      return u;
+    case DummyKind::kBias:
+      return 0.1f * u;
+    case DummyKind::kMatrix:
+      break;
   }
   // Uniform [-a, a) has variance a^2/3; a = sqrt(3 / fan_in) gives variance 1/fan_in.
   float a = 1.0f;

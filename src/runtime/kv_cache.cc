@@ -2,7 +2,6 @@
 #include "runtime/kv_cache.h"
 
 #include <algorithm>
-
 #include <limits>
 #include <new>
 

@@ -49,8 +49,10 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(const RunnerOptions& 
   ROOFLINE_RETURN_IF_ERROR(check_range("--kv-block-size", opts.kv_block_size, 1, 4096));
   ROOFLINE_RETURN_IF_ERROR(check_range("--max-step-tokens", opts.max_step_tokens, 1, 1 << 20));
   ROOFLINE_RETURN_IF_ERROR(check_range("--max-seqs", opts.max_seqs, 1, 4096));
-  if ((opts.kv_cache_tokens != 0) + (opts.kv_memory_bytes != 0) + (opts.kv_memory_fraction != 0) > 1)
-    return invalid_argument("give at most one of --kv-cache-tokens, --kv-memory and --kv-memory-fraction");
+  if ((opts.kv_cache_tokens != 0) + (opts.kv_memory_bytes != 0) + (opts.kv_memory_fraction != 0) >
+      1)
+    return invalid_argument(
+        "give at most one of --kv-cache-tokens, --kv-memory and --kv-memory-fraction");
   if (opts.kv_memory_bytes < 0) return invalid_argument("--kv-memory must be positive");
   if (!(opts.kv_memory_fraction >= 0 && opts.kv_memory_fraction <= 0.95))
     return invalid_argument("--kv-memory-fraction must be in (0, 0.95], got " +
@@ -65,7 +67,8 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(const RunnerOptions& 
   };
   LoadTimings timings;
   auto t = Clock::now();
-  ROOFLINE_ASSIGN_OR_RETURN(ModelSource source, open_model_source(opts.model_dir, opts.dummy_weights));
+  ROOFLINE_ASSIGN_OR_RETURN(ModelSource source,
+                            open_model_source(opts.model_dir, opts.dummy_weights));
   ROOFLINE_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, create_backend(opts.device));
   if (opts.max_model_len == 0) opts.max_model_len = source.config.max_position_embeddings;
   ROOFLINE_RETURN_IF_ERROR(check_range("--max-model-len", opts.max_model_len, 1, 1 << 24));
@@ -112,26 +115,30 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(const RunnerOptions& 
       c.num_layers * be.kv_bytes_per_token_per_layer(c.num_kv_heads, c.head_dim);
   const int64_t free_bytes = be.free_memory_bytes() - (be.name() == "cpu" ? 0 : workspace);
   if (opts.kv_memory_bytes > 0 || opts.kv_memory_fraction > 0) {
-    const int64_t budget = opts.kv_memory_bytes > 0
-                               ? opts.kv_memory_bytes
-                               : static_cast<int64_t>(opts.kv_memory_fraction * static_cast<double>(free_bytes));
+    const int64_t budget =
+        opts.kv_memory_bytes > 0
+            ? opts.kv_memory_bytes
+            : static_cast<int64_t>(opts.kv_memory_fraction * static_cast<double>(free_bytes));
     const std::string flag = opts.kv_memory_bytes > 0 ? "--kv-memory" : "--kv-memory-fraction";
     if (budget > free_bytes)
-      return resource_exhausted(flag + " asks for " + std::to_string(budget >> 20) + " MiB of KV cache and " +
-                                std::to_string(std::max<int64_t>(free_bytes, 0) >> 20) + " MiB are free on " +
-                                be.name() + ": ask for less");
+      return resource_exhausted(flag + " asks for " + std::to_string(budget >> 20) +
+                                " MiB of KV cache and " +
+                                std::to_string(std::max<int64_t>(free_bytes, 0) >> 20) +
+                                " MiB are free on " + be.name() + ": ask for less");
     const int64_t min_bytes = bytes_per_token * opts.kv_block_size;
     if (budget < min_bytes)
-      return invalid_argument(flag + " gives " + std::to_string(budget) + " bytes, less than one KV block (" +
-                              std::to_string(min_bytes) + " bytes for " + std::to_string(opts.kv_block_size) +
+      return invalid_argument(flag + " gives " + std::to_string(budget) +
+                              " bytes, less than one KV block (" + std::to_string(min_bytes) +
+                              " bytes for " + std::to_string(opts.kv_block_size) +
                               " tokens of this model): ask for more");
     opts.kv_cache_tokens = budget / bytes_per_token;
   } else if (opts.kv_cache_tokens == 0) {
     const int64_t budget = be.name() == "cpu"
                                ? kDefaultKvBudgetBytes
                                : static_cast<int64_t>(0.8 * static_cast<double>(free_bytes));
-    opts.kv_cache_tokens = std::min(opts.max_seqs * opts.max_model_len,
-                                    std::max<int64_t>(budget / bytes_per_token, opts.max_model_len));
+    opts.kv_cache_tokens =
+        std::min(opts.max_seqs * opts.max_model_len,
+                 std::max<int64_t>(budget / bytes_per_token, opts.max_model_len));
   }
   ROOFLINE_RETURN_IF_ERROR(check_range("--kv-cache-tokens", opts.kv_cache_tokens, 1, 1ll << 32));
   r->options_ = opts;
@@ -154,18 +161,20 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(const RunnerOptions& 
     r->graph_report_ = be.capture_decode_graphs(
         [runner](int64_t batch) { return runner->select_plan(batch, batch, false); });
     if (r->graph_report_.graphs > 0)
-      ROOFLINE_LOG(kInfo, "cuda graphs: " << r->graph_report_.graphs << " decode batch buckets captured in "
-                                          << r->graph_report_.capture_ms << " ms, "
-                                          << (r->graph_report_.device_bytes >> 20) << " MiB of device memory");
+      ROOFLINE_LOG(kInfo, "cuda graphs: "
+                              << r->graph_report_.graphs << " decode batch buckets captured in "
+                              << r->graph_report_.capture_ms << " ms, "
+                              << (r->graph_report_.device_bytes >> 20) << " MiB of device memory");
   }
   timings.capture_ms = r->graph_report_.capture_ms;
   r->load_timings_ = timings;
   r->kv_shape_ = setup.kv_shape;
   r->blocks_ = BlockManager(setup.kv_shape.num_blocks, setup.kv_shape.block_size);
-  ROOFLINE_LOG(kInfo, "loaded " << c.architecture_name << " on " << be.name() << ": " << c.num_layers
-                                << " layers, hidden " << c.hidden_size << ", "
-                                << (r->weights_->total_bytes() >> 20) << " MiB of weights; KV cache "
-                                << setup.kv_shape.num_blocks << " blocks x " << setup.kv_shape.block_size
+  ROOFLINE_LOG(kInfo, "loaded " << c.architecture_name << " on " << be.name() << ": "
+                                << c.num_layers << " layers, hidden " << c.hidden_size << ", "
+                                << (r->weights_->total_bytes() >> 20)
+                                << " MiB of weights; KV cache " << setup.kv_shape.num_blocks
+                                << " blocks x " << setup.kv_shape.block_size
                                 << " tokens; workspace " << workspace << " B");
   return r;
 }
@@ -197,17 +206,20 @@ Status ModelRunner::release_sequence(int32_t seq) {
   return ok_status();
 }
 
-StatusOr<int64_t> ModelRunner::adopt_cached_prefix(int32_t seq, const std::vector<int32_t>& prompt) {
+StatusOr<int64_t> ModelRunner::adopt_cached_prefix(int32_t seq,
+                                                   const std::vector<int32_t>& prompt) {
   if (seq < 0 || seq >= static_cast<int32_t>(seqs_.size()) || !seqs_[seq].open)
     return invalid_argument("sequence " + std::to_string(seq) + " is not open");
   Sequence& s = seqs_[seq];
   if (s.length != 0)
-    return invalid_argument("sequence " + std::to_string(seq) + " already holds " + std::to_string(s.length) +
+    return invalid_argument("sequence " + std::to_string(seq) + " already holds " +
+                            std::to_string(s.length) +
                             " tokens: a cached prefix can only be adopted by an empty sequence");
   if (!options_.enable_prefix_cache) return 0;
   const int64_t bs = options_.kv_block_size;
   // At least one prompt token stays to be computed: its logits are the step's output.
-  const int64_t usable = std::min<int64_t>(static_cast<int64_t>(prompt.size()), options_.max_model_len);
+  const int64_t usable =
+      std::min<int64_t>(static_cast<int64_t>(prompt.size()), options_.max_model_len);
   const int64_t max_blocks = usable > 0 ? (usable - 1) / bs : 0;
   uint64_t parent = BlockManager::kRootNode;
   for (int64_t i = 0; i < max_blocks; ++i) {
@@ -267,7 +279,8 @@ StatusOr<const Plan*> ModelRunner::prepare_step(const std::vector<StepEntry>& en
       return invalid_argument("sequence " + std::to_string(e.seq) + " is not open");
     if (!seen.insert(e.seq).second)
       return invalid_argument("sequence " + std::to_string(e.seq) + " appears twice in one step");
-    if (e.tokens.empty()) return invalid_argument("sequence " + std::to_string(e.seq) + " has no tokens in this step");
+    if (e.tokens.empty())
+      return invalid_argument("sequence " + std::to_string(e.seq) + " has no tokens in this step");
     for (int32_t t : e.tokens)
       if (t < 0 || t >= config_.vocab_size)
         return invalid_argument("token id " + std::to_string(t) +
@@ -287,8 +300,9 @@ StatusOr<const Plan*> ModelRunner::prepare_step(const std::vector<StepEntry>& en
     return invalid_argument("a step holds at most " + std::to_string(options_.max_step_tokens) +
                             " tokens (--max-step-tokens), got " + std::to_string(total_tokens));
   if (new_blocks > blocks_.num_free())
-    return resource_exhausted("the KV cache is full: this step needs " + std::to_string(new_blocks) +
-                              " more blocks and " + std::to_string(blocks_.num_free()) +
+    return resource_exhausted("the KV cache is full: this step needs " +
+                              std::to_string(new_blocks) + " more blocks and " +
+                              std::to_string(blocks_.num_free()) +
                               " are free; raise --kv-cache-tokens or release sequences");
   const Plan* plan = select_plan(total_tokens, static_cast<int64_t>(entries.size()), all_logits);
   ROOFLINE_CHECK(plan != nullptr);
@@ -330,7 +344,8 @@ StatusOr<const Plan*> ModelRunner::prepare_step(const std::vector<StepEntry>& en
       sb.positions.push_back(static_cast<int32_t>(pos));
       sb.slot_mapping.push_back(static_cast<int64_t>(block) * bs + pos % bs);
     }
-    std::copy(s.blocks.begin(), s.blocks.end(), sb.block_tables.begin() + static_cast<int64_t>(i) * width);
+    std::copy(s.blocks.begin(), s.blocks.end(),
+              sb.block_tables.begin() + static_cast<int64_t>(i) * width);
     s.length += static_cast<int64_t>(e.tokens.size());
     s.tokens.insert(s.tokens.end(), e.tokens.begin(), e.tokens.end());
     sb.seq_lens.push_back(static_cast<int32_t>(s.length));
@@ -358,9 +373,9 @@ Status ModelRunner::step(const std::vector<StepEntry>& entries, bool all_logits,
 Status ModelRunner::step(const std::vector<StepEntry>& entries, const StepSampling& sampling,
                          SampledRows* sampled) {
   if (sampling.rows.size() != entries.size())
-    return invalid_argument("a sampled step needs one sampling row per entry: " +
-                            std::to_string(entries.size()) + " entries, " +
-                            std::to_string(sampling.rows.size()) + " rows");
+    return invalid_argument(
+        "a sampled step needs one sampling row per entry: " + std::to_string(entries.size()) +
+        " entries, " + std::to_string(sampling.rows.size()) + " rows");
   ROOFLINE_ASSIGN_OR_RETURN(const Plan* plan, prepare_step(entries, /*all_logits=*/false));
   const Status run = backend_->execute_sampled(*plan, step_, sampling, sampled,
                                                record_call_times_ ? &last_call_times_ : nullptr);

@@ -26,9 +26,9 @@
 namespace roofline {
 
 struct RunnerOptions {
-  std::string model_dir;          // HF directory (config.json + safetensors) or a .gguf file
-  std::string dummy_weights;      // instead of model_dir: random weights of a known shape
-  std::string device = "cpu";     // "cpu", "cuda", "cuda:N"
+  std::string model_dir;       // HF directory (config.json + safetensors) or a .gguf file
+  std::string dummy_weights;   // instead of model_dir: random weights of a known shape
+  std::string device = "cpu";  // "cpu", "cuda", "cuda:N"
   int64_t kv_block_size = 16;
   int64_t max_step_tokens = 512;  // largest token bucket; longer prompts are fed in chunks
   int64_t max_seqs = 8;           // sequences in one step
@@ -46,12 +46,12 @@ struct RunnerOptions {
 // KV-cache block accounting, for tests, logs and /metrics.
 struct KvStats {
   int64_t total_blocks = 0;
-  int64_t free_blocks = 0;        // allocatable now (unreferenced cached blocks count as free)
-  int64_t cached_blocks = 0;      // full blocks registered in the prefix cache
-  int64_t prefix_hit_blocks = 0;  // blocks adopted from the cache, summed over sequences
-  int64_t prefix_miss_blocks = 0; // full prompt blocks looked up and not found (at most one per
-                                  // adopt_cached_prefix: the walk stops at the first miss)
-  int64_t evictions = 0;          // cached blocks reused for new data (LRU)
+  int64_t free_blocks = 0;         // allocatable now (unreferenced cached blocks count as free)
+  int64_t cached_blocks = 0;       // full blocks registered in the prefix cache
+  int64_t prefix_hit_blocks = 0;   // blocks adopted from the cache, summed over sequences
+  int64_t prefix_miss_blocks = 0;  // full prompt blocks looked up and not found (at most one per
+                                   // adopt_cached_prefix: the walk stops at the first miss)
+  int64_t evictions = 0;           // cached blocks reused for new data (LRU)
 };
 
 struct StepEntry {
@@ -71,7 +71,9 @@ class ModelRunner {
   std::shared_ptr<const GgufFile> gguf() const { return gguf_; }
   const KvCacheShape& kv_shape() const { return kv_shape_; }
   // The plans for all-token and last-token logits, one per bucket, smallest first.
-  const std::vector<Plan>& plans(bool all_logits) const { return all_logits ? plans_all_ : plans_last_; }
+  const std::vector<Plan>& plans(bool all_logits) const {
+    return all_logits ? plans_all_ : plans_last_;
+  }
   const Graph& graph(bool all_logits) const { return all_logits ? graph_all_ : graph_last_; }
 
   // A new empty sequence, or ResourceExhausted when max_seqs * 4 sequences are open.
@@ -124,14 +126,14 @@ class ModelRunner {
  private:
   struct Sequence {
     bool open = false;
-    int64_t length = 0;               // tokens in the KV cache
-    std::vector<int32_t> tokens;      // [length]: the ids whose KV is cached
-    std::vector<int32_t> blocks;      // block table; full blocks may be shared with other sequences
-    std::vector<uint64_t> nodes;      // prefix-cache node of each full block (kNoNode: not cached)
+    int64_t length = 0;           // tokens in the KV cache
+    std::vector<int32_t> tokens;  // [length]: the ids whose KV is cached
+    std::vector<int32_t> blocks;  // block table; full blocks may be shared with other sequences
+    std::vector<uint64_t> nodes;  // prefix-cache node of each full block (kNoNode: not cached)
   };
 
-  ModelRunner(const RunnerOptions& options, ModelConfig config, std::unique_ptr<WeightStore> weights,
-              std::unique_ptr<Backend> backend);
+  ModelRunner(const RunnerOptions& options, ModelConfig config,
+              std::unique_ptr<WeightStore> weights, std::unique_ptr<Backend> backend);
   const Plan* select_plan(int64_t num_tokens, int64_t num_seqs, bool all_logits) const;
   // step()'s validation and step-buffer filling (sequences grow by their tokens); the plan to run.
   StatusOr<const Plan*> prepare_step(const std::vector<StepEntry>& entries, bool all_logits);

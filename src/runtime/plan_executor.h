@@ -38,14 +38,14 @@ struct ExecContext {
   int64_t num_tokens = 0;
   int64_t num_seqs = 0;
   int64_t block_table_width = 0;
-  int64_t max_q_len = 0;    // most queries of any sequence this step; 0: unknown
-  int64_t max_seq_len = 0;  // longest seq_len this step; 0: unknown
+  int64_t max_q_len = 0;                // most queries of any sequence this step; 0: unknown
+  int64_t max_seq_len = 0;              // longest seq_len this step; 0: unknown
   void* attention_workspace = nullptr;  // CUDA: paged_attention_cuda_workspace_bytes(), zeroed
   DType act_dtype = DType::kF32;
   DType kv_dtype = DType::kF32;
   KvCacheShape kv_shape;
-  std::vector<void*> k_cache;  // per layer
-  std::vector<void*> v_cache;  // per layer
+  std::vector<void*> k_cache;            // per layer
+  std::vector<void*> v_cache;            // per layer
   const float* rope_inv_freq = nullptr;  // [head_dim / 2]
 };
 
@@ -53,8 +53,10 @@ namespace detail {
 
 inline void* buffer_ptr(const BufferRef& r, const ExecContext& ctx) {
   switch (r.kind) {
-    case BufferRef::Kind::kWorkspace: return ctx.workspace + r.offset_bytes;
-    case BufferRef::Kind::kWeight: return const_cast<void*>(r.weight);
+    case BufferRef::Kind::kWorkspace:
+      return ctx.workspace + r.offset_bytes;
+    case BufferRef::Kind::kWeight:
+      return const_cast<void*>(r.weight);
     case BufferRef::Kind::kStepInput:
       return const_cast<void*>(ctx.step_inputs[static_cast<size_t>(r.step_input)]);
   }
@@ -126,13 +128,13 @@ void run_matmul(const PlanCall& c, const ExecContext& ctx, Kernels& k) {
   for (int i = 0; i < parts && contiguous; ++i) {
     const BufferRef& w = in[1 + i];
     const auto* base = static_cast<const uint8_t*>(in[1].weight);
-    contiguous = w.dtype == in[1].dtype &&
-                 static_cast<const uint8_t*>(w.weight) == base + rows * kdim * dtype_size_bytes(w.dtype);
+    contiguous = w.dtype == in[1].dtype && static_cast<const uint8_t*>(w.weight) ==
+                                               base + rows * kdim * dtype_size_bytes(w.dtype);
     if (bias && contiguous) {
       const BufferRef& b = in[1 + parts + i];
       const auto* bbase = static_cast<const uint8_t*>(in[1 + parts].weight);
-      contiguous = b.dtype == in[1 + parts].dtype &&
-                   static_cast<const uint8_t*>(b.weight) == bbase + rows * dtype_size_bytes(b.dtype);
+      contiguous = b.dtype == in[1 + parts].dtype && static_cast<const uint8_t*>(b.weight) ==
+                                                         bbase + rows * dtype_size_bytes(b.dtype);
     }
     rows += dim(w, 0, ctx);
   }

@@ -11,7 +11,7 @@ namespace roofline {
 struct StepBuffers {
   int64_t num_tokens = 0;
   int64_t num_seqs = 0;
-  int64_t block_table_width = 0;          // max blocks per sequence in this bucket
+  int64_t block_table_width = 0;  // max blocks per sequence in this bucket
   // The leading columns of every block-table row that a sequence may read (its pages); the rest
   // are never read and may hold stale entries (a padded decode step's table is laid out at the
   // capacity width but filled and uploaded only this far). 0: all block_table_width columns.

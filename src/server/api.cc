@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <ctime>
 #include <cstdio>
+#include <ctime>
 #include <mutex>
 #include <random>
 
@@ -25,7 +25,9 @@ struct Bad {
   std::string param;
 };
 
-Bad bad(const std::string& param, const std::string& why) { return {400, "'" + param + "' " + why, param}; }
+Bad bad(const std::string& param, const std::string& why) {
+  return {400, "'" + param + "' " + why, param};
+}
 
 std::string number_text(const json& v) {
   std::string s = v.dump();
@@ -38,20 +40,24 @@ int64_t get_int(const json& j, const char* name, int64_t lo, int64_t hi, int64_t
   if (it == j.end() || it->is_null()) return dflt;
   if (!it->is_number_integer()) throw bad(name, "must be an integer");
   if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
-    throw bad(name, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + number_text(*it));
+    throw bad(name, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                        number_text(*it));
   const int64_t v = it->get<int64_t>();
   if (v < lo || v > hi)
-    throw bad(name, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + std::to_string(v));
+    throw bad(name, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                        std::to_string(v));
   return v;
 }
 
-double get_number(const json& j, const char* name, double lo, double hi, double dflt, bool lo_open = false) {
+double get_number(const json& j, const char* name, double lo, double hi, double dflt,
+                  bool lo_open = false) {
   auto it = j.find(name);
   if (it == j.end() || it->is_null()) return dflt;
   if (!it->is_number()) throw bad(name, "must be a number");
   const double v = it->get<double>();
   if (!std::isfinite(v) || v > hi || v < lo || (lo_open && v == lo)) {
-    std::string range = (lo_open ? "(" : "[") + number_text(json(lo)) + ", " + number_text(json(hi)) + "]";
+    std::string range =
+        (lo_open ? "(" : "[") + number_text(json(lo)) + ", " + number_text(json(hi)) + "]";
     throw bad(name, "must be in " + range + ", got " + number_text(*it));
   }
   return v;
@@ -68,18 +74,20 @@ std::vector<int32_t> get_token_ids(const json& v, const char* name, int64_t voca
   std::vector<int32_t> ids;
   for (const json& e : v) {
     if (!e.is_number_integer()) throw bad(name, "must hold token ids (integers)");
-    const int64_t id = e.is_number_unsigned() && e.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
-                           ? INT64_MAX
-                           : e.get<int64_t>();
+    const int64_t id =
+        e.is_number_unsigned() && e.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
+            ? INT64_MAX
+            : e.get<int64_t>();
     if (id < 0 || id >= vocab)
-      throw bad(name, "holds token id " + std::to_string(id) + ", outside this model's vocabulary of " +
-                          std::to_string(vocab));
+      throw bad(name, "holds token id " + std::to_string(id) +
+                          ", outside this model's vocabulary of " + std::to_string(vocab));
     ids.push_back(static_cast<int32_t>(id));
   }
   return ids;
 }
 
-std::vector<int32_t> tokenize(const ApiContext& ctx, const std::string& text, bool special, const char* param) {
+std::vector<int32_t> tokenize(const ApiContext& ctx, const std::string& text, bool special,
+                              const char* param) {
   if (!ctx.engine->has_tokenizer())
     throw bad(param, "is text, but this model has no tokenizer: send the prompt as token ids");
   auto ids = ctx.engine->tokenize(text, special);
@@ -91,12 +99,17 @@ std::string content_text(const json& content, size_t i) {
   const std::string param = "messages[" + std::to_string(i) + "].content";
   if (content.is_null()) return "";
   if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) throw Bad{400, "'" + param + "' must be a string or an array of text parts", param};
+  if (!content.is_array())
+    throw Bad{400, "'" + param + "' must be a string or an array of text parts", param};
   std::string text;
   for (const json& part : content) {
-    if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
-        !part["text"].is_string())
-      throw Bad{400, "'" + param + "' parts must be {\"type\": \"text\", \"text\": \"...\"} (only text is supported)", param};
+    if (!part.is_object() || !part.contains("type") || part["type"] != "text" ||
+        !part.contains("text") || !part["text"].is_string())
+      throw Bad{
+          400,
+          "'" + param +
+              "' parts must be {\"type\": \"text\", \"text\": \"...\"} (only text is supported)",
+          param};
     text += part["text"].get<std::string>();
   }
   return text;
@@ -111,7 +124,8 @@ void reject_unsupported(const json& j, bool chat) {
   };
   if (!chat && present("suffix")) throw Bad{400, "'suffix' is not supported", "suffix"};
   for (const char* name : {"tools", "functions", "tool_choice", "function_call"})
-    if (present(name)) throw Bad{400, std::string("'") + name + "' (tool calling) is not supported", name};
+    if (present(name))
+      throw Bad{400, std::string("'") + name + "' (tool calling) is not supported", name};
   auto rf = j.find("response_format");
   if (rf != j.end() && !rf->is_null()) {
     if (!rf->is_object() || rf->value("type", "") != "text")
@@ -122,7 +136,8 @@ void reject_unsupported(const json& j, bool chat) {
 }  // namespace
 
 ApiContext make_api_context(const Engine& engine, const std::string& served_model_name,
-                            const std::string& default_name, int64_t max_num_seqs, int64_t max_waiting) {
+                            const std::string& default_name, int64_t max_num_seqs,
+                            int64_t max_waiting) {
   ApiContext c;
   c.engine = &engine;
   c.model_name = served_model_name.empty() ? default_name : served_model_name;
@@ -136,11 +151,16 @@ ApiContext make_api_context(const Engine& engine, const std::string& served_mode
 
 json api_error_body(int status, const std::string& message, const std::string& param) {
   const char* type = "invalid_request_error";
-  if (status == 401) type = "authentication_error";
-  else if (status == 404) type = "not_found_error";
-  else if (status == 429) type = "rate_limit_error";
-  else if (status >= 500) type = "server_error";
-  std::string m = message.size() > kMaxMessageBytes ? message.substr(0, kMaxMessageBytes) + "..." : message;
+  if (status == 401)
+    type = "authentication_error";
+  else if (status == 404)
+    type = "not_found_error";
+  else if (status == 429)
+    type = "rate_limit_error";
+  else if (status >= 500)
+    type = "server_error";
+  std::string m =
+      message.size() > kMaxMessageBytes ? message.substr(0, kMaxMessageBytes) + "..." : message;
   json err{{"message", m}, {"type", type}, {"code", status}};
   err["param"] = param.empty() ? json(nullptr) : json(param);
   return json{{"error", err}};
@@ -153,9 +173,10 @@ ApiParse parse_api_request(const std::string& body, bool chat, const ApiContext&
     j = json::parse(body);
   } catch (const json::parse_error& e) {
     const std::string what = e.what();
-    result.message = what.find("UTF-8") != std::string::npos
-                         ? "the body holds invalid UTF-8 (at byte " + std::to_string(e.byte) + ")"
-                         : "the body is not valid JSON (syntax error at byte " + std::to_string(e.byte) + ")";
+    result.message =
+        what.find("UTF-8") != std::string::npos
+            ? "the body holds invalid UTF-8 (at byte " + std::to_string(e.byte) + ")"
+            : "the body is not valid JSON (syntax error at byte " + std::to_string(e.byte) + ")";
     return result;
   } catch (const json::exception&) {  // e.g. a number beyond the range of a double
     result.message = "the body holds a number too large to represent";
@@ -169,7 +190,9 @@ ApiParse parse_api_request(const std::string& body, bool chat, const ApiContext&
     if (model != j.end() && !model->is_null()) {
       if (!model->is_string()) throw bad("model", "must be a string");
       if (model->get<std::string>() != ctx.model_name)
-        throw Bad{404, "the requested model does not exist; this server has '" + ctx.model_name + "'", "model"};
+        throw Bad{404,
+                  "the requested model does not exist; this server has '" + ctx.model_name + "'",
+                  "model"};
     }
     reject_unsupported(j, chat);
 
@@ -187,11 +210,15 @@ ApiParse parse_api_request(const std::string& body, bool chat, const ApiContext&
         std::string role = m["role"].get<std::string>();
         if (role == "developer") role = "system";
         if (role != "system" && role != "user" && role != "assistant")
-          throw Bad{400, "'" + param + ".role' must be system, developer, user or assistant", param + ".role"};
-        turns.push_back({role, content_text(m.contains("content") ? m["content"] : json(nullptr), i)});
+          throw Bad{400, "'" + param + ".role' must be system, developer, user or assistant",
+                    param + ".role"};
+        turns.push_back(
+            {role, content_text(m.contains("content") ? m["content"] : json(nullptr), i)});
       }
       if (!ctx.engine->has_tokenizer())
-        throw bad("messages", "need a tokenizer and chat template, and this model has none: use /v1/completions with token ids");
+        throw bad("messages",
+                  "need a tokenizer and chat template, and this model has none: use "
+                  "/v1/completions with token ids");
       auto rendered = ctx.engine->render_chat(turns, /*add_generation_prompt=*/true);
       if (!rendered.ok()) throw Bad{400, rendered.status().message(), "messages"};
       r.prompt_ids = tokenize(ctx, *rendered, /*special=*/false, "messages");
@@ -199,43 +226,53 @@ ApiParse parse_api_request(const std::string& body, bool chat, const ApiContext&
       auto prompt = j.find("prompt");
       if (prompt == j.end() || prompt->is_null()) throw bad("prompt", "is required");
       const json* p = &*prompt;
-      if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
+      if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array()))
+        p = &(*p)[0];
       if (p->is_string()) {
         r.prompt_text = p->get<std::string>();
         r.prompt_ids = tokenize(ctx, r.prompt_text, /*special=*/true, "prompt");
       } else if (p->is_array() && !p->empty() && (*p)[0].is_number()) {
         r.prompt_ids = get_token_ids(*p, "prompt", ctx.vocab_size);
-        if (ctx.engine->has_tokenizer()) r.prompt_text = ctx.engine->decode(r.prompt_ids);  // for echo
+        if (ctx.engine->has_tokenizer())
+          r.prompt_text = ctx.engine->decode(r.prompt_ids);  // for echo
       } else if (p->is_array() && p->size() > 1) {
-        throw bad("prompt", "holds several prompts; send one per request (or use n for several completions)");
+        throw bad("prompt",
+                  "holds several prompts; send one per request (or use n for several completions)");
       } else {
         throw bad("prompt", "must be a string or an array of token ids");
       }
     }
-    if (r.prompt_ids.empty()) throw bad(chat ? "messages" : "prompt", "is empty after tokenisation");
+    if (r.prompt_ids.empty())
+      throw bad(chat ? "messages" : "prompt", "is empty after tokenisation");
     const int64_t prompt_tokens = static_cast<int64_t>(r.prompt_ids.size());
     if (prompt_tokens >= ctx.max_model_len)
-      throw Bad{400, "this model's maximum context length is " + std::to_string(ctx.max_model_len) +
-                         " tokens, and the prompt alone has " + std::to_string(prompt_tokens) + ": shorten it",
+      throw Bad{400,
+                "this model's maximum context length is " + std::to_string(ctx.max_model_len) +
+                    " tokens, and the prompt alone has " + std::to_string(prompt_tokens) +
+                    ": shorten it",
                 chat ? "messages" : "prompt"};
 
     // Sampling and limits.
     SamplingParams& sp = r.params;
     const int64_t room = ctx.max_model_len - prompt_tokens;
-    const char* max_name = chat && j.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+    const char* max_name =
+        chat && j.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
     sp.max_tokens = get_int(j, max_name, 1, INT32_MAX, chat ? room : 16);
     if (sp.max_tokens > room)
-      throw Bad{400, "this model's maximum context length is " + std::to_string(ctx.max_model_len) + " tokens; you asked for " +
-                         std::to_string(prompt_tokens + sp.max_tokens) + " (" + std::to_string(prompt_tokens) +
-                         " in the prompt, " + std::to_string(sp.max_tokens) + " for the completion): lower " +
-                         max_name + " or shorten the prompt",
+      throw Bad{400,
+                "this model's maximum context length is " + std::to_string(ctx.max_model_len) +
+                    " tokens; you asked for " + std::to_string(prompt_tokens + sp.max_tokens) +
+                    " (" + std::to_string(prompt_tokens) + " in the prompt, " +
+                    std::to_string(sp.max_tokens) + " for the completion): lower " + max_name +
+                    " or shorten the prompt",
                 max_name};
     sp.temperature = static_cast<float>(get_number(j, "temperature", 0, 2, 1.0));
     sp.top_p = static_cast<float>(get_number(j, "top_p", 0, 1, 1.0, /*lo_open=*/true));
     const int64_t top_k = get_int(j, "top_k", -1, INT32_MAX, 0);
     sp.top_k = static_cast<int32_t>(top_k < 0 ? 0 : top_k);
     sp.min_p = static_cast<float>(get_number(j, "min_p", 0, 1, 0));
-    sp.repetition_penalty = static_cast<float>(get_number(j, "repetition_penalty", 0, 10, 1, /*lo_open=*/true));
+    sp.repetition_penalty =
+        static_cast<float>(get_number(j, "repetition_penalty", 0, 10, 1, /*lo_open=*/true));
     sp.presence_penalty = static_cast<float>(get_number(j, "presence_penalty", -2, 2, 0));
     sp.frequency_penalty = static_cast<float>(get_number(j, "frequency_penalty", -2, 2, 0));
     if (j.contains("seed") && !j["seed"].is_null())
@@ -250,7 +287,8 @@ ApiParse parse_api_request(const std::string& body, bool chat, const ApiContext&
           sp.stop.push_back(e.get<std::string>());
         }
       } else {
-        throw bad("stop", "must be a string or an array of at most " + std::to_string(kMaxStops) + " strings");
+        throw bad("stop", "must be a string or an array of at most " + std::to_string(kMaxStops) +
+                              " strings");
       }
       for (const std::string& s : sp.stop)
         if (s.empty()) throw bad("stop", "must not hold an empty string");
@@ -265,21 +303,25 @@ ApiParse parse_api_request(const std::string& body, bool chat, const ApiContext&
       if (!lb->is_object()) throw bad("logit_bias", "must be an object of {\"token id\": bias}");
       if (lb->size() > 1024) throw bad("logit_bias", "may name at most 1024 tokens");
       for (const auto& [key, value] : lb->items()) {
-        if (key.empty() || key.size() > 9 || key.find_first_not_of("0123456789") != std::string::npos)
-          throw bad("logit_bias", "keys must be token ids written as strings, e.g. {\"50256\": -100}");
+        if (key.empty() || key.size() > 9 ||
+            key.find_first_not_of("0123456789") != std::string::npos)
+          throw bad("logit_bias",
+                    "keys must be token ids written as strings, e.g. {\"50256\": -100}");
         const int64_t id = std::stoll(key);
         if (id >= ctx.vocab_size)
           throw bad("logit_bias", "names token " + key + ", outside this model's vocabulary of " +
                                       std::to_string(ctx.vocab_size));
-        if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < -100 ||
-            value.get<double>() > 100)
+        if (!value.is_number() || !std::isfinite(value.get<double>()) ||
+            value.get<double>() < -100 || value.get<double>() > 100)
           throw bad("logit_bias", "values must be numbers in [-100, 100]");
         sp.logit_bias.emplace_back(static_cast<int32_t>(id), value.get<float>());
       }
     }
     if (chat) {
-      if (get_bool(j, "logprobs", false)) sp.logprobs = static_cast<int32_t>(get_int(j, "top_logprobs", 0, 20, 0));
-      else if (get_int(j, "top_logprobs", 0, 20, 0) > 0) throw bad("top_logprobs", "needs 'logprobs': true");
+      if (get_bool(j, "logprobs", false))
+        sp.logprobs = static_cast<int32_t>(get_int(j, "top_logprobs", 0, 20, 0));
+      else if (get_int(j, "top_logprobs", 0, 20, 0) > 0)
+        throw bad("top_logprobs", "needs 'logprobs': true");
     } else {
       sp.logprobs = static_cast<int32_t>(get_int(j, "logprobs", 0, 20, -1));
     }
@@ -296,7 +338,8 @@ ApiParse parse_api_request(const std::string& body, bool chat, const ApiContext&
       if (r.echo && r.prompt_text.empty() && !ctx.engine->has_tokenizer())
         throw bad("echo", "needs a tokenizer to turn the prompt into text");
     }
-    if (Status s = validate_sampling_params(sp, ctx.vocab_size); !s.ok()) throw Bad{400, s.message(), ""};
+    if (Status s = validate_sampling_params(sp, ctx.vocab_size); !s.ok())
+      throw Bad{400, s.message(), ""};
     result.ok = true;
     result.request = std::move(r);
     return result;
@@ -317,10 +360,14 @@ namespace {
 
 const char* finish_name(FinishReason r) {
   switch (r) {
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kAbort: return "abort";
-    default: return "stop";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kAbort:
+      return "abort";
+    default:
+      return "stop";
   }
 }
 
@@ -332,8 +379,10 @@ json text_bytes(const std::string& text) {
 
 // OpenAI's completions form: tokens, token_logprobs, top_logprobs, text_offset (`offset` is where
 // the first token's text starts and advances past the last).
-json completion_logprobs(const std::vector<TokenLogprob>& lps, const ApiContext& ctx, int64_t* offset) {
-  json tokens = json::array(), values = json::array(), tops = json::array(), offsets = json::array();
+json completion_logprobs(const std::vector<TokenLogprob>& lps, const ApiContext& ctx,
+                         int64_t* offset) {
+  json tokens = json::array(), values = json::array(), tops = json::array(),
+       offsets = json::array();
   for (const TokenLogprob& t : lps) {
     const std::string text = ctx.engine->token_text(t.token);
     tokens.push_back(text);
@@ -344,7 +393,10 @@ json completion_logprobs(const std::vector<TokenLogprob>& lps, const ApiContext&
     offsets.push_back(*offset);
     *offset += static_cast<int64_t>(text.size());
   }
-  return json{{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", tops}, {"text_offset", offsets}};
+  return json{{"tokens", tokens},
+              {"token_logprobs", values},
+              {"top_logprobs", tops},
+              {"text_offset", offsets}};
 }
 
 // OpenAI's chat form: {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}.
@@ -357,7 +409,10 @@ json chat_logprobs(const std::vector<TokenLogprob>& lps, const ApiContext& ctx) 
       const std::string alt = ctx.engine->token_text(id);
       top.push_back({{"token", alt}, {"logprob", lp}, {"bytes", text_bytes(alt)}});
     }
-    content.push_back({{"token", text}, {"logprob", t.logprob}, {"bytes", text_bytes(text)}, {"top_logprobs", top}});
+    content.push_back({{"token", text},
+                       {"logprob", t.logprob},
+                       {"bytes", text_bytes(text)},
+                       {"top_logprobs", top}});
   }
   return json{{"content", content}, {"refusal", nullptr}};
 }
@@ -409,15 +464,17 @@ json ApiResponseBuilder::response() const {
     completion += c.completion_tokens;
     const bool with_logprobs = req_.params.logprobs >= 0;
     if (req_.chat) {
-      choices.push_back({{"index", i},
-                         {"message", {{"role", "assistant"}, {"content", c.text}}},
-                         {"logprobs", with_logprobs ? chat_logprobs(c.logprobs, ctx_) : json(nullptr)},
-                         {"finish_reason", c.finish_reason}});
+      choices.push_back(
+          {{"index", i},
+           {"message", {{"role", "assistant"}, {"content", c.text}}},
+           {"logprobs", with_logprobs ? chat_logprobs(c.logprobs, ctx_) : json(nullptr)},
+           {"finish_reason", c.finish_reason}});
     } else {
       int64_t offset = req_.echo ? static_cast<int64_t>(req_.prompt_text.size()) : 0;
       choices.push_back({{"index", i},
                          {"text", req_.echo ? req_.prompt_text + c.text : c.text},
-                         {"logprobs", with_logprobs ? completion_logprobs(c.logprobs, ctx_, &offset) : json(nullptr)},
+                         {"logprobs", with_logprobs ? completion_logprobs(c.logprobs, ctx_, &offset)
+                                                    : json(nullptr)},
                          {"finish_reason", c.finish_reason}});
     }
   }
@@ -454,8 +511,10 @@ std::string ApiResponseBuilder::stream_start() {
                                    {"logprobs", nullptr},
                                    {"finish_reason", nullptr}}});
     } else if (req_.echo) {
-      c["choices"] = json::array(
-          {{{"index", i}, {"text", req_.prompt_text}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+      c["choices"] = json::array({{{"index", i},
+                                   {"text", req_.prompt_text},
+                                   {"logprobs", nullptr},
+                                   {"finish_reason", nullptr}}});
     } else {
       continue;
     }
@@ -477,10 +536,13 @@ std::string ApiResponseBuilder::stream_event(int64_t index, const RequestOutput&
     json delta = json::object();
     if (!out.new_text.empty()) delta["content"] = out.new_text;
     json lp = with_logprobs ? chat_logprobs(out.logprobs, ctx_) : json(nullptr);
-    c["choices"] = json::array({{{"index", index}, {"delta", delta}, {"logprobs", lp}, {"finish_reason", finish}}});
+    c["choices"] = json::array(
+        {{{"index", index}, {"delta", delta}, {"logprobs", lp}, {"finish_reason", finish}}});
   } else {
-    json lp = with_logprobs ? completion_logprobs(out.logprobs, ctx_, &ch.text_offset) : json(nullptr);
-    c["choices"] = json::array({{{"index", index}, {"text", out.new_text}, {"logprobs", lp}, {"finish_reason", finish}}});
+    json lp =
+        with_logprobs ? completion_logprobs(out.logprobs, ctx_, &ch.text_offset) : json(nullptr);
+    c["choices"] = json::array(
+        {{{"index", index}, {"text", out.new_text}, {"logprobs", lp}, {"finish_reason", finish}}});
   }
   return event(c);
 }

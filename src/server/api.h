@@ -6,11 +6,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "roofline/engine.h"
 
@@ -23,13 +22,14 @@ struct ApiContext {
   int64_t max_model_len = 0;
   int64_t vocab_size = 0;
   int64_t max_num_seqs = 0;
-  int64_t max_waiting = 0;         // queued beyond max_num_seqs; n may not exceed the sum
-  int64_t created = 0;             // unix time the server started
+  int64_t max_waiting = 0;  // queued beyond max_num_seqs; n may not exceed the sum
+  int64_t created = 0;      // unix time the server started
 };
 
 // model_name: served_model_name when given, else default_name.
 ApiContext make_api_context(const Engine& engine, const std::string& served_model_name,
-                            const std::string& default_name, int64_t max_num_seqs, int64_t max_waiting);
+                            const std::string& default_name, int64_t max_num_seqs,
+                            int64_t max_waiting);
 
 struct ApiRequest {
   bool chat = false;

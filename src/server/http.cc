@@ -12,8 +12,21 @@ namespace {
 bool is_tchar(unsigned char c) {
   if (std::isalnum(c)) return true;
   switch (c) {
-    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+': case '-':
-    case '.': case '^': case '_': case '`': case '|': case '~':
+    case '!':
+    case '#':
+    case '$':
+    case '%':
+    case '&':
+    case '\'':
+    case '*':
+    case '+':
+    case '-':
+    case '.':
+    case '^':
+    case '_':
+    case '`':
+    case '|':
+    case '~':
       return true;
     default:
       return false;
@@ -114,11 +127,14 @@ HttpParseResult parse_http_request(std::string_view data, const HttpLimits& limi
   for (unsigned char c : method)
     if (!is_tchar(c)) return error(400, "malformed method");
   if (target.size() > limits.max_target_bytes) return error(414, target_too_long(limits));
-  if (target.empty() || target.front() != '/') return error(400, "the request target must start with '/'");
+  if (target.empty() || target.front() != '/')
+    return error(400, "the request target must start with '/'");
   for (unsigned char c : target)
-    if (c <= 0x20 || c >= 0x7f) return error(400, "the request target holds a control or non-ASCII byte");
-  if (version.size() != 8 || version.substr(0, 5) != "HTTP/" || !std::isdigit(static_cast<unsigned char>(version[5])) ||
-      version[6] != '.' || !std::isdigit(static_cast<unsigned char>(version[7])))
+    if (c <= 0x20 || c >= 0x7f)
+      return error(400, "the request target holds a control or non-ASCII byte");
+  if (version.size() != 8 || version.substr(0, 5) != "HTTP/" ||
+      !std::isdigit(static_cast<unsigned char>(version[5])) || version[6] != '.' ||
+      !std::isdigit(static_cast<unsigned char>(version[7])))
     return error(400, "malformed HTTP version");
   if (version[5] != '1' || (version[7] != '0' && version[7] != '1'))
     return error(505, "only HTTP/1.0 and HTTP/1.1 are served");
@@ -135,7 +151,8 @@ HttpParseResult parse_http_request(std::string_view data, const HttpLimits& limi
     if (line.empty() || line.front() == ' ' || line.front() == '\t')
       return error(400, "folded or empty header line");
     const size_t colon = line.find(':');
-    if (colon == std::string_view::npos || colon == 0) return error(400, "header line without a name");
+    if (colon == std::string_view::npos || colon == 0)
+      return error(400, "header line without a name");
     const std::string_view name = line.substr(0, colon);
     for (unsigned char c : name)
       if (!is_tchar(c)) return error(400, "malformed header name");
@@ -185,22 +202,38 @@ HttpParseResult parse_http_request(std::string_view data, const HttpLimits& limi
 
 const char* http_reason_phrase(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 411: return "Length Required";
-    case 413: return "Payload Too Large";
-    case 414: return "URI Too Long";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Unknown";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 411:
+      return "Length Required";
+    case 413:
+      return "Payload Too Large";
+    case 414:
+      return "URI Too Long";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 503:
+      return "Service Unavailable";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      return "Unknown";
   }
 }
 

@@ -20,12 +20,11 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/log.h"
 #include "server/api.h"
@@ -87,8 +86,8 @@ struct Channel {
 struct State {
   ServerOptions opts;
   std::atomic<bool> ready{false};
-  std::atomic<bool> stopping{false};      // no new connections or requests
-  std::atomic<bool> stop_engine{false};   // the engine thread may exit once idle
+  std::atomic<bool> stopping{false};     // no new connections or requests
+  std::atomic<bool> stop_engine{false};  // the engine thread may exit once idle
   std::unique_ptr<Engine> engine;
   ApiContext api;
   std::mutex mu;  // guards everything below
@@ -158,8 +157,8 @@ bool peer_gone(int fd) {
   return false;
 }
 
-std::string response_head(int status, const std::string& content_type, size_t length, bool keep_alive,
-                          const std::string& extra_headers) {
+std::string response_head(int status, const std::string& content_type, size_t length,
+                          bool keep_alive, const std::string& extra_headers) {
   std::string h = "HTTP/1.1 " + std::to_string(status) + " " + http_reason_phrase(status) + "\r\n";
   h += "Content-Type: " + content_type + "\r\n";
   h += "Content-Length: " + std::to_string(length) + "\r\n";
@@ -186,7 +185,7 @@ class Connection {
       HttpParseResult r = parse_http_request(buf, s_.opts.limits, &req);
       while (r.state == HttpParse::kIncomplete) {
         const bool headers_done = buf.find("\r\n\r\n") != std::string::npos;
-        const double limit = !got_bytes ? s_.opts.idle_timeout_s
+        const double limit = !got_bytes     ? s_.opts.idle_timeout_s
                              : headers_done ? s_.opts.body_timeout_s
                                             : s_.opts.header_timeout_s;
         const double left = limit - seconds_since(phase_start);
@@ -232,13 +231,14 @@ class Connection {
   bool send_body(int status, const std::string& content_type, const std::string& body,
                  const std::string& extra_headers) {
     count(status);
-    const std::string head = response_head(status, content_type, body.size(), keep_alive_, extra_headers);
+    const std::string head =
+        response_head(status, content_type, body.size(), keep_alive_, extra_headers);
     return send_all(fd_, head_only_ ? head : head + body);
   }
 
   bool send_json(int status, const json& body, const std::string& extra_headers = "") {
-    return send_body(status, "application/json", body.dump(-1, ' ', false, json::error_handler_t::replace),
-                     extra_headers);
+    return send_body(status, "application/json",
+                     body.dump(-1, ' ', false, json::error_handler_t::replace), extra_headers);
   }
 
   bool send_error(int status, const std::string& message, const std::string& param,
@@ -266,11 +266,14 @@ class Connection {
     if (!s_.opts.api_key.empty()) {
       const std::string* auth = req.header("authorization");
       if (!auth || *auth != "Bearer " + s_.opts.api_key)
-        return send_error(401, "missing or wrong API key: send the header 'Authorization: Bearer <key>'", "");
+        return send_error(
+            401, "missing or wrong API key: send the header 'Authorization: Bearer <key>'", "");
     }
     if (path == "/metrics") {
       if (req.method != "GET") return send_error(405, "use GET", "");
-      if (!s_.ready.load()) return send_error(503, "the model is still loading: retry shortly", "", true, "Retry-After: 1\r\n");
+      if (!s_.ready.load())
+        return send_error(503, "the model is still loading: retry shortly", "", true,
+                          "Retry-After: 1\r\n");
       return send_body(200, "text/plain; version=0.0.4", render_metrics(), "");
     }
     const bool models = path == "/v1/models" || path.rfind("/v1/models/", 0) == 0;
@@ -278,13 +281,21 @@ class Connection {
     const bool chat = path == "/v1/chat/completions";
     const bool profile = path == "/v1/profile";
     if (!models && !completions && !chat && !profile)
-      return send_error(404, "no such endpoint: this server has /v1/completions, /v1/chat/completions, /v1/models, /v1/profile, /health and /metrics", "");
-    if (!s_.ready.load()) return send_error(503, "the model is still loading: retry shortly", "", true, "Retry-After: 1\r\n");
+      return send_error(404,
+                        "no such endpoint: this server has /v1/completions, /v1/chat/completions, "
+                        "/v1/models, /v1/profile, /health and /metrics",
+                        "");
+    if (!s_.ready.load())
+      return send_error(503, "the model is still loading: retry shortly", "", true,
+                        "Retry-After: 1\r\n");
     if (models) {
       if (req.method != "GET") return send_error(405, "use GET", "");
-      if (path == "/v1/models") return send_json(200, json{{"object", "list"}, {"data", json::array({model_card()})}});
+      if (path == "/v1/models")
+        return send_json(200, json{{"object", "list"}, {"data", json::array({model_card()})}});
       if (path.substr(11) != s_.api.model_name)
-        return send_error(404, "the requested model does not exist; this server has '" + s_.api.model_name + "'", "model");
+        return send_error(
+            404, "the requested model does not exist; this server has '" + s_.api.model_name + "'",
+            "model");
       return send_json(200, model_card());
     }
     if (req.method != "POST") return send_error(405, "use POST", "");
@@ -305,7 +316,8 @@ class Connection {
     if (!body.empty()) {
       j = json::parse(body, nullptr, false);
       if (j.is_discarded() || !j.is_object())
-        return send_error(400, "the body must be a JSON object, e.g. {\"steps\": 8, \"timeout_s\": 30}", "");
+        return send_error(
+            400, "the body must be a JSON object, e.g. {\"steps\": 8, \"timeout_s\": 30}", "");
     }
     int64_t steps = 8;
     double timeout_s = 30, bandwidth_gbps = 0, peak_tflops = 0;
@@ -323,22 +335,31 @@ class Connection {
         if (!value.is_boolean()) return send_error(400, "'trace' must be true or false", "trace");
         trace = value.get<bool>();
       } else if (key == "bandwidth_gbps" || key == "peak_tflops") {
-        if (!value.is_number() || !(value.get<double>() >= 0) || !std::isfinite(value.get<double>()))
-          return send_error(400, key + " must be a finite number >= 0 (0: the cached calibration or the H200's)", key);
+        if (!value.is_number() || !(value.get<double>() >= 0) ||
+            !std::isfinite(value.get<double>()))
+          return send_error(
+              400, key + " must be a finite number >= 0 (0: the cached calibration or the H200's)",
+              key);
         (key == "bandwidth_gbps" ? bandwidth_gbps : peak_tflops) = value.get<double>();
       } else {
         // Not echoed (as no request field is): the known ones are named instead.
-        return send_error(400, "unknown field in the profile body (known: steps, timeout_s, trace, bandwidth_gbps, peak_tflops)", "");
+        return send_error(400,
+                          "unknown field in the profile body (known: steps, timeout_s, trace, "
+                          "bandwidth_gbps, peak_tflops)",
+                          "");
       }
     }
-    if (s_.profiling.exchange(true)) return send_error(409, "a profile is already waiting for its steps: retry when it has answered", "");
+    if (s_.profiling.exchange(true))
+      return send_error(
+          409, "a profile is already waiting for its steps: retry when it has answered", "");
     struct Done {
       std::atomic<bool>& flag;
       ~Done() { flag.store(false); }
     } done{s_.profiling};
     if (Status st = s_.engine->start_profile(steps, bandwidth_gbps, peak_tflops); !st.ok())
       return send_error(400, st.to_string(), "");
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
     while (true) {
       if (std::optional<ProfileResult> p = s_.engine->take_profile()) {
         json out{{"object", "profile"},
@@ -346,7 +367,10 @@ class Connection {
                  {"backend", p->backend},
                  {"ms_per_step", p->ms_per_step},
                  {"device_ms_per_step", p->device_ms_per_step},
-                 {"ceilings", {{"bytes_per_s", p->bytes_per_s}, {"flops_per_s", p->flops_per_s}, {"source", p->ceilings_source}}},
+                 {"ceilings",
+                  {{"bytes_per_s", p->bytes_per_s},
+                   {"flops_per_s", p->flops_per_s},
+                   {"source", p->ceilings_source}}},
                  {"report", p->report},
                  {"analysis", json::parse(p->report_json, nullptr, false)}};
         if (trace) out["trace"] = json::parse(p->trace_json, nullptr, false);
@@ -355,8 +379,11 @@ class Connection {
       if (s_.stopping.load() || std::chrono::steady_clock::now() > deadline) {
         s_.engine->cancel_profile();
         if (s_.stopping.load()) return send_error(503, "the server is shutting down", "", false);
-        return send_error(504, "fewer than " + std::to_string(steps) + " engine steps ran within " + json(timeout_s).dump() +
-                                   " s: a profile records the next steps the engine runs, so send it while requests are running",
+        return send_error(504,
+                          "fewer than " + std::to_string(steps) + " engine steps ran within " +
+                              json(timeout_s).dump() +
+                              " s: a profile records the next steps the engine runs, so send it "
+                              "while requests are running",
                           "");
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -364,8 +391,11 @@ class Connection {
   }
 
   json model_card() const {
-    return json{{"id", s_.api.model_name}, {"object", "model"}, {"created", s_.api.created},
-                {"owned_by", "roofline"}, {"max_model_len", s_.api.max_model_len}};
+    return json{{"id", s_.api.model_name},
+                {"object", "model"},
+                {"created", s_.api.created},
+                {"owned_by", "roofline"},
+                {"max_model_len", s_.api.max_model_len}};
   }
 
   // Submits the n engine requests of `r`, or answers 429 when the queue is full.
@@ -407,7 +437,8 @@ class Connection {
     while (true) {
       {
         std::unique_lock<std::mutex> lock(ch.mu);
-        if (ch.cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return !ch.outputs.empty(); })) {
+        if (ch.cv.wait_for(lock, std::chrono::milliseconds(50),
+                           [&] { return !ch.outputs.empty(); })) {
           *out = std::move(ch.outputs.front());
           ch.outputs.pop_front();
           return true;
@@ -440,7 +471,8 @@ class Connection {
     auto ch = std::make_shared<Channel>();
     std::vector<RequestId> ids;
     if (!submit(r, ch, &ids))
-      return send_error(429, "too many requests are queued: retry later", "", true, "Retry-After: 1\r\n");
+      return send_error(429, "too many requests are queued: retry later", "", true,
+                        "Retry-After: 1\r\n");
     const auto submitted = Clock::now();
     std::map<RequestId, int64_t> index;
     for (size_t i = 0; i < ids.size(); ++i) index[ids[i]] = static_cast<int64_t>(i);
@@ -450,8 +482,9 @@ class Connection {
     if (r.stream) {
       keep_alive_ = false;  // the stream ends with the connection
       count(200);
-      const std::string head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                               "Cache-Control: no-cache\r\nConnection: close\r\n\r\n";
+      const std::string head =
+          "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+          "Cache-Control: no-cache\r\nConnection: close\r\n\r\n";
       if (!send_all(fd_, head + builder.stream_start())) {
         abort_all(ids);
         return false;
@@ -477,7 +510,8 @@ class Connection {
       send_all(fd_, builder.stream_end());
       return false;
     }
-    if (builder.error_status() != 0) return send_error(builder.error_status(), builder.error_message(), "");
+    if (builder.error_status() != 0)
+      return send_error(builder.error_status(), builder.error_message(), "");
     return send_json(200, builder.response());
   }
 
@@ -497,30 +531,41 @@ class Connection {
     for (const auto& [status, n] : s_.metrics.responses)
       o << "roofline_http_responses_total{status=\"" << status << "\"} " << n << "\n";
     auto counter = [&](const char* name, const char* help, double v) {
-      o << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n" << name << " " << v << "\n";
+      o << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n"
+        << name << " " << v << "\n";
     };
     auto gauge = [&](const char* name, const char* help, double v) {
-      o << "# HELP " << name << " " << help << "\n# TYPE " << name << " gauge\n" << name << " " << v << "\n";
+      o << "# HELP " << name << " " << help << "\n# TYPE " << name << " gauge\n"
+        << name << " " << v << "\n";
     };
     counter("roofline_requests_total", "Engine requests submitted (n per HTTP request).",
             static_cast<double>(s_.metrics.requests_submitted));
-    counter("roofline_requests_aborted_total", "Engine requests aborted because the client went away.",
+    counter("roofline_requests_aborted_total",
+            "Engine requests aborted because the client went away.",
             static_cast<double>(s_.metrics.requests_aborted));
-    counter("roofline_prompt_tokens_total", "Prompt tokens submitted.", static_cast<double>(s_.metrics.prompt_tokens));
-    counter("roofline_generation_tokens_total", "Tokens generated.", static_cast<double>(s_.metrics.generation_tokens));
-    gauge("roofline_requests_running", "Requests holding a running slot.", static_cast<double>(running));
+    counter("roofline_prompt_tokens_total", "Prompt tokens submitted.",
+            static_cast<double>(s_.metrics.prompt_tokens));
+    counter("roofline_generation_tokens_total", "Tokens generated.",
+            static_cast<double>(s_.metrics.generation_tokens));
+    gauge("roofline_requests_running", "Requests holding a running slot.",
+          static_cast<double>(running));
     gauge("roofline_requests_waiting", "Requests queued behind the running ones.",
           static_cast<double>(in_flight - running));
-    gauge("roofline_kv_cache_blocks_total", "KV-cache blocks.", static_cast<double>(st.kv_total_blocks));
-    gauge("roofline_kv_cache_blocks_free", "KV-cache blocks free.", static_cast<double>(st.kv_free_blocks));
+    gauge("roofline_kv_cache_blocks_total", "KV-cache blocks.",
+          static_cast<double>(st.kv_total_blocks));
+    gauge("roofline_kv_cache_blocks_free", "KV-cache blocks free.",
+          static_cast<double>(st.kv_free_blocks));
     gauge("roofline_kv_cache_usage_ratio", "Share of KV-cache blocks in use.",
-          st.kv_total_blocks > 0 ? 1.0 - static_cast<double>(st.kv_free_blocks) / st.kv_total_blocks : 0.0);
+          st.kv_total_blocks > 0 ? 1.0 - static_cast<double>(st.kv_free_blocks) / st.kv_total_blocks
+                                 : 0.0);
     const int64_t lookups = st.prefix_hit_blocks + st.prefix_miss_blocks;
     gauge("roofline_prefix_cache_hit_ratio", "Prompt blocks found in the prefix cache / looked up.",
           lookups > 0 ? static_cast<double>(st.prefix_hit_blocks) / lookups : 0.0);
-    gauge("roofline_open_connections", "Open HTTP connections.", static_cast<double>(s_.connections.load()));
+    gauge("roofline_open_connections", "Open HTTP connections.",
+          static_cast<double>(s_.connections.load()));
     s_.metrics.ttft.render(o, "roofline_time_to_first_token_seconds", "Submission to first token.");
-    s_.metrics.itl.render(o, "roofline_inter_token_latency_seconds", "Between tokens of one request.");
+    s_.metrics.itl.render(o, "roofline_inter_token_latency_seconds",
+                          "Between tokens of one request.");
     return o.str();
   }
 
@@ -557,12 +602,13 @@ StatusOr<int> open_listener(const std::string& host, int port, int* bound_port) 
   ::freeaddrinfo(res);
   if (fd < 0)
     return io_error("cannot listen on " + host + ":" + port_text + " (" + last_error +
-                       "): choose another --port or stop what holds it");
+                    "): choose another --port or stop what holds it");
   sockaddr_storage addr{};
   socklen_t len = sizeof(addr);
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  *bound_port = addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
-                                           : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  *bound_port = addr.ss_family == AF_INET6
+                    ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                    : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
   return fd;
 }
 
@@ -578,8 +624,11 @@ void accept_loop(State& s, int listen_fd) {
     timeval tv{30, 0};  // a client that stops reading cannot hold a worker forever
     ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     if (s.connections.load() >= s.opts.max_connections) {
-      const std::string body = api_error_body(503, "too many open connections: retry later", "").dump();
-      send_all(fd, response_head(503, "application/json", body.size(), false, "Retry-After: 1\r\n") + body);
+      const std::string body =
+          api_error_body(503, "too many open connections: retry later", "").dump();
+      send_all(
+          fd,
+          response_head(503, "application/json", body.size(), false, "Retry-After: 1\r\n") + body);
       ::close(fd);
       continue;
     }

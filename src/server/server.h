@@ -27,17 +27,17 @@ namespace roofline {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8000;                    // 0: any free port (printed when listening)
-  std::string api_key;                // non-empty: every endpoint but /health needs it
-  std::string served_model_name;      // the "model" clients name; empty: model_name
-  std::string model_name;             // the default name (the CLI derives it from the model path)
-  int64_t max_num_seqs = 8;           // the engine's running-request limit (for queue depth)
-  int64_t max_waiting = 256;          // requests queued beyond the running ones; more: 429
-  int64_t max_connections = 1024;     // open connections; more: 503 and close
-  double header_timeout_s = 10;       // to receive a whole request line + headers
-  double body_timeout_s = 30;         // to receive the body after the headers
-  double idle_timeout_s = 30;         // between requests on a kept-alive connection
-  double shutdown_grace_s = 30;       // in-flight requests may finish within this on SIGTERM
+  int port = 8000;                 // 0: any free port (printed when listening)
+  std::string api_key;             // non-empty: every endpoint but /health needs it
+  std::string served_model_name;   // the "model" clients name; empty: model_name
+  std::string model_name;          // the default name (the CLI derives it from the model path)
+  int64_t max_num_seqs = 8;        // the engine's running-request limit (for queue depth)
+  int64_t max_waiting = 256;       // requests queued beyond the running ones; more: 429
+  int64_t max_connections = 1024;  // open connections; more: 503 and close
+  double header_timeout_s = 10;    // to receive a whole request line + headers
+  double body_timeout_s = 30;      // to receive the body after the headers
+  double idle_timeout_s = 30;      // between requests on a kept-alive connection
+  double shutdown_grace_s = 30;    // in-flight requests may finish within this on SIGTERM
   HttpLimits limits;
 };
 

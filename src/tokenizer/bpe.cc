@@ -84,8 +84,8 @@ void BpeMerges::merge_by_rank(std::vector<BpeSymbol>* symbols) const {
   unlink_into(nodes, symbols);
 }
 
-void merge_by_score(std::string_view word, const VocabIndex& vocab, const std::vector<float>& scores,
-                    std::vector<BpeSymbol>* symbols) {
+void merge_by_score(std::string_view word, const VocabIndex& vocab,
+                    const std::vector<float>& scores, std::vector<BpeSymbol>* symbols) {
   if (symbols->size() >= 2) {
     struct Candidate {
       float score;

@@ -17,7 +17,7 @@
 namespace roofline {
 
 struct BpeSymbol {
-  int32_t id = -1;    // token id; -1 for a span with no token (score-based merging only)
+  int32_t id = -1;     // token id; -1 for a span with no token (score-based merging only)
   uint32_t begin = 0;  // byte span in the word
   uint32_t end = 0;
 };
@@ -55,7 +55,8 @@ class BpeMerges {
     int32_t merged;
   };
   static uint64_t key(int32_t left, int32_t right) {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
+    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
+           static_cast<uint32_t>(right);
   }
   std::unordered_map<uint64_t, Entry> map_;
 };
@@ -64,7 +65,7 @@ class BpeMerges {
 // adjacent pair whose concatenation is a token with the highest score (ties: leftmost). Symbols
 // start as single characters; their id is filled in for those that end up as a vocabulary token
 // and left -1 for the rest (the caller falls back to bytes).
-void merge_by_score(std::string_view word, const VocabIndex& vocab, const std::vector<float>& scores,
-                    std::vector<BpeSymbol>* symbols);
+void merge_by_score(std::string_view word, const VocabIndex& vocab,
+                    const std::vector<float>& scores, std::vector<BpeSymbol>* symbols);
 
 }  // namespace roofline

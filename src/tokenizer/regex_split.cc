@@ -37,10 +37,10 @@ StatusOr<std::unique_ptr<RegexSplitter>> RegexSplitter::create(const RegexSplit&
   if (code == nullptr) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error_code, message, sizeof(message));
-    return invalid_argument("pre-tokenizer regex '" + split.pattern + "' is rejected by PCRE2 at offset " +
-                            std::to_string(error_offset) + ": " +
-                            reinterpret_cast<const char*>(message) +
-                            " (the tokenizer file's Split pattern must be a PCRE2-compatible regex)");
+    return invalid_argument(
+        "pre-tokenizer regex '" + split.pattern + "' is rejected by PCRE2 at offset " +
+        std::to_string(error_offset) + ": " + reinterpret_cast<const char*>(message) +
+        " (the tokenizer file's Split pattern must be a PCRE2-compatible regex)");
   }
   // JIT is an optimisation: without it (unsupported CPU, SELinux) matching still works.
   (void)pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
@@ -101,8 +101,8 @@ void RegexSplitter::split(const std::vector<std::string_view>& in,
           // Extend the run while the next match starts exactly where this one ended.
           size_t run_end = m_end;
           while (run_end < text.size()) {
-            const int rc_next = pcre2_match(code, subject, text.size(), run_end,
-                                            PCRE2_NO_UTF_CHECK, match.get(), nullptr);
+            const int rc_next = pcre2_match(code, subject, text.size(), run_end, PCRE2_NO_UTF_CHECK,
+                                            match.get(), nullptr);
             if (rc_next < 0) break;
             const PCRE2_SIZE* next = pcre2_get_ovector_pointer(match.get());
             if (next[0] != run_end || next[1] <= next[0]) break;

@@ -182,8 +182,9 @@ Status Tokenizer::Impl::build() {
   }
   if (spec.kind == TokenizerKind::kSentencePieceBpe && spec.merges.empty() && spec.scores.empty() &&
       n > 1) {
-    return invalid_argument(src + ": a SentencePiece-style vocabulary needs merges or scores, and "
-                                  "this one has neither");
+    return invalid_argument(src +
+                            ": a SentencePiece-style vocabulary needs merges or scores, and "
+                            "this one has neither");
   }
 
   for (const RegexSplit& split : spec.splits) {
@@ -255,7 +256,8 @@ Status Tokenizer::Impl::build() {
     return a.content.size() > b.content.size();
   });
   for (size_t i = 0; i < added.size(); ++i) {
-    added_by_first_byte[static_cast<uint8_t>(added[i].content[0])].push_back(static_cast<int32_t>(i));
+    added_by_first_byte[static_cast<uint8_t>(added[i].content[0])].push_back(
+        static_cast<int32_t>(i));
   }
 
   if (spec.eos_id >= 0) eos_ids.push_back(spec.eos_id);
@@ -377,7 +379,8 @@ void Tokenizer::Impl::encode_segment(std::string_view text, bool at_start,
   }
 }
 
-void Tokenizer::Impl::encode_byte_level_word(std::string_view word, std::vector<int32_t>* ids) const {
+void Tokenizer::Impl::encode_byte_level_word(std::string_view word,
+                                             std::vector<int32_t>* ids) const {
   const bool cacheable = word.size() <= kMaxCachedWordBytes;
   if (cacheable) {
     std::lock_guard<std::mutex> lock(cache_mutex);
@@ -529,7 +532,8 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special
     if (skip_special && impl_->special[id]) continue;
     bytes.append(impl_->token_bytes[id]);
   }
-  if (impl_->spec.decode_strip_leading_space && !bytes.empty() && bytes[0] == ' ') bytes.erase(0, 1);
+  if (impl_->spec.decode_strip_leading_space && !bytes.empty() && bytes[0] == ' ')
+    bytes.erase(0, 1);
   return utf8::sanitize(bytes);
 }
 

@@ -59,10 +59,10 @@ enum class PrefixSpace {
 
 struct AddedToken {
   int32_t id = -1;
-  std::string content;  // matched verbatim in the text
-  bool special = false;  // control token: skipped by decode(skip_special = true)
-  bool lstrip = false;   // the match swallows whitespace on its left
-  bool rstrip = false;   // ... and on its right
+  std::string content;       // matched verbatim in the text
+  bool special = false;      // control token: skipped by decode(skip_special = true)
+  bool lstrip = false;       // the match swallows whitespace on its left
+  bool rstrip = false;       // ... and on its right
   bool single_word = false;  // only matches when not inside a word
 };
 
@@ -96,8 +96,8 @@ struct TokenizerSpec {
   bool ignore_merges = false;
 
   std::vector<AddedToken> added_tokens;
-  int32_t bos_id = -1;  // -1: none
-  int32_t eos_id = -1;  // the token add_eos appends and the primary stop token
+  int32_t bos_id = -1;                 // -1: none
+  int32_t eos_id = -1;                 // the token add_eos appends and the primary stop token
   std::vector<int32_t> extra_eos_ids;  // other stop tokens (<|eot_id|>, generation_config)
   int32_t unk_id = -1;
   bool add_bos = false;  // encode(text, add_special_tokens = true) prepends bos_id

@@ -94,7 +94,9 @@ std::string take_complete(std::string* pending) {
 }
 
 uint32_t decode(std::string_view text, size_t pos, size_t* len) {
-  const auto b = [&](size_t i) { return static_cast<uint32_t>(static_cast<uint8_t>(text[pos + i])); };
+  const auto b = [&](size_t i) {
+    return static_cast<uint32_t>(static_cast<uint8_t>(text[pos + i]));
+  };
   const uint32_t b0 = b(0);
   if (b0 < 0x80) {
     *len = 1;

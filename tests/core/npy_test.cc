@@ -45,7 +45,8 @@ TEST(Npy, RejectsTruncatedAndForeignFiles) {
   EXPECT_EQ(read_npy(p).status().code(), StatusCode::kDataLoss);
 
   std::string header = "{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }";
-  std::string f = std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(header.size()) + '\0' + header;
+  std::string f =
+      std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(header.size()) + '\0' + header;
   std::ofstream(p, std::ios::binary) << f;
   EXPECT_EQ(read_npy(p).status().code(), StatusCode::kUnimplemented);
 

@@ -26,7 +26,8 @@ TEST(Status, PropagatesAndFormats) {
   auto bad = doubled(-1);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().to_string(), "invalid argument: value must be positive, got -1");
-  EXPECT_EQ(bad.status().with_context("reading x").message(), "reading x: value must be positive, got -1");
+  EXPECT_EQ(bad.status().with_context("reading x").message(),
+            "reading x: value must be positive, got -1");
   EXPECT_TRUE(check(1).ok());
   EXPECT_EQ(check(0).code(), StatusCode::kInvalidArgument);
   // An ok Status cannot masquerade as a value-less StatusOr.

@@ -13,7 +13,8 @@
 namespace roofline {
 namespace {
 
-const std::string kModel = std::string(ROOFLINE_SOURCE_DIR) + "/.models/SmolLM2-135M-Instruct.Q4_1.gguf";
+const std::string kModel =
+    std::string(ROOFLINE_SOURCE_DIR) + "/.models/SmolLM2-135M-Instruct.Q4_1.gguf";
 
 struct Case {
   const char* question;
@@ -53,7 +54,8 @@ TEST_F(DefaultModel, AnswersPinnedQuestions) {
   const Case cases[] = {
       {"What is the capital of France?", "The capital of France is Paris."},
       {"Name three primary colors.", "The primary colors are: Red, Blue, and Yellow."},
-      {"What is the boiling point of water in Celsius?", "The boiling point of water in Celsius is approximately 100"},
+      {"What is the boiling point of water in Celsius?",
+       "The boiling point of water in Celsius is approximately 100"},
   };
   for (const Case& c : cases) {
     const std::string got = answer(c.question, 16);
@@ -65,9 +67,10 @@ TEST_F(DefaultModel, TokenizerAndTemplateAreTheModels) {
   EXPECT_TRUE(model_->has_tokenizer());
   auto prompt = model_->render_chat({{"user", "Hi"}}, true);
   ASSERT_TRUE(prompt.ok());
-  EXPECT_EQ(*prompt,
-            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"
-            "<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(
+      *prompt,
+      "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"
+      "<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
   auto ids = model_->tokenize("<|im_start|>user", false);
   ASSERT_TRUE(ids.ok());
   ASSERT_GE(ids->size(), 2u);

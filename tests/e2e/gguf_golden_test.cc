@@ -22,19 +22,17 @@
 #include <vector>
 
 #include "core/npy.h"
-#include "roofline/model.h"
 #include "golden_util.h"
+#include "roofline/model.h"
 
 namespace roofline {
 namespace {
 
-using testing::Golden;
 using testing::expect_close;
+using testing::Golden;
 using testing::load_golden;
 
 std::string fixtures() { return std::string(ROOFLINE_SOURCE_DIR) + "/tests/fixtures/"; }
-
-
 
 std::unique_ptr<Model> load(const std::string& path, int64_t block_size) {
   ModelOptions o;

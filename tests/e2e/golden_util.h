@@ -8,10 +8,9 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/npy.h"
 
@@ -40,13 +39,14 @@ inline Golden load_golden(const std::string& name) {
 }
 
 // Every element within atol + rtol * |want|; NaN never passes.
-inline void expect_close(const std::vector<float>& got, const std::vector<float>& want, int64_t vocab,
-                         float atol, float rtol, const std::string& what) {
+inline void expect_close(const std::vector<float>& got, const std::vector<float>& want,
+                         int64_t vocab, float atol, float rtol, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   double worst_excess = -1, worst_diff = 0, max_diff = 0;
   size_t worst = 0;
   for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_FALSE(std::isnan(got[i])) << what << ": NaN at row " << i / vocab << " col " << i % vocab;
+    ASSERT_FALSE(std::isnan(got[i]))
+        << what << ": NaN at row " << i / vocab << " col " << i % vocab;
     const double diff = std::fabs(static_cast<double>(got[i]) - want[i]);
     max_diff = std::max(max_diff, diff);
     const double excess = diff - (atol + rtol * std::fabs(want[i]));

@@ -28,9 +28,9 @@
 namespace roofline {
 namespace {
 
-using testing::Golden;
 using testing::expect_close;
 using testing::fixture_dir;
+using testing::Golden;
 using testing::load_golden;
 
 constexpr float kAtol = 1e-4f;
@@ -50,11 +50,8 @@ const std::vector<std::string>& fixture_names() {
   return names;
 }
 
-
-
-
-std::unique_ptr<Model> load(const std::string& name, int64_t block_size, int64_t max_step_tokens = 512,
-                            bool fuse = true) {
+std::unique_ptr<Model> load(const std::string& name, int64_t block_size,
+                            int64_t max_step_tokens = 512, bool fuse = true) {
   ModelOptions o;
   o.model_dir = fixture_dir(name);
   o.kv_block_size = block_size;
@@ -78,7 +75,8 @@ TEST_P(HfGolden, LogitsAndGreedyTokensMatchTransformers) {
   std::vector<int32_t> greedy;
   auto logits = model->logits(g.prompt, steps, &greedy);
   ASSERT_TRUE(logits.ok()) << logits.status().to_string();
-  ASSERT_EQ(g.logits.shape, (std::vector<int64_t>{static_cast<int64_t>(g.prompt.size()) + steps, vocab}));
+  ASSERT_EQ(g.logits.shape,
+            (std::vector<int64_t>{static_cast<int64_t>(g.prompt.size()) + steps, vocab}));
   expect_close(*logits, g.logits.data, vocab, kAtol, kRtol, name + " prefill+decode");
   ASSERT_EQ(greedy.size(), g.generated.size() + 1);
   EXPECT_EQ(std::vector<int32_t>(greedy.begin(), greedy.end() - 1), g.generated) << name;
@@ -173,10 +171,14 @@ TEST_P(Consistency, BatchedSequencesEqualSolo) {
   for (size_t i = 0; i < prompts.size(); ++i) ids.push_back(*(*batch)->add_sequence());
   std::vector<float> out;
   ASSERT_TRUE((*batch)->step({{ids[0], prompts[0]}}, false, &out).ok());
-  ASSERT_TRUE((*batch)->step({{ids[1], prompts[1]}, {ids[0], {follow[0]}}, {ids[2], prompts[2]}},
-                             false, &out).ok());
-  ASSERT_TRUE((*batch)->step({{ids[1], {follow[0]}}, {ids[2], {follow[0]}}, {ids[0], {follow[1]}}},
-                             false, &out).ok());
+  ASSERT_TRUE(
+      (*batch)
+          ->step({{ids[1], prompts[1]}, {ids[0], {follow[0]}}, {ids[2], prompts[2]}}, false, &out)
+          .ok());
+  ASSERT_TRUE(
+      (*batch)
+          ->step({{ids[1], {follow[0]}}, {ids[2], {follow[0]}}, {ids[0], {follow[1]}}}, false, &out)
+          .ok());
   std::vector<float> last0(out.begin() + 2 * vocab, out.end());
   expect_close(last0, solo[0], vocab, 1e-5f, 1e-5f, name + " batched seq 0");
   ASSERT_TRUE((*batch)->step({{ids[2], {follow[1]}}, {ids[1], {follow[1]}}}, false, &out).ok());
@@ -235,7 +237,8 @@ TEST_P(CudaConsistency, CudaBackendMatchesGoldens) {
   o.model_dir = fixture_dir(name);
   o.device = "cuda";
   auto m = Model::load(o);
-  if (!m.ok() && (m.status().code() == StatusCode::kUnimplemented || m.status().code() == StatusCode::kNotFound))
+  if (!m.ok() && (m.status().code() == StatusCode::kUnimplemented ||
+                  m.status().code() == StatusCode::kNotFound))
     GTEST_SKIP() << m.status().to_string();
   ASSERT_TRUE(m.ok()) << m.status().to_string();
   Golden g = load_golden(name);
@@ -249,12 +252,13 @@ TEST_P(CudaConsistency, CudaBackendMatchesGoldens) {
   const size_t rows = g.prompt.size() + agree;
   for (size_t r = 0; r < rows; ++r) {
     float row_max = 0;
-    for (int64_t v = 0; v < vocab; ++v) row_max = std::max(row_max, std::fabs(g.logits.data[r * vocab + v]));
+    for (int64_t v = 0; v < vocab; ++v)
+      row_max = std::max(row_max, std::fabs(g.logits.data[r * vocab + v]));
     const float tol = 0.02f + 0.02f * row_max;
     for (int64_t v = 0; v < vocab; ++v) {
       const float got = (*logits)[r * vocab + v], want = g.logits.data[r * vocab + v];
-      ASSERT_LE(std::fabs(got - want), tol) << name << " row " << r << " col " << v << " got " << got
-                                            << " want " << want;
+      ASSERT_LE(std::fabs(got - want), tol)
+          << name << " row " << r << " col " << v << " got " << got << " want " << want;
     }
   }
   // A divergence is only acceptable where the reference itself was a near-tie.
@@ -264,7 +268,8 @@ TEST_P(CudaConsistency, CudaBackendMatchesGoldens) {
     std::sort(sorted.begin(), sorted.end());
     const float margin = sorted[vocab - 1] - sorted[vocab - 2];
     EXPECT_LE(margin, 0.02f + 0.02f * std::fabs(sorted[vocab - 1]))
-        << name << ": greedy tokens diverge at step " << agree << " where the reference margin is " << margin;
+        << name << ": greedy tokens diverge at step " << agree << " where the reference margin is "
+        << margin;
   }
 }
 

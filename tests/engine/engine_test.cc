@@ -531,7 +531,7 @@ TEST(EngineProfile, RecordsTheNextStepsAndLeavesTheOutputsAlone) {
   EXPECT_NE(got->report.find("measured"), std::string::npos) << got->report;
   EXPECT_NE(got->trace_json.find("traceEvents"), std::string::npos);
   EXPECT_FALSE(profiled->take_profile().has_value());  // handed out once
-  EXPECT_EQ(steps, 6);  // 1 prefill step + 5 more tokens each
+  EXPECT_EQ(steps, 6);                                 // 1 prefill step + 5 more tokens each
 }
 
 TEST(EngineProfile, BadStepsOrCeilingsAreInvalidArguments) {

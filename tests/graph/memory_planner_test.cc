@@ -42,7 +42,8 @@ TEST(MemoryPlanner, RandomLifetimesAreAlwaysValidAndNearPeak) {
     const int n = 1 + static_cast<int>(rng() % 40);
     for (int i = 0; i < n; ++i) {
       const int first = static_cast<int>(rng() % 50);
-      r.push_back({1 + static_cast<int64_t>(rng() % 5000), first, first + static_cast<int>(rng() % 10)});
+      r.push_back(
+          {1 + static_cast<int64_t>(rng() % 5000), first, first + static_cast<int>(rng() % 10)});
     }
     MemoryPlan p = plan_memory(r, 64);
     ASSERT_TRUE(memory_plan_is_valid(r, p)) << "seed " << seed << " trial " << trial;

@@ -21,7 +21,6 @@ using testing::TinyModelOptions;
 
 const std::string kRoot = std::string(ROOFLINE_SOURCE_DIR) + "/tests/fixtures/";
 
-
 struct Fixture {
   const char* hf_dir;
   const char* gguf;

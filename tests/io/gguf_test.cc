@@ -32,7 +32,6 @@ StatusOr<std::unique_ptr<GgufFile>> parse(const std::vector<uint8_t>& bytes) {
   return GgufFile::parse(bytes.data(), bytes.size(), "test.gguf");
 }
 
-
 // ---------------------------------------------------------------- dequantisation
 
 class DequantGolden : public ::testing::TestWithParam<std::pair<const char*, GgmlType>> {};

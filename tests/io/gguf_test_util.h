@@ -17,7 +17,6 @@ namespace roofline::testing {
 // Value type tags come from the parser's own GgufValueTypes (GgufBuilder::kString, ...).
 class GgufBuilder : public GgufValueTypes {
  public:
-
   uint32_t version = 3;
   std::optional<uint64_t> tensor_count_override;
   std::optional<uint64_t> kv_count_override;

@@ -28,8 +28,16 @@ struct Fixture {
     calls = {{"layer0.mlp", "matmul", 1e9, 2e9}, {"layer0.embed", "embedding", 1e6, 0}};
     for (int step = 0; step < 2; ++step) {
       const int64_t base = step * 2000000;
-      TraceEvent gemm{"gemm<bf16>", "matmul", base, base + 1000000, 0, TraceEvent::Kind::kCompute, step, 0};
-      TraceEvent copy{"gather<T>&", "embedding", base + 1005000, base + 1006000, 0, TraceEvent::Kind::kCompute, step, 1};
+      TraceEvent gemm{"gemm<bf16>", "matmul", base, base + 1000000, 0, TraceEvent::Kind::kCompute,
+                      step,         0};
+      TraceEvent copy{"gather<T>&",
+                      "embedding",
+                      base + 1005000,
+                      base + 1006000,
+                      0,
+                      TraceEvent::Kind::kCompute,
+                      step,
+                      1};
       events.push_back(gemm);
       events.push_back(copy);
     }
@@ -44,7 +52,8 @@ TEST(ProfileExport, RooflinePointsSitWhereTheArithmeticSays) {
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
   EXPECT_EQ(count(svg, "<circle class=\"op\""), 1u);  // only the op with FLOPs is a point
   EXPECT_EQ(count(svg, "class=\"ceiling\""), 1u);
-  // matmul: 2 FLOP/B; 2e9 FLOP in 1 ms = 2 TFLOP/s; its roof is 2 x 4.28 TB/s = 8.56 TFLOP/s: 23.4 %.
+  // matmul: 2 FLOP/B; 2e9 FLOP in 1 ms = 2 TFLOP/s; its roof is 2 x 4.28 TB/s = 8.56 TFLOP/s: 23.4
+  // %.
   EXPECT_NE(svg.find("matmul: 2 FLOP/B, 2 TFLOP/s = 23.4 % of its roof"), std::string::npos) << svg;
   // embedding: no FLOPs, 1 MB in 1 us = 1000 GB/s.
   EXPECT_NE(svg.find("embedding (no FLOPs) 1000 GB/s"), std::string::npos) << svg;

@@ -22,11 +22,11 @@ struct LearningStep {
       act("B", 1050, 4), act("upload", 1000, 1, Kind::kMemcpy), act("A", 1020, 2),
       act("download", 1080, 6, Kind::kMemcpy), act("C", 1060, 5)};
   std::vector<HostApiCall> api = {
-      {10, 101, true},  // step marker
-      {1, 102, false},  // upload
-      {11, 103, true},  {2, 104, false}, {12, 105, true},                   // call 0: A
-      {13, 106, true},  {4, 107, false}, {5, 108, false}, {14, 109, true},  // call 1: B, C
-      {6, 110, false},  // download
+      {10, 101, true},                                                     // step marker
+      {1, 102, false},                                                     // upload
+      {11, 103, true}, {2, 104, false}, {12, 105, true},                   // call 0: A
+      {13, 106, true}, {4, 107, false}, {5, 108, false}, {14, 109, true},  // call 1: B, C
+      {6, 110, false},                                                     // download
       {2, 104, false},  // a driver call beneath the runtime launch of A: same id
   };
 };

@@ -24,8 +24,8 @@ fs::path temp_dir(const std::string& name) {
 TEST(CalibrationTest, CpuCalibrationMeasuresPositiveFiniteCeilings) {
   auto c = calibrate_ceilings("cpu");
   ASSERT_TRUE(c.ok()) << c.status().message();
-  EXPECT_GT(c->ceilings.bytes_per_s, 1e8);   // any machine copies more than 100 MB/s
-  EXPECT_GT(c->ceilings.flops_per_s, 1e8);   // and multiplies faster than 0.1 GFLOP/s
+  EXPECT_GT(c->ceilings.bytes_per_s, 1e8);  // any machine copies more than 100 MB/s
+  EXPECT_GT(c->ceilings.flops_per_s, 1e8);  // and multiplies faster than 0.1 GFLOP/s
   EXPECT_TRUE(std::isfinite(c->ceilings.bytes_per_s) && std::isfinite(c->ceilings.flops_per_s));
   EXPECT_EQ(c->device, ceilings_device_key("cpu").value());
   EXPECT_EQ(c->measured.size(), 16u);  // "YYYY-MM-DD HH:MM"

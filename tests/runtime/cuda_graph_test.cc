@@ -93,8 +93,7 @@ class CudaGraphTest : public ::testing::Test {
 TEST_F(CudaGraphTest, ReplayedDecodeStepsMatchEagerOnesBitForBitInEveryBucket) {
   ModelRunner& g = *graph_runner_;
   ModelRunner& e = *eager_runner_;
-  EXPECT_EQ(g.graph_report().graphs,
-            static_cast<int64_t>(decode_batch_buckets(kMaxSeqs).size()));
+  EXPECT_EQ(g.graph_report().graphs, static_cast<int64_t>(decode_batch_buckets(kMaxSeqs).size()));
   EXPECT_EQ(e.graph_report().graphs, 0);
 
   // Batches on the bucket edges and between them (padded).

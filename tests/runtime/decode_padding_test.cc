@@ -65,10 +65,10 @@ TEST(DecodePaddingTest, RealRowsKeepTheirValuesAndPaddingRowsAreInert) {
   EXPECT_EQ(p.seq_lens, (std::vector<int32_t>{21, 6, 18, 1}));
   EXPECT_EQ(p.query_start, (std::vector<int32_t>{0, 1, 2, 3, 4}));
   EXPECT_EQ(p.last_token_index, (std::vector<int32_t>{0, 1, 2, 3}));
-  EXPECT_EQ(p.block_tables, (std::vector<int32_t>{6, 7, 0, 0, 0,  //
+  EXPECT_EQ(p.block_tables, (std::vector<int32_t>{6, 7,  0, 0, 0,  //
                                                   2, -1, 0, 0, 0,  //
-                                                  4, 5, 0, 0, 0,   //
-                                                  0, 0, 0, 0, 0}));
+                                                  4, 5,  0, 0, 0,  //
+                                                  0, 0,  0, 0, 0}));
   EXPECT_EQ(p.table_columns_read, 2);
 }
 

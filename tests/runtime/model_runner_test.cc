@@ -3,13 +3,11 @@
 #include "runtime/model_runner.h"
 
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "roofline/model.h"
@@ -30,7 +28,8 @@ class ScratchModel {
     dir_ = fs::temp_directory_path() / ("roofline_runner_test_" + std::to_string(::getpid()) + "_" +
                                         std::to_string(counter_++));
     fs::create_directories(dir_);
-    for (const auto& e : fs::directory_iterator(fixture(name))) fs::copy(e.path(), dir_ / e.path().filename());
+    for (const auto& e : fs::directory_iterator(fixture(name)))
+      fs::copy(e.path(), dir_ / e.path().filename());
     std::ifstream in(dir_ / "config.json");
     config_ = nlohmann::json::parse(in);
   }
@@ -102,7 +101,8 @@ TEST(ModelLoad, MalformedConfig) {
   ScratchModel m("llama_mha");
   m.write();
   const std::string dir = m.write();
-  std::ofstream(dir + "/config.json") << "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": ";
+  std::ofstream(dir + "/config.json")
+      << "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": ";
   Status s = load_status(dir);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("config.json"), std::string::npos) << s.message();
@@ -197,8 +197,8 @@ std::unique_ptr<ModelRunner> prefix_runner(bool cache, int64_t kv_tokens = 0) {
   return std::move(r).value();
 }
 
-::testing::AssertionResult logits_close(const std::vector<float>& got, const std::vector<float>& want,
-                                        float tol = 1e-5f) {
+::testing::AssertionResult logits_close(const std::vector<float>& got,
+                                        const std::vector<float>& want, float tol = 1e-5f) {
   if (got.size() != want.size())
     return ::testing::AssertionFailure() << got.size() << " logits, expected " << want.size();
   for (size_t i = 0; i < got.size(); ++i)
@@ -225,7 +225,8 @@ TEST(ModelRunnerPrefixCache, SecondSequenceAdoptsFullBlocksAndMatches) {
   EXPECT_EQ(*r->adopt_cached_prefix(b, prompt), 8);
   EXPECT_EQ(r->sequence_length(b), 8);
   EXPECT_EQ(r->kv_stats().free_blocks, total - 3) << "adopted blocks are shared, not copied";
-  ASSERT_TRUE(r->step({{b, std::vector<int32_t>(prompt.begin() + 8, prompt.end())}}, false, &lb).ok());
+  ASSERT_TRUE(
+      r->step({{b, std::vector<int32_t>(prompt.begin() + 8, prompt.end())}}, false, &lb).ok());
   EXPECT_TRUE(logits_close(lb, la));
   k = r->kv_stats();
   EXPECT_EQ(k.prefix_hit_blocks, 2);
@@ -244,8 +245,11 @@ TEST(ModelRunnerPrefixCache, SecondSequenceAdoptsFullBlocksAndMatches) {
   other[0] = 2;
   EXPECT_EQ(*r->adopt_cached_prefix(c, other), 0);
   int32_t d = *r->add_sequence();
-  EXPECT_EQ(*r->adopt_cached_prefix(d, std::vector<int32_t>(prompt.begin(), prompt.begin() + 8)), 4);
-  EXPECT_EQ(*r->adopt_cached_prefix(*r->add_sequence(), std::vector<int32_t>(prompt.begin(), prompt.begin() + 4)), 0);
+  EXPECT_EQ(*r->adopt_cached_prefix(d, std::vector<int32_t>(prompt.begin(), prompt.begin() + 8)),
+            4);
+  EXPECT_EQ(*r->adopt_cached_prefix(*r->add_sequence(),
+                                    std::vector<int32_t>(prompt.begin(), prompt.begin() + 4)),
+            0);
   k = r->kv_stats();
   EXPECT_EQ(k.prefix_hit_blocks, 3);
   EXPECT_EQ(k.prefix_miss_blocks, 2);
@@ -289,8 +293,9 @@ TEST(ModelRunnerPrefixCache, EvictionUnderATinyPoolKeepsResultsExact) {
   auto cached = prefix_runner(true, /*kv_tokens=*/32);
   auto plain = prefix_runner(false);
   ASSERT_EQ(cached->kv_stats().total_blocks, 8);
-  const std::vector<std::vector<int32_t>> systems = {{1, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20},
-                                                     {1, 10, 11, 12, 99, 98, 97, 96, 95, 94, 93, 92}};
+  const std::vector<std::vector<int32_t>> systems = {
+      {1, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20},
+      {1, 10, 11, 12, 99, 98, 97, 96, 95, 94, 93, 92}};
   auto run = [](ModelRunner& r, const std::vector<int32_t>& prompt, bool adopt, int64_t* adopted,
                 std::vector<float>* logits) -> Status {
     ROOFLINE_ASSIGN_OR_RETURN(int32_t s, r.add_sequence());
@@ -301,7 +306,8 @@ TEST(ModelRunnerPrefixCache, EvictionUnderATinyPoolKeepsResultsExact) {
     *adopted = start;
     std::vector<float> out;
     logits->clear();
-    ROOFLINE_RETURN_IF_ERROR(r.step({{s, std::vector<int32_t>(prompt.begin() + start, prompt.end())}}, false, &out));
+    ROOFLINE_RETURN_IF_ERROR(
+        r.step({{s, std::vector<int32_t>(prompt.begin() + start, prompt.end())}}, false, &out));
     logits->insert(logits->end(), out.begin(), out.end());
     for (int32_t t : {7, 8}) {
       ROOFLINE_RETURN_IF_ERROR(r.step({{s, {t}}}, false, &out));
@@ -318,7 +324,8 @@ TEST(ModelRunnerPrefixCache, EvictionUnderATinyPoolKeepsResultsExact) {
     ASSERT_TRUE(run(*plain, prompt, false, &unused, &want).ok());
     Status s = run(*cached, prompt, true, &adopted, &got);
     ASSERT_TRUE(s.ok()) << "request " << i << ": " << s.to_string();
-    EXPECT_TRUE(logits_close(got, want)) << "request " << i << " (adopted " << adopted << " tokens)";
+    EXPECT_TRUE(logits_close(got, want))
+        << "request " << i << " (adopted " << adopted << " tokens)";
     adopted_tokens += adopted;
     EXPECT_EQ(cached->free_kv_blocks(), 8);
   }
@@ -358,7 +365,8 @@ TEST(ModelGenerate, BadSamplingOptions) {
   g = GenerateOptions{};
   g.temperature = -1;
   EXPECT_EQ((*m)->generate({1}, g, nullptr).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ((*m)->generate({}, GenerateOptions{}, nullptr).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ((*m)->generate({}, GenerateOptions{}, nullptr).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST(ModelGenerate, SeededSamplingIsReproducibleAndStreams) {
@@ -374,7 +382,10 @@ TEST(ModelGenerate, SeededSamplingIsReproducibleAndStreams) {
   g.max_new_tokens = 24;
   g.stop_at_eos = false;
   std::vector<int32_t> streamed;
-  auto a = (*m)->generate({1, 2, 3}, g, [&](int32_t t) { streamed.push_back(t); return true; });
+  auto a = (*m)->generate({1, 2, 3}, g, [&](int32_t t) {
+    streamed.push_back(t);
+    return true;
+  });
   auto b = (*m)->generate({1, 2, 3}, g, nullptr);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(*a, *b);

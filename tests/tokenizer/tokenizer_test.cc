@@ -38,7 +38,8 @@ TokenizerSpec score_spec() {
   TokenizerSpec spec;
   spec.kind = TokenizerKind::kSentencePieceBpe;
   spec.source = "score-spec";
-  spec.vocab = {"<unk>", "<s>", "</s>", kMeta, "a", "b", "c", "ab", "bc", kMeta + "a", kMeta + "ab"};
+  spec.vocab = {"<unk>", "<s>", "</s>", kMeta,       "a",         "b",
+                "c",     "ab",  "bc",   kMeta + "a", kMeta + "ab"};
   spec.scores = {0, 0, 0, -1, -2, -2, -2, -5, -3, -4, -6};
   for (int b = 0; b < 256; ++b) {
     char name[8];
@@ -88,7 +89,12 @@ TEST(TokenizerTest, ByteFallbackForUnknownCharacters) {
 TEST(TokenizerTest, InvalidUtf8IsReplacedBeforeEncoding) {
   auto tok = make(bytes_only_spec());
   ASSERT_NE(tok, nullptr);
-  EXPECT_EQ(tok->encode("a\xFF" "b", false), tok->encode("a\xEF\xBF\xBD" "b", false));
+  EXPECT_EQ(tok->encode("a\xFF"
+                        "b",
+                        false),
+            tok->encode("a\xEF\xBF\xBD"
+                        "b",
+                        false));
   // A truncated 3-byte sequence is one maximal subpart: one U+FFFD, like Python.
   EXPECT_EQ(tok->encode("x\xE4\xBDy", false), tok->encode("x\xEF\xBF\xBDy", false));
   EXPECT_EQ(tok->decode(tok->encode("\xC0\xAF", false)), "\xEF\xBF\xBD\xEF\xBF\xBD");
@@ -103,7 +109,8 @@ TEST(TokenizerTest, StreamDecoderHoldsBackPartialCharacters) {
   Tokenizer::StreamDecoder stream(*tok);
   std::vector<std::string> outputs;
   for (int32_t id : ids) outputs.push_back(stream.next(id));
-  EXPECT_EQ(outputs, (std::vector<std::string>{"h", "", "\xC3\xA9", "", "", "", "\xF0\x9F\x98\x80", "!"}));
+  EXPECT_EQ(outputs,
+            (std::vector<std::string>{"h", "", "\xC3\xA9", "", "", "", "\xF0\x9F\x98\x80", "!"}));
   EXPECT_EQ(stream.finish(), "");
   // A dangling partial character is flushed as U+FFFD.
   EXPECT_EQ(stream.next(ids[3]), "");
@@ -149,13 +156,12 @@ TEST(TokenizerTest, EmptyInput) {
   EXPECT_EQ(tok->decode({}), "");
 }
 
-#define EXPECT_CREATE_ERROR(spec_, code_, phrase_)                                  \
-  do {                                                                              \
-    auto r_ = Tokenizer::create(spec_);                                             \
-    ASSERT_FALSE(r_.ok());                                                          \
-    EXPECT_EQ(r_.status().code(), (code_)) << r_.status().to_string();             \
-    EXPECT_NE(r_.status().message().find(phrase_), std::string::npos)              \
-        << r_.status().to_string();                                                 \
+#define EXPECT_CREATE_ERROR(spec_, code_, phrase_)                                                \
+  do {                                                                                            \
+    auto r_ = Tokenizer::create(spec_);                                                           \
+    ASSERT_FALSE(r_.ok());                                                                        \
+    EXPECT_EQ(r_.status().code(), (code_)) << r_.status().to_string();                            \
+    EXPECT_NE(r_.status().message().find(phrase_), std::string::npos) << r_.status().to_string(); \
   } while (0)
 
 TEST(TokenizerTest, CreateRejectsBadSpecs) {
@@ -197,7 +203,7 @@ TEST(Utf8Test, SanitizeFollowsMaximalSubparts) {
   const std::string r = "\xEF\xBF\xBD";
   EXPECT_EQ(utf8::sanitize("ok"), "ok");
   EXPECT_EQ(utf8::sanitize("\x80"), r);
-  EXPECT_EQ(utf8::sanitize("\xE4\xBD"), r);           // truncated: one subpart
+  EXPECT_EQ(utf8::sanitize("\xE4\xBD"), r);              // truncated: one subpart
   EXPECT_EQ(utf8::sanitize("\xED\xA0\x80"), r + r + r);  // surrogate: E D is invalid at byte 2
   EXPECT_EQ(utf8::sanitize("\xF4\x90\x80\x80"), r + r + r + r);  // above U+10FFFF
   EXPECT_TRUE(utf8::is_valid("\xF0\x9F\x98\x80"));

@@ -7,12 +7,11 @@
 #include <ctime>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "batch_input.h"
 #include "cli.h"
@@ -32,7 +31,8 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 }
 
 // "lo:hi" with 1 <= lo <= hi.
-StatusOr<std::pair<int64_t, int64_t>> parse_range(const std::string& flag, const std::string& text) {
+StatusOr<std::pair<int64_t, int64_t>> parse_range(const std::string& flag,
+                                                  const std::string& text) {
   const size_t colon = text.find(':');
   try {
     if (colon != std::string::npos) {
@@ -46,7 +46,8 @@ StatusOr<std::pair<int64_t, int64_t>> parse_range(const std::string& flag, const
     }
   } catch (const std::exception&) {
   }
-  return invalid_argument(flag + " must be LO:HI with 1 <= LO <= HI <= 1048576, e.g. 32:1024; got '" + text + "'");
+  return invalid_argument(
+      flag + " must be LO:HI with 1 <= LO <= HI <= 1048576, e.g. 32:1024; got '" + text + "'");
 }
 
 double percentile(std::vector<double> v, double p) {
@@ -90,8 +91,10 @@ Status emit(const json& result, const std::string& json_path, const std::string&
 }  // namespace
 
 int run_bench_throughput(CommonFlags& f, const ThroughputFlags& t) {
-  if (t.requests < 1 || t.requests > 1000000) return fail(invalid_argument("--requests must be in [1, 1000000]"));
-  if (t.max_num_seqs < 1 || t.max_num_seqs > 4096) return fail(invalid_argument("--max-num-seqs must be in [1, 4096]"));
+  if (t.requests < 1 || t.requests > 1000000)
+    return fail(invalid_argument("--requests must be in [1, 1000000]"));
+  if (t.max_num_seqs < 1 || t.max_num_seqs > 4096)
+    return fail(invalid_argument("--max-num-seqs must be in [1, 4096]"));
   auto prompt_range = parse_range("--prompt-len", t.prompt_len);
   if (!prompt_range.ok()) return fail(prompt_range.status());
   auto output_range = parse_range("--output-len", t.output_len);
@@ -117,9 +120,10 @@ int run_bench_throughput(CommonFlags& f, const ThroughputFlags& t) {
   if (!t.input.empty()) {
     if (Status s = resolve_batch(e, t.input, &items); !s.ok()) return fail(s);
   } else if (prompt_range->second + output_range->second > max_len)
-    return fail(invalid_argument("--prompt-len's and --output-len's maxima (" + std::to_string(prompt_range->second) +
-                                 " + " + std::to_string(output_range->second) + ") exceed the model length of " +
-                                 std::to_string(max_len) + ": lower them or raise --max-model-len"));
+    return fail(invalid_argument(
+        "--prompt-len's and --output-len's maxima (" + std::to_string(prompt_range->second) +
+        " + " + std::to_string(output_range->second) + ") exceed the model length of " +
+        std::to_string(max_len) + ": lower them or raise --max-model-len"));
   // Token ids avoid the low ids (special and byte tokens of most vocabularies) when there is room.
   const int32_t lo_id = vocab > 512 ? 256 : 0;
   std::mt19937_64 rng(t.seed);
@@ -135,10 +139,10 @@ int run_bench_throughput(CommonFlags& f, const ThroughputFlags& t) {
   std::vector<double> itl_ms;
   int64_t prompt_tokens = 0, failed = 0;
   const int64_t requests = t.input.empty() ? t.requests : static_cast<int64_t>(items.size());
-  const std::string workload =
-      t.input.empty() ? "prompts U[" + t.prompt_len + "], outputs U[" + t.output_len + "] tokens, seed " +
-                            std::to_string(t.seed)
-                      : "requests from " + t.input;
+  const std::string workload = t.input.empty()
+                                   ? "prompts U[" + t.prompt_len + "], outputs U[" + t.output_len +
+                                         "] tokens, seed " + std::to_string(t.seed)
+                                   : "requests from " + t.input;
   const auto t0 = Clock::now();
   for (int64_t i = 0; i < requests; ++i) {
     std::vector<int32_t> prompt;
@@ -156,7 +160,8 @@ int run_bench_throughput(CommonFlags& f, const ThroughputFlags& t) {
     auto id = e.add_request(prompt, p);
     if (!id.ok())
       return fail(t.input.empty() ? id.status()
-                                  : line_error(t.input, items[static_cast<size_t>(i)].line, id.status().message()));
+                                  : line_error(t.input, items[static_cast<size_t>(i)].line,
+                                               id.status().message()));
     track[*id] = Track{};
   }
   int64_t done = 0, generated = 0;
@@ -208,32 +213,41 @@ int run_bench_throughput(CommonFlags& f, const ThroughputFlags& t) {
               {"total_tokens_per_s", (generated + prompt_tokens) / wall_s},
               {"prompt_tokens", prompt_tokens},
               {"output_tokens", generated},
-              {"ttft_ms", {{"p50", percentile(ttft_ms, 50)}, {"p90", percentile(ttft_ms, 90)}, {"p99", percentile(ttft_ms, 99)}}},
-              {"itl_ms", {{"p50", percentile(itl_ms, 50)}, {"p90", percentile(itl_ms, 90)}, {"p99", percentile(itl_ms, 99)}}},
+              {"ttft_ms",
+               {{"p50", percentile(ttft_ms, 50)},
+                {"p90", percentile(ttft_ms, 90)},
+                {"p99", percentile(ttft_ms, 99)}}},
+              {"itl_ms",
+               {{"p50", percentile(itl_ms, 50)},
+                {"p90", percentile(itl_ms, 90)},
+                {"p99", percentile(itl_ms, 99)}}},
               {"latency_ms", {{"p50", percentile(e2e_ms, 50)}, {"p99", percentile(e2e_ms, 99)}}},
-              {"prefix_cache_hit_rate", lookups > 0 ? static_cast<double>(st.prefix_hit_blocks) / lookups : 0.0},
+              {"prefix_cache_hit_rate",
+               lookups > 0 ? static_cast<double>(st.prefix_hit_blocks) / lookups : 0.0},
               {"preemptions", st.preemptions}};
   std::printf("throughput: %s on %s, %lld requests (%s), %lld at once\n", model_label(f).c_str(),
               f.model.device.c_str(), static_cast<long long>(requests), workload.c_str(),
               static_cast<long long>(t.max_num_seqs));
-  std::printf("  %.2f requests/s, %.1f output tokens/s, %.1f total tokens/s in %.2f s\n", requests / wall_s,
-              generated / wall_s, (generated + prompt_tokens) / wall_s, wall_s);
-  std::printf("  time to first token  p50 %.1f ms, p90 %.1f ms, p99 %.1f ms\n", percentile(ttft_ms, 50),
-              percentile(ttft_ms, 90), percentile(ttft_ms, 99));
-  std::printf("  inter-token latency  p50 %.2f ms, p90 %.2f ms, p99 %.2f ms\n", percentile(itl_ms, 50),
-              percentile(itl_ms, 90), percentile(itl_ms, 99));
+  std::printf("  %.2f requests/s, %.1f output tokens/s, %.1f total tokens/s in %.2f s\n",
+              requests / wall_s, generated / wall_s, (generated + prompt_tokens) / wall_s, wall_s);
+  std::printf("  time to first token  p50 %.1f ms, p90 %.1f ms, p99 %.1f ms\n",
+              percentile(ttft_ms, 50), percentile(ttft_ms, 90), percentile(ttft_ms, 99));
+  std::printf("  inter-token latency  p50 %.2f ms, p90 %.2f ms, p99 %.2f ms\n",
+              percentile(itl_ms, 50), percentile(itl_ms, 90), percentile(itl_ms, 99));
   std::printf("  request latency      p50 %.1f ms, p99 %.1f ms; %lld preemptions; %lld failed\n",
-              percentile(e2e_ms, 50), percentile(e2e_ms, 99), static_cast<long long>(st.preemptions),
-              static_cast<long long>(failed));
+              percentile(e2e_ms, 50), percentile(e2e_ms, 99),
+              static_cast<long long>(st.preemptions), static_cast<long long>(failed));
   std::ostringstream md;
   md << "\n## bench throughput, " << today() << "\n\n"
-     << "`roofline bench throughput` — " << model_label(f) << " on " << f.model.device << ", " << requests
-     << " requests, " << workload << ", " << t.max_num_seqs << " at once\n\n"
-     << "| requests/s | output tok/s | total tok/s | TTFT p50 / p99 ms | ITL p50 / p99 ms | preemptions |\n"
+     << "`roofline bench throughput` — " << model_label(f) << " on " << f.model.device << ", "
+     << requests << " requests, " << workload << ", " << t.max_num_seqs << " at once\n\n"
+     << "| requests/s | output tok/s | total tok/s | TTFT p50 / p99 ms | ITL p50 / p99 ms | "
+        "preemptions |\n"
      << "|---|---|---|---|---|---|\n"
-     << "| " << requests / wall_s << " | " << generated / wall_s << " | " << (generated + prompt_tokens) / wall_s
-     << " | " << percentile(ttft_ms, 50) << " / " << percentile(ttft_ms, 99) << " | " << percentile(itl_ms, 50)
-     << " / " << percentile(itl_ms, 99) << " | " << st.preemptions << " |\n";
+     << "| " << requests / wall_s << " | " << generated / wall_s << " | "
+     << (generated + prompt_tokens) / wall_s << " | " << percentile(ttft_ms, 50) << " / "
+     << percentile(ttft_ms, 99) << " | " << percentile(itl_ms, 50) << " / "
+     << percentile(itl_ms, 99) << " | " << st.preemptions << " |\n";
   if (Status s = emit(result, t.json_path, t.markdown_path, md.str()); !s.ok()) return fail(s);
   return failed > 0 ? 1 : 0;
 }
@@ -251,23 +265,28 @@ int run_bench_coldstart(CommonFlags& f, const ColdstartFlags& c) {
   auto seq = r.add_sequence();
   if (!seq.ok()) return fail(seq.status());
   std::vector<int32_t> prompt(static_cast<size_t>(c.prompt_tokens));
-  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((1 + 7919 * i) % vocab);
+  for (size_t i = 0; i < prompt.size(); ++i)
+    prompt[i] = static_cast<int32_t>((1 + 7919 * i) % vocab);
   std::vector<float> logits;
   const auto t_first = Clock::now();
   // The prompt in the model's step-size chunks; the first token is the argmax of the last row.
   for (size_t i = 0; i < prompt.size(); i += static_cast<size_t>(r.options().max_step_tokens)) {
-    std::vector<int32_t> chunk(prompt.begin() + static_cast<int64_t>(i),
-                               prompt.begin() + static_cast<int64_t>(std::min(prompt.size(), i + static_cast<size_t>(r.options().max_step_tokens))));
+    std::vector<int32_t> chunk(
+        prompt.begin() + static_cast<int64_t>(i),
+        prompt.begin() + static_cast<int64_t>(std::min(
+                             prompt.size(), i + static_cast<size_t>(r.options().max_step_tokens))));
     if (Status s = r.step({{*seq, chunk}}, false, &logits); !s.ok()) return fail(s);
   }
-  const int32_t first = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  const int32_t first =
+      static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   const auto t_token = Clock::now();
   if (Status s = r.step({{*seq, {first}}}, false, &logits); !s.ok()) return fail(s);
   const auto t_second = Clock::now();
   const ModelRunner::LoadTimings& lt = r.load_timings();
   const double to_main = ms_between(kProcessStart, entered);
   const double create_ms = ms_between(entered, created);
-  const double other = create_ms - lt.open_ms - lt.graph_ms - lt.weights_ms - lt.plan_ms - lt.allocate_ms - lt.capture_ms;
+  const double other = create_ms - lt.open_ms - lt.graph_ms - lt.weights_ms - lt.plan_ms -
+                       lt.allocate_ms - lt.capture_ms;
   const double first_step = ms_between(t_first, t_token);
   const double total = ms_between(kProcessStart, t_token);
   json phases = {{"process_start_to_load", to_main},
@@ -287,8 +306,8 @@ int run_bench_coldstart(CommonFlags& f, const ColdstartFlags& c) {
               {"time_to_first_token_ms", total},
               {"next_decode_step_ms", ms_between(t_token, t_second)},
               {"plan_cache", "none (an ahead-of-time plan cache is a later issue)"}};
-  std::printf("coldstart: %s on %s, %lld-token prompt\n", model_label(f).c_str(), f.model.device.c_str(),
-              static_cast<long long>(c.prompt_tokens));
+  std::printf("coldstart: %s on %s, %lld-token prompt\n", model_label(f).c_str(),
+              f.model.device.c_str(), static_cast<long long>(c.prompt_tokens));
   const std::pair<const char*, double> rows[] = {
       {"process start to load", to_main},
       {"open model files", lt.open_ms},
@@ -300,8 +319,9 @@ int run_bench_coldstart(CommonFlags& f, const ColdstartFlags& c) {
       {"other", other},
       {"first step (prefill; GEMM algorithm choice)", first_step}};
   std::ostringstream md;
-  md << "\n## bench coldstart, " << today() << "\n\n`roofline bench coldstart` — " << model_label(f) << " on "
-     << f.model.device << ", " << c.prompt_tokens << "-token prompt, no plan cache\n\n| phase | ms |\n|---|---|\n";
+  md << "\n## bench coldstart, " << today() << "\n\n`roofline bench coldstart` — " << model_label(f)
+     << " on " << f.model.device << ", " << c.prompt_tokens
+     << "-token prompt, no plan cache\n\n| phase | ms |\n|---|---|\n";
   for (const auto& [name, ms] : rows) {
     std::printf("  %-44s %10.1f ms\n", name, ms);
     md << "| " << name << " | " << ms << " |\n";

@@ -1,12 +1,11 @@
 // Pieces of the `roofline` command line shared by its translation units (main.cc, bench.cc).
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "core/byte_size.h"
 #include "roofline/engine.h"
@@ -26,7 +25,8 @@ struct CommonFlags {
     if (kv_memory.empty()) return roofline::ok_status();
     auto bytes = roofline::parse_byte_size(kv_memory);
     if (!bytes.ok()) return bytes.status().with_context("--kv-memory");
-    if (*bytes <= 0) return roofline::invalid_argument("--kv-memory must be positive, got '" + kv_memory + "'");
+    if (*bytes <= 0)
+      return roofline::invalid_argument("--kv-memory must be positive, got '" + kv_memory + "'");
     model.kv_memory_bytes = *bytes;
     return roofline::ok_status();
   }
@@ -49,13 +49,14 @@ struct CommonFlags {
     cmd->add_option("--kv-memory-fraction", model.kv_memory_fraction,
                     "Instead: this share (0-0.95] of the memory free after weights and workspace");
     cmd->add_option("--threads", model.num_threads, "CPU threads; 0 = all");
-    cmd->add_flag("--no-fuse", [this](int64_t) { model.fuse = false; }, "Skip the fusion passes");
-    cmd->add_flag("--no-cuda-graphs", [this](int64_t) { model.cuda_graphs = false; },
-                  "CUDA: launch every decode step kernel by kernel instead of replaying a graph");
+    cmd->add_flag(
+        "--no-fuse", [this](int64_t) { model.fuse = false; }, "Skip the fusion passes");
+    cmd->add_flag(
+        "--no-cuda-graphs", [this](int64_t) { model.cuda_graphs = false; },
+        "CUDA: launch every decode step kernel by kernel instead of replaying a graph");
     cmd->add_flag("-v,--verbose", verbose, "Log what is loaded and planned");
   }
 };
-
 
 // Prints "roofline: <status>" to stderr; returns 1 (the exit status of a failed request).
 int fail(const roofline::Status& s);

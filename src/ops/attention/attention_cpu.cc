@@ -143,8 +143,9 @@ void paged_attention_cpu(const PagedAttentionParams& p) {
           if (kp >= ctx0 && ((bits >> (kp - ctx0)) & 1u) == 0) continue;
           offsets.push_back(offset_of(kp));
         }
-        ROOFLINE_CHECK_MSG(!offsets.empty(),
-                           "paged_attention_cpu: a tree-masked query attends no key (set its own bit)");
+        ROOFLINE_CHECK_MSG(
+            !offsets.empty(),
+            "paged_attention_cpu: a tree-masked query attends no key (set its own bit)");
       }
       const int64_t count = static_cast<int64_t>(offsets.size());
 

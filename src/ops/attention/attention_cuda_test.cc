@@ -132,7 +132,8 @@ References reference_attention(const AttentionShape& shape, const Logical& l,
       const int64_t last = tree == nullptr ? pos : shape.seqs[s].seq_len - 1;
       for (int64_t key = 0; key <= last; ++key) {
         if (shape.sliding_window > 0 && pos - key >= shape.sliding_window) continue;
-        if (tree != nullptr && key >= ctx0 && (((*tree)[static_cast<size_t>(t)] >> (key - ctx0)) & 1u) == 0)
+        if (tree != nullptr && key >= ctx0 &&
+            (((*tree)[static_cast<size_t>(t)] >> (key - ctx0)) & 1u) == 0)
           continue;
         const float* k = l.k[s].data() + (key * shape.num_kv_heads + kvh) * d;
         double dot = 0.0;

@@ -312,7 +312,8 @@ __device__ __forceinline__ void finish_block(const DecodeArgs& a, unsigned char*
   // Count this block in (cuda::arrive_last_of); the last of the group's splits merges them all.
   __syncthreads();
   if (tid == 0)
-    s_last = cuda::arrive_last_of(a.counters + group_index, static_cast<unsigned>(splits)) ? 1u : 0u;
+    s_last =
+        cuda::arrive_last_of(a.counters + group_index, static_cast<unsigned>(splits)) ? 1u : 0u;
   __syncthreads();
   trace.mark(kMarkArrived);
   if (s_last == 0u) return trace.finish();
@@ -419,7 +420,7 @@ __global__ void __launch_bounds__(kThreads)
   // for its length, and the launch's other splits leave at once. Every block of the group computes
   // the same count, so they agree on who merges and over how many partials.
   const int splits = min(a.splits, max(1, (hi - lo + static_cast<int>(kDecodeMinKeysPerSplit) - 1) /
-                                             static_cast<int>(kDecodeMinKeysPerSplit)));
+                                              static_cast<int>(kDecodeMinKeysPerSplit)));
   // Whether the group merges its splits in its first cluster (group-uniform, like splits). Its
   // idle blocks there still take part in the cluster's two barriers (finish_block); the blocks of
   // its other clusters are all idle and leave at once, as do all idle blocks of an unclustered

@@ -16,8 +16,8 @@ namespace roofline {
 
 // Each cache [slots][num_kv_heads][head_dim] bf16 viewed as [slots][num_kv_heads * head_dim /
 // 64][64]: a box of kKvBulkCopyKeys slots x one 64-dim block of one head, 16 x 128 bytes in the
-// copy engine's 128-byte swizzle (chunk c of key k at c ^ (k mod 8): the layout the kernels' ldmatrix
-// and wgmma reads expect). Passed by value as a __grid_constant__ kernel parameter.
+// copy engine's 128-byte swizzle (chunk c of key k at c ^ (k mod 8): the layout the kernels'
+// ldmatrix and wgmma reads expect). Passed by value as a __grid_constant__ kernel parameter.
 struct PagedKvMaps {
   CUtensorMap k;
   CUtensorMap v;

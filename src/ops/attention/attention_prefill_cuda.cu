@@ -76,11 +76,11 @@ struct PrefillArgs {
   const __nv_bfloat16* q;        // [num_tokens, num_heads, head_dim]
   const __nv_bfloat16* k_cache;  // [num_blocks, block_size, num_kv_heads, head_dim]
   const __nv_bfloat16* v_cache;
-  const int32_t* block_tables;   // [num_seqs, max_blocks_per_seq]
-  const int32_t* seq_lens;       // [num_seqs]
-  const int32_t* query_start;    // [num_seqs + 1]
-  const uint64_t* tree_mask;     // [num_tokens] or null (causal)
-  __nv_bfloat16* out;            // [num_tokens, num_heads, head_dim]
+  const int32_t* block_tables;  // [num_seqs, max_blocks_per_seq]
+  const int32_t* seq_lens;      // [num_seqs]
+  const int32_t* query_start;   // [num_seqs + 1]
+  const uint64_t* tree_mask;    // [num_tokens] or null (causal)
+  __nv_bfloat16* out;           // [num_tokens, num_heads, head_dim]
   int64_t num_blocks;
   int num_heads;
   int num_kv_heads;
@@ -305,8 +305,7 @@ __device__ __forceinline__ void store_out_row(const PrefillArgs& a, const BlockR
 
 // ---- The mma.sync kernel (head_dim 32, 64, 256): padded tiles, each warp 16·kMTiles rows.
 template <int kHeadDim, int kWarps, int kMTiles, int kKeys, bool kQInRegisters>
-__global__ void __launch_bounds__(kWarps * 32)
-    flash_prefill_kernel(const PrefillArgs a) {
+__global__ void __launch_bounds__(kWarps * 32) flash_prefill_kernel(const PrefillArgs a) {
   constexpr int kWarpRows = 16 * kMTiles;
   constexpr int kRows = kWarpRows * kWarps;
   constexpr int kThreads = 32 * kWarps;
@@ -320,8 +319,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 
   extern __shared__ __align__(16) unsigned char smem[];
   auto* q_s = reinterpret_cast<__nv_bfloat16*>(smem);  // [kRows][kStride]
-  __nv_bfloat16* k_s = q_s + kRows * kStride;           // [2][kKeys][kStride]
-  __nv_bfloat16* v_s = k_s + 2 * kKeys * kStride;       // [2][kKeys][kStride]
+  __nv_bfloat16* k_s = q_s + kRows * kStride;          // [2][kKeys][kStride]
+  __nv_bfloat16* v_s = k_s + 2 * kKeys * kStride;      // [2][kKeys][kStride]
 
   BlockRows b;
   if (!block_rows<kRows>(a, &b)) return;  // uniform: the whole block leaves
@@ -352,7 +351,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-    for (int n = 0; n < kDimTiles; ++n) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.0f;
+    for (int n = 0; n < kDimTiles; ++n)
+      o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.0f;
   uint32_t qf[kQInRegisters ? kMTiles : 1][kQInRegisters ? kDimSteps : 1][4];
 
   const int num_tiles = (b.kv_end - b.kv_begin + kKeys - 1) / kKeys;
@@ -395,7 +395,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-      for (int n = 0; n < kKeyTiles; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.0f;
+      for (int n = 0; n < kKeyTiles; ++n)
+        s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.0f;
 #pragma unroll
     for (int ks = 0; ks < kDimSteps; ++ks) {
       uint32_t qa[kMTiles][4];
@@ -523,20 +524,21 @@ __device__ __forceinline__ void wgmma_wait() {
 }
 
 // The 64 f32 accumulator operands of an m64n128 wgmma, d[0] ... d[63], as asm outputs.
-#define ROOFLINE_WGMMA_ACC64(d) \
+#define ROOFLINE_WGMMA_ACC64(d)                                                                   \
   "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
-  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),    \
+      "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),  \
+      "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),  \
+      "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),  \
+      "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),  \
+      "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),  \
+      "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),  \
+      "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
 
 // d[64×128] (+)= A[64×16] · B[16×128], bf16 in, f32 accumulate; A and B through shared-memory
 // descriptors, both K-major. scale_d == 0 overwrites d instead of accumulating.
-__device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
-                                                    int scale_d) {
+__device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], uint64_t desc_a,
+                                                    uint64_t desc_b, int scale_d) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
@@ -564,7 +566,6 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs_tb(float (&d)[64], const uin
       : ROOFLINE_WGMMA_ACC64(d)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
 }
-
 
 // wgmma's accumulators are written asynchronously: these empty asm statements tie every register
 // to the point where they stand, so the compiler neither reads an accumulator before the wait
@@ -596,7 +597,7 @@ constexpr int kWsTurnBarrier = 1;
 constexpr int kWsLocalBarrier = 3;
 
 struct WsBarriers {
-  uint64_t full_k[kWsStages];   // a K tile has landed (128 producer arrivals)
+  uint64_t full_k[kWsStages];  // a K tile has landed (128 producer arrivals)
   uint64_t full_v[kWsStages];
   uint64_t empty_k[kWsStages];  // both consumers' MMAs have read it (8 consumer-warp arrivals)
   uint64_t empty_v[kWsStages];
@@ -666,10 +667,9 @@ __device__ __forceinline__ void ws_produce(const PrefillArgs& a, const BlockRows
 // S = Q·Kᵀ, the masked online softmax, O += P·V, FlashAttention-3's order: tile j's Q·Kᵀ and tile
 // j-1's P·V are issued together in this warpgroup's turn, the turn passes to the other
 // warpgroup, and tile j's softmax runs while both MMAs (and then the other warpgroup's) execute.
-__device__ __forceinline__ void ws_consume(const PrefillArgs& a, const BlockRows& b, int w,
-                                           int tid, int num_tiles, unsigned char* q_s,
-                                           unsigned q_addr, unsigned k_addr, unsigned v_addr,
-                                           WsBarriers* bars) {
+__device__ __forceinline__ void ws_consume(const PrefillArgs& a, const BlockRows& b, int w, int tid,
+                                           int num_tiles, unsigned char* q_s, unsigned q_addr,
+                                           unsigned k_addr, unsigned v_addr, WsBarriers* bars) {
   constexpr int kChunks = kWgHeadDim / 8;
   constexpr int kKeyTiles = kWsKeys / 8;  // n8 tiles of S per warp
   constexpr int kDimTiles = kWgHeadDim / 8;
@@ -721,8 +721,8 @@ __device__ __forceinline__ void ws_consume(const PrefillArgs& a, const BlockRows
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kWsKeys / 16; ++kk) {
-      wgmma_m64n128k16_rs_tb(o_flat, pa[kk],
-                             wgmma_desc(v_stage + kk * 16 * 128, wg_col_block_bytes(kWsKeys), 1024));
+      wgmma_m64n128k16_rs_tb(
+          o_flat, pa[kk], wgmma_desc(v_stage + kk * 16 * 128, wg_col_block_bytes(kWsKeys), 1024));
     }
     wgmma_commit();
   };
@@ -731,7 +731,7 @@ __device__ __forceinline__ void ws_consume(const PrefillArgs& a, const BlockRows
     if (lane == 0) cuda::mbarrier_arrive(bar);
   };
   // Mask and online softmax of tile j's S; returns each row's rescale factor and leaves P in pa.
-  auto softmax = [&](int j, float (&alpha)[2]) {
+  auto softmax = [&](int j, float(&alpha)[2]) {
     const int tile_start = b.kv_begin + j * kWsKeys;
     if (tile_needs_mask<kWsKeys>(b, tile_start)) {
 #pragma unroll
@@ -740,12 +740,13 @@ __device__ __forceinline__ void ws_consume(const PrefillArgs& a, const BlockRows
     } else {
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        alpha[h] = softmax_row<false>(s, h, thread_row0 + 8 * h, tile_start, lane, a, b, m[h], l[h]);
+        alpha[h] =
+            softmax_row<false>(s, h, thread_row0 + 8 * h, tile_start, lane, a, b, m[h], l[h]);
     }
   };
   // Once a row's running maximum has settled most tiles leave it unchanged (alpha == 1 exactly):
   // a warp whose 16 rows all kept theirs skips the 64 multiplies.
-  auto rescale_and_pack = [&](const float (&alpha)[2]) {
+  auto rescale_and_pack = [&](const float(&alpha)[2]) {
     if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
 #pragma unroll
       for (int n = 0; n < kDimTiles; ++n) {
@@ -814,10 +815,9 @@ __device__ __forceinline__ void ws_consume(const PrefillArgs& a, const BlockRows
   }
   cuda::named_barrier_sync(kWsLocalBarrier + w, 128);
   for (int idx = tid; idx < 64 * kChunks; idx += 128) {
-    store_out_row<kWgHeadDim>(a, b, w * 64 + idx / kChunks, idx % kChunks,
-                              [&](int row, int chunk) {
-                                return q_s + swizzled_chunk(row, chunk, kWsRows);
-                              });
+    store_out_row<kWgHeadDim>(a, b, w * 64 + idx / kChunks, idx % kChunks, [&](int row, int chunk) {
+      return q_s + swizzled_chunk(row, chunk, kWsRows);
+    });
   }
 }
 
@@ -885,13 +885,13 @@ template <int kHeadDim>
 void launch(const PagedAttentionParams& p, int64_t max_q_len, cudaStream_t stream) {
   constexpr PrefillTile kTile = prefill_tile(kHeadDim);
   static_assert(kTile.head_dim == kHeadDim, "a kPrefillTiles row for every head dim launched");
-  static_assert(!kTile.wgmma ||
-                    (kHeadDim == kWgHeadDim && 32 * kTile.warps == kWsThreads &&
-                     prefill_rows(kTile) == kWsRows && kTile.keys == kWsKeys &&
-                     kTile.stages == kWsStages &&
-                     prefill_smem_bytes(kTile) ==
-                         1024 + kWsQBytes + 2 * kWsStages * kWsTileBytes + sizeof(WsBarriers)),
-                "the wgmma row of kPrefillTiles describes flash_prefill_ws_kernel");
+  static_assert(
+      !kTile.wgmma ||
+          (kHeadDim == kWgHeadDim && 32 * kTile.warps == kWsThreads &&
+           prefill_rows(kTile) == kWsRows && kTile.keys == kWsKeys && kTile.stages == kWsStages &&
+           prefill_smem_bytes(kTile) ==
+               1024 + kWsQBytes + 2 * kWsStages * kWsTileBytes + sizeof(WsBarriers)),
+      "the wgmma row of kPrefillTiles describes flash_prefill_ws_kernel");
   auto* kernel = prefill_kernel_for<kHeadDim>();
   constexpr int64_t kSmem = prefill_smem_bytes(kTile);
   int device = 0;

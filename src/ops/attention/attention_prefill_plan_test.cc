@@ -69,10 +69,10 @@ TEST(PrefillPlanTest, RowTilesCoverTheLongestSequencesRows) {
   const PrefillTile t = prefill_tile(64);  // 128 rows per block
   EXPECT_EQ(prefill_rows(t), 128);
   EXPECT_EQ(prefill_row_tiles(t, 1, 1), 1);
-  EXPECT_EQ(prefill_row_tiles(t, 32, 4), 1);   // 128 rows exactly
-  EXPECT_EQ(prefill_row_tiles(t, 33, 4), 2);   // four rows over
+  EXPECT_EQ(prefill_row_tiles(t, 32, 4), 1);  // 128 rows exactly
+  EXPECT_EQ(prefill_row_tiles(t, 33, 4), 2);  // four rows over
   EXPECT_EQ(prefill_row_tiles(t, 2048, 4), 64);
-  EXPECT_EQ(prefill_row_tiles(t, 19, 7), 2);   // 133 rows
+  EXPECT_EQ(prefill_row_tiles(t, 19, 7), 2);  // 133 rows
   EXPECT_EQ(prefill_rows(prefill_tile(256)), 64);
   EXPECT_EQ(prefill_rows(prefill_tile(128)), 128);  // two consumer warpgroups
   EXPECT_EQ(prefill_row_tiles(prefill_tile(128), 2048, 4), 64);

@@ -138,8 +138,14 @@ inline AttentionShape attention_cuda_prefill_bench_shape(int64_t seq_len) {
 // one launch (16,384 tokens), as a prefill-heavy serving step brings them.
 inline constexpr int64_t kAttentionCudaBenchPrefillLens[] = {2048, 8192, 16384};
 inline AttentionShape attention_cuda_ragged_prefill_bench_shape() {
-  return {{{4096, 4096}, {3072, 3072}, {2048, 2048}, {2048, 2048}, {1536, 1536}, {1536, 1536},
-           {1024, 1024}, {1024, 1024}},
+  return {{{4096, 4096},
+           {3072, 3072},
+           {2048, 2048},
+           {2048, 2048},
+           {1536, 1536},
+           {1536, 1536},
+           {1024, 1024},
+           {1024, 1024}},
           32,
           8,
           128,

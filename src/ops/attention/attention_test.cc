@@ -2,8 +2,9 @@
 // runtime relies on: the page layout does not matter (scattered == contiguous), batching does not
 // matter (batch == each sequence alone), and decode of position p equals the last row of a prefill
 // of p + 1 tokens; tree masks (the causal triangle as a tree equals causal; a random tree's draft
-// token equals a causal decode over its branch). The properties are checked bit for bit: the op computes each (token, head) with
-// the same operations in the same order whatever the layout or batch.
+// token equals a causal decode over its branch). The properties are checked bit for bit: the op
+// computes each (token, head) with the same operations in the same order whatever the layout or
+// batch.
 #include "ops/attention/attention.h"
 
 #include <gtest/gtest.h>
@@ -214,8 +215,8 @@ TEST_P(AttentionTest, TreeMaskEqualsDecodeOfEachBranch) {
   auto r = rng(5);
   const Logical l = make_logical(sh, r);
   const std::vector<uint64_t> masks = random_tree_masks(sh, r);
-  const auto tree = run_with_tree(sh, build_paged_batch(sh, l.q, l.k, l.v, shuffled_order(sh, r)),
-                                  masks);
+  const auto tree =
+      run_with_tree(sh, build_paged_batch(sh, l.q, l.k, l.v, shuffled_order(sh, r)), masks);
   const int64_t row = sh.num_heads * sh.head_dim;
   const int64_t slot = sh.num_kv_heads * sh.head_dim;
   int64_t t = 0;
@@ -233,9 +234,10 @@ TEST_P(AttentionTest, TreeMaskEqualsDecodeOfEachBranch) {
       AttentionShape branch = sh;
       branch.seqs = {{static_cast<int64_t>(k.size()) / slot, 1}};
       std::vector<float> q(l.q.begin() + t * row, l.q.begin() + (t + 1) * row);
-      const auto one = run(branch, build_paged_batch(branch, q, {k}, {v}, contiguous_order(branch)));
-      EXPECT_TRUE(all_equal(one, std::vector<float>(tree.begin() + t * row,
-                                                    tree.begin() + (t + 1) * row)))
+      const auto one =
+          run(branch, build_paged_batch(branch, q, {k}, {v}, contiguous_order(branch)));
+      EXPECT_TRUE(
+          all_equal(one, std::vector<float>(tree.begin() + t * row, tree.begin() + (t + 1) * row)))
           << "sequence " << s << ", draft token " << j;
     }
   }

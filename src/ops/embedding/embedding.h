@@ -15,11 +15,11 @@ struct EmbeddingParams {
   const int32_t* token_ids = nullptr;  // [num_tokens], each in [0, vocab_size)
   const void* table = nullptr;         // [vocab_size, hidden] in table_dtype
   DType table_dtype = DType::kF32;
-  void* out = nullptr;                 // [num_tokens, hidden] in dtype
+  void* out = nullptr;  // [num_tokens, hidden] in dtype
   int64_t num_tokens = 0;
   int64_t hidden = 0;
   int64_t vocab_size = 0;
-  DType dtype = DType::kF32;           // of out
+  DType dtype = DType::kF32;  // of out
 };
 
 // CPU backend: dtype == kF32. An out-of-range id aborts.

@@ -11,8 +11,8 @@
 // Bound: memory. Reads T·H table elements, writes T·H.
 #include <algorithm>
 
-#include "ops/common/cuda_vector.cuh"
 #include "ops/common/cuda_launch.cuh"
+#include "ops/common/cuda_vector.cuh"
 #include "ops/embedding/embedding.h"
 
 namespace roofline {
@@ -57,7 +57,8 @@ void launch_embedding(const EmbeddingParams& p, cudaStream_t stream) {
   const cuda::RowGrid g = cuda::row_grid(p.hidden / N, p.num_tokens, kThreads, kRowsPerThread);
   cuda::launch_pdl(embedding_kernel<Table, Out, N>, g.grid, g.block, 0, stream, p.token_ids,
                    static_cast<const typename Table::Storage*>(p.table),
-                   static_cast<typename Out::Storage*>(p.out), p.num_tokens, p.hidden, p.vocab_size);
+                   static_cast<typename Out::Storage*>(p.out), p.num_tokens, p.hidden,
+                   p.vocab_size);
 }
 
 template <typename Table>

@@ -9,9 +9,9 @@
 namespace roofline {
 
 struct GatherRowsParams {
-  const void* x = nullptr;          // [num_in_rows, hidden] in dtype
-  const int32_t* index = nullptr;   // [num_out_rows], each in [0, num_in_rows)
-  void* out = nullptr;              // [num_out_rows, hidden] in dtype
+  const void* x = nullptr;         // [num_in_rows, hidden] in dtype
+  const int32_t* index = nullptr;  // [num_out_rows], each in [0, num_in_rows)
+  void* out = nullptr;             // [num_out_rows, hidden] in dtype
   int64_t num_in_rows = 0;
   int64_t num_out_rows = 0;
   int64_t hidden = 0;

@@ -8,8 +8,8 @@
 // Bound: memory. Reads and writes num_out_rows · hidden elements.
 #include <algorithm>
 
-#include "ops/common/cuda_vector.cuh"
 #include "ops/common/cuda_launch.cuh"
+#include "ops/common/cuda_vector.cuh"
 #include "ops/gather_rows/gather_rows.h"
 
 namespace roofline {

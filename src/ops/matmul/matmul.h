@@ -43,15 +43,15 @@
 namespace roofline {
 
 struct MatmulParams {
-  const void* x = nullptr;      // [m, k] in dtype, row stride k
-  const void* w = nullptr;      // [n, k] in w_dtype
+  const void* x = nullptr;  // [m, k] in dtype, row stride k
+  const void* w = nullptr;  // [n, k] in w_dtype
   DType w_dtype = DType::kF32;
-  const void* bias = nullptr;   // [n] in bias_dtype; read only by matmul_bias_*
+  const void* bias = nullptr;  // [n] in bias_dtype; read only by matmul_bias_*
   DType bias_dtype = DType::kF32;
   // [m, n] in dtype, row stride y_row_stride; read only by matmul_residual_*; may be y itself.
   const void* residual = nullptr;
-  void* y = nullptr;            // [m, n] in dtype, row stride y_row_stride (>= n)
-  DType dtype = DType::kF32;    // of x and y
+  void* y = nullptr;          // [m, n] in dtype, row stride y_row_stride (>= n)
+  DType dtype = DType::kF32;  // of x and y
   int64_t m = 0;
   int64_t n = 0;
   int64_t k = 0;

@@ -16,22 +16,23 @@
 // weights; cuBLASLt's time includes its rms_norm, silu_mul and qkv_rope kernels where the call has
 // the prologue or the SwiGLU or RoPE epilogue; the candidates' reps interleaved) and caches the
 // fastest; near-ties (within 2 %) between the skinny kernel and the best cuBLASLt algorithm go to
-// the skinny kernel (see kSkinnyMaxTimeRatio). The fastest cuBLASLt algorithm becomes the algorithm of every plan of that (m bucket,
-// n, k, bias, residual) product that it runs with operands at least as aligned as the
-// measurement's, whichever implementation won (ROOFLINE_MATMUL_TUNE=N times the heuristic's first N
-// instead; 0 or 1: its first only, the behaviour before tuning). Both choices are also published to
-// a process-wide table per device that every context consults before measuring: the timings are
-// noisy, and two contexts in one process (a graph-replaying and an eager runner compared bit for
-// bit, say) must not pick different implementations or algorithms for the same problem. A call that
-// finds no choice while its stream is being captured cannot measure (no synchronisation, no
-// allocation inside a capture): it runs cuBLASLt, the implementation every shape supports, so a
-// graph captured without warm-up is still deterministic and correct (and counted, for tests).
-// matmul_bias_cuda on shapes where cuBLASLt would round twice (see kBiasAlignmentMessage) runs the
-// skinny kernel whenever it can, measurement or not: it rounds once. ROOFLINE_MATMUL_IMPL=cublas in
-// the environment forces cuBLASLt with its heuristic's algorithms, untuned, for every context
-// created afterwards (the "before" of a decode step comparison, or a way around a suspected
-// skinny-kernel problem without a rebuild); ROOFLINE_MATMUL_IMPL=skinny takes the skinny kernel
-// for every problem it supports (the other side of that comparison).
+// the skinny kernel (see kSkinnyMaxTimeRatio). The fastest cuBLASLt algorithm becomes the algorithm
+// of every plan of that (m bucket, n, k, bias, residual) product that it runs with operands at
+// least as aligned as the measurement's, whichever implementation won (ROOFLINE_MATMUL_TUNE=N times
+// the heuristic's first N instead; 0 or 1: its first only, the behaviour before tuning). Both
+// choices are also published to a process-wide table per device that every context consults before
+// measuring: the timings are noisy, and two contexts in one process (a graph-replaying and an eager
+// runner compared bit for bit, say) must not pick different implementations or algorithms for the
+// same problem. A call that finds no choice while its stream is being captured cannot measure (no
+// synchronisation, no allocation inside a capture): it runs cuBLASLt, the implementation every
+// shape supports, so a graph captured without warm-up is still deterministic and correct (and
+// counted, for tests). matmul_bias_cuda on shapes where cuBLASLt would round twice (see
+// kBiasAlignmentMessage) runs the skinny kernel whenever it can, measurement or not: it rounds
+// once. ROOFLINE_MATMUL_IMPL=cublas in the environment forces cuBLASLt with its heuristic's
+// algorithms, untuned, for every context created afterwards (the "before" of a decode step
+// comparison, or a way around a suspected skinny-kernel problem without a rebuild);
+// ROOFLINE_MATMUL_IMPL=skinny takes the skinny kernel for every problem it supports (the other side
+// of that comparison).
 //
 // Layout: cuBLASLt is column-major. A row-major [r, c] matrix with row stride ld is the
 // column-major [c, r] matrix with leading dimension ld, so the row-major product y = x · Wᵀ is the
@@ -271,7 +272,7 @@ struct MatmulCudaContext::Impl {
   int device = 0;
   MatmulImpl forced = MatmulImpl::kAuto;
   bool prefer_skinny = false;  // ROOFLINE_MATMUL_IMPL=skinny: the skinny kernel wherever it can
-  int skinny_splits = 0;  // 0: matmul_skinny_launch chooses
+  int skinny_splits = 0;       // 0: matmul_skinny_launch chooses
   bool skinny_cluster_merge = true;  // MatmulSkinnyLaunch::cluster_merge of every launch
   MatmulSkinnyFewTokens skinny_few_tokens = MatmulSkinnyFewTokens::kAuto;
   // The RoPE epilogue fused where matmul_skinny_fuses_rope allows (ROOFLINE_SKINNY_ROPE=0: never,

@@ -119,8 +119,8 @@ __device__ __forceinline__ int piece_offset(int r, int p) {
 }
 
 struct SkinnyArgs {
-  const __nv_bfloat16* x;         // [m, k]
-  const __nv_bfloat16* norm_w;    // [k]: the RMSNorm prologue's weight (kNorm launches only)
+  const __nv_bfloat16* x;       // [m, k]
+  const __nv_bfloat16* norm_w;  // [k]: the RMSNorm prologue's weight (kNorm launches only)
   float norm_eps;
   int swiglu_half;                // the SwiGLU epilogue: I (= n / 2, the gate rows); 0: off
   const __nv_bfloat16* w;         // [n, k]

@@ -471,9 +471,11 @@ void launch_generic(const QkvRopeArgs& a, bool qk_norm, cudaStream_t stream) {
                        (cuda::device_max_threads_per_sm() / kGenericThreads);
   const int grid = static_cast<int>(std::min(cuda::ceil_div(units, kWarpsPerBlock), wave));
   if (qk_norm) {
-    cuda::launch_pdl(qkv_rope_generic_kernel<T, true>, dim3(grid), dim3(kGenericThreads), 0, stream, a);
+    cuda::launch_pdl(qkv_rope_generic_kernel<T, true>, dim3(grid), dim3(kGenericThreads), 0, stream,
+                     a);
   } else {
-    cuda::launch_pdl(qkv_rope_generic_kernel<T, false>, dim3(grid), dim3(kGenericThreads), 0, stream, a);
+    cuda::launch_pdl(qkv_rope_generic_kernel<T, false>, dim3(grid), dim3(kGenericThreads), 0,
+                     stream, a);
   }
 }
 

@@ -16,14 +16,14 @@
 namespace roofline {
 
 struct RmsNormParams {
-  const void* x = nullptr;        // [num_rows, hidden] in dtype
-  const void* weight = nullptr;   // [hidden] in weight_dtype
+  const void* x = nullptr;       // [num_rows, hidden] in dtype
+  const void* weight = nullptr;  // [hidden] in weight_dtype
   DType weight_dtype = DType::kF32;
-  void* out = nullptr;            // [num_rows, hidden] in dtype; may alias x
+  void* out = nullptr;  // [num_rows, hidden] in dtype; may alias x
   int64_t num_rows = 0;
   int64_t hidden = 0;
   float eps = 1e-6f;
-  DType dtype = DType::kF32;      // of x and out
+  DType dtype = DType::kF32;  // of x and out
 };
 
 // CPU backend: dtype == kF32.
@@ -39,12 +39,12 @@ struct RmsNormResidualParams {
                                       // residual_in
   const void* weight = nullptr;       // [hidden] in weight_dtype
   DType weight_dtype = DType::kF32;
-  void* out = nullptr;                // [num_rows, hidden] in dtype: rms_norm(residual_out) * weight;
-                                      // may alias x
+  void* out = nullptr;  // [num_rows, hidden] in dtype: rms_norm(residual_out) * weight;
+                        // may alias x
   int64_t num_rows = 0;
   int64_t hidden = 0;
   float eps = 1e-6f;
-  DType dtype = DType::kF32;          // of x, residual_in, residual_out and out
+  DType dtype = DType::kF32;  // of x, residual_in, residual_out and out
 };
 
 // CPU backend: dtype == kF32.

@@ -23,8 +23,8 @@
 #include <algorithm>
 #include <climits>
 
-#include "ops/common/cuda_vector.cuh"
 #include "ops/common/cuda_launch.cuh"
+#include "ops/common/cuda_vector.cuh"
 #include "ops/rms_norm/rms_norm.h"
 #include "ops/rms_norm/rms_norm_cuda_variant.h"
 #include "ops/rms_norm/rms_norm_launch.h"
@@ -195,8 +195,8 @@ void launch_rms_norm_kernel(const RmsNormArgs& a, int block, bool persistent, cu
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, block, 0));
     grid = std::min<int64_t>(grid, int64_t{cuda::device_sm_count()} * std::max(blocks_per_sm, 1));
   }
-  cuda::launch_pdl(kernel, dim3(static_cast<unsigned>(std::min<int64_t>(grid, INT_MAX))), dim3(block), 0,
-                   stream, a);
+  cuda::launch_pdl(kernel, dim3(static_cast<unsigned>(std::min<int64_t>(grid, INT_MAX))),
+                   dim3(block), 0, stream, a);
 }
 
 template <typename T, int N, int kRows, bool kResidual>

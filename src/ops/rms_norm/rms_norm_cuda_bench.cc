@@ -39,7 +39,8 @@ void run_shape(int64_t tokens, int64_t hidden) {
   for (int v = 0; v < kRmsNormNumVariants; ++v) {
     const std::string variant = std::string(" ") + kRmsNormVariants[v].name;
     const std::string norm_label = variant + (v == kRmsNormDefaultVariant ? " (default)" : "");
-    const std::string fused_label = variant + (v == kRmsNormResidualDefaultVariant ? " (default)" : "");
+    const std::string fused_label =
+        variant + (v == kRmsNormResidualDefaultVariant ? " (default)" : "");
     const double ms_norm = bench::median_ms([&](int i) {
       const Buffers& b = sets[static_cast<size_t>(i % copies)];
       RmsNormParams p;

@@ -206,7 +206,8 @@ int32_t greedy_token(const SampleRowsParams& p, const float* raw, const Sampling
                      uint32_t* error) {
   if (r.edit_count == 0) return argmax_cpu(raw, p.vocab_size);
   thread_local std::vector<uint8_t> edited;  // [vocab] flags, all clear between calls
-  if (edited.size() < static_cast<size_t>(p.vocab_size)) edited.resize(static_cast<size_t>(p.vocab_size), 0);
+  if (edited.size() < static_cast<size_t>(p.vocab_size))
+    edited.resize(static_cast<size_t>(p.vocab_size), 0);
   const TokenEdit* edits = p.edits + r.edit_begin;
   for (int32_t j = 0; j < r.edit_count; ++j) edited[static_cast<size_t>(edits[j].token)] = 1;
   int64_t best = -1;
@@ -221,8 +222,8 @@ int32_t greedy_token(const SampleRowsParams& p, const float* raw, const Sampling
   for (int32_t j = 0; j < r.edit_count; ++j) edited[static_cast<size_t>(edits[j].token)] = 0;
   for (int32_t j = 0; j < r.edit_count; ++j) {
     const TokenEdit& e = edits[j];
-    const float v = apply_edit(raw[e.token], e, r.repetition_penalty, r.frequency_penalty,
-                               r.presence_penalty);
+    const float v =
+        apply_edit(raw[e.token], e, r.repetition_penalty, r.frequency_penalty, r.presence_penalty);
     // Only an overflow to inf followed by inf - inf gets here: parameters far outside sense.
     if (std::isnan(v)) {
       *error |= kSamplingBadEdits;

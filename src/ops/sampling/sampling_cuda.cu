@@ -826,10 +826,10 @@ __device__ int gather_s_keys(const RowView<T>& row, const Shared& sh, uint64_t p
 
 // Pass 1's results for one thread's share of the tokens it visited.
 struct Pass1 {
-  int nonfinite = 0;    // NaN / inf raw logits
-  int edit_nan = 0;     // edited values that are NaN
-  uint64_t key = 0;     // greedy: the key of the best edited x (larger x, then lower id); else the
-                        // best rank key of the edited x; 0: no token seen
+  int nonfinite = 0;     // NaN / inf raw logits
+  int edit_nan = 0;      // edited values that are NaN
+  uint64_t key = 0;      // greedy: the key of the best edited x (larger x, then lower id); else the
+                         // best rank key of the edited x; 0: no token seen
   uint64_t raw_key = 0;  // the best raw key (top logprobs)
   float lse_m = -INFINITY, lse_l = 0.0f;  // the raw log-normaliser's running max and sum
 };
@@ -842,35 +842,35 @@ __device__ Pass1 pass_one(const RowView<T>& row, int pack_lo, int pack_hi, int e
   Pass1 r;
   float best_x = -INFINITY;
   int32_t best_x_id = INT32_MAX;
-  for_each_token_in<T, N>(row, pack_lo, pack_hi, edit_first, edit_step,
-                          [&](float raw, float edited, int id) {
-    if (!finite_f32(raw)) ++r.nonfinite;
-    if (edited != edited) ++r.edit_nan;
-    if (greedy) {
-      if (edited > best_x || (edited == best_x && id < best_x_id)) {
-        best_x = edited;
-        best_x_id = id;
-      }
-    } else {
-      // Keys of the edited value, not of s: s is monotone in x, so the best x gives s_max, and
-      // gather_s_keys turns an x pivot into s.
-      r.key = max(r.key, sampling::rank_key(edited == 0.0f ? 0.0f : edited, id));
-    }
-    if (want_top) r.raw_key = max(r.raw_key, token_key(raw, edited, id, 0.0f, true));
-    if (want_lse) {
-      if (raw > r.lse_m) {
-        r.lse_l = r.lse_l * __expf(r.lse_m - raw) + 1.0f;
-        r.lse_m = raw;
-      } else {
-        r.lse_l += __expf(raw - r.lse_m);
-      }
-    }
-  });
+  for_each_token_in<T, N>(
+      row, pack_lo, pack_hi, edit_first, edit_step, [&](float raw, float edited, int id) {
+        if (!finite_f32(raw)) ++r.nonfinite;
+        if (edited != edited) ++r.edit_nan;
+        if (greedy) {
+          if (edited > best_x || (edited == best_x && id < best_x_id)) {
+            best_x = edited;
+            best_x_id = id;
+          }
+        } else {
+          // Keys of the edited value, not of s: s is monotone in x, so the best x gives s_max, and
+          // gather_s_keys turns an x pivot into s.
+          r.key = max(r.key, sampling::rank_key(edited == 0.0f ? 0.0f : edited, id));
+        }
+        if (want_top) r.raw_key = max(r.raw_key, token_key(raw, edited, id, 0.0f, true));
+        if (want_lse) {
+          if (raw > r.lse_m) {
+            r.lse_l = r.lse_l * __expf(r.lse_m - raw) + 1.0f;
+            r.lse_m = raw;
+          } else {
+            r.lse_l += __expf(raw - r.lse_m);
+          }
+        }
+      });
   // Greedy: key of (x, id), larger x then lower id (x is never NaN here); a thread that saw no
   // token offers 0, below every real key.
   if (greedy)
-    r.key = best_x_id == INT32_MAX ? 0
-                                   : sampling::rank_key(best_x == 0.0f ? 0.0f : best_x, best_x_id);
+    r.key =
+        best_x_id == INT32_MAX ? 0 : sampling::rank_key(best_x == 0.0f ? 0.0f : best_x, best_x_id);
   return r;
 }
 
@@ -1003,10 +1003,10 @@ struct SlicePartial {
 };
 static_assert(sizeof(SlicePartial) == kSampleSplitPartialBytes, "the workspace layout");
 struct SplitWorkspace {
-  SlicePartial* partials;  // [kSampleSplitMaxBlocks]
+  SlicePartial* partials;        // [kSampleSplitMaxBlocks]
   unsigned long long* keys;      // [kSampleSplitMaxBlocks][kSampleThreads]: threads' Pass1::key
   unsigned long long* raw_keys;  // [kSampleSplitMaxBlocks][kSampleThreads]: threads' raw_key
-  unsigned* counters;      // [kSampleSplitMaxBlocks]: arrivals per row, zero between launches
+  unsigned* counters;            // [kSampleSplitMaxBlocks]: arrivals per row, zero between launches
 };
 
 // The largest of p[0], p[kSampleThreads], ... (one per slice), eight loads in flight (the last
@@ -1084,9 +1084,11 @@ __device__ bool pass_one_split(const SplitWorkspace& ws, const RowView<T>& row, 
     s_key[warp] = key;
   }
   const int64_t block = row_index * slices + slice;
-  if (!greedy) __stcg(ws.keys + block * kSampleThreads + tid, static_cast<unsigned long long>(mine.key));
+  if (!greedy)
+    __stcg(ws.keys + block * kSampleThreads + tid, static_cast<unsigned long long>(mine.key));
   if (want_top)
-    __stcg(ws.raw_keys + block * kSampleThreads + tid, static_cast<unsigned long long>(mine.raw_key));
+    __stcg(ws.raw_keys + block * kSampleThreads + tid,
+           static_cast<unsigned long long>(mine.raw_key));
   __syncthreads();
   if (tid == 0) {
     int total_nonfinite = 0, total_edit_nan = 0;
@@ -1430,7 +1432,8 @@ int device_sms() {
   ROOFLINE_CUDA_CHECK(cudaGetDevice(&device));
   ROOFLINE_CHECK(device >= 0 && device < kMaxDevices);
   std::call_once(once[device], [device] {
-    ROOFLINE_CUDA_CHECK(cudaDeviceGetAttribute(&sms[device], cudaDevAttrMultiProcessorCount, device));
+    ROOFLINE_CUDA_CHECK(
+        cudaDeviceGetAttribute(&sms[device], cudaDevAttrMultiProcessorCount, device));
   });
   return sms[device];
 }

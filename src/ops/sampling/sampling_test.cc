@@ -5,7 +5,6 @@
 // probability, to within the grid step). Then sample_rows_cpu, the batched chain's twin (further
 // down): its arithmetic, each stage on hand-computed rows, ties, errors, reproducibility.
 #include "ops/sampling/sampling.h"
-#include "ops/sampling/sampling_test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -16,6 +15,7 @@
 #include <numeric>
 #include <tuple>
 
+#include "ops/sampling/sampling_test_util.h"
 #include "ops/testing/op_test_util.h"
 
 namespace roofline {

@@ -15,8 +15,8 @@ struct SampleRowsResult {
   std::vector<uint32_t> errors;
   std::vector<int32_t> nonfinite;
   std::vector<float> logprobs;
-  std::vector<int32_t> top_ids;       // [rows, max_top]
-  std::vector<float> top_logprobs;    // [rows, max_top]
+  std::vector<int32_t> top_ids;     // [rows, max_top]
+  std::vector<float> top_logprobs;  // [rows, max_top]
 
   // Outputs for `rows` rows of up to max_top alternatives, every entry poisoned (-7, 0xdead, NaN).
   static SampleRowsResult poisoned(size_t rows, int32_t max_top) {

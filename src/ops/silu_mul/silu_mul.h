@@ -19,7 +19,7 @@ struct SiluMulParams {
   void* out = nullptr;            // [num_tokens, intermediate] in dtype
   int64_t num_tokens = 0;
   int64_t intermediate = 0;
-  DType dtype = DType::kF32;      // of gate_up and out
+  DType dtype = DType::kF32;  // of gate_up and out
 };
 
 // CPU backend: dtype == kF32.

@@ -19,8 +19,8 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "ops/common/cuda_vector.cuh"
 #include "ops/common/cuda_launch.cuh"
+#include "ops/common/cuda_vector.cuh"
 #include "ops/silu_mul/silu_mul.h"
 #include "ops/silu_mul/silu_mul_cuda_variant.h"
 

@@ -48,7 +48,9 @@ inline std::vector<uint16_t> random_bf16(int64_t n, uint64_t seed) {
 // A raw device allocation with a public pointer, for benchmarks that keep many copies alive.
 struct DeviceMemory {
   void* ptr = nullptr;
-  explicit DeviceMemory(size_t bytes) { ROOFLINE_CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(bytes, 1))); }
+  explicit DeviceMemory(size_t bytes) {
+    ROOFLINE_CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(bytes, 1)));
+  }
   ~DeviceMemory() { cudaFree(ptr); }
   DeviceMemory(const DeviceMemory&) = delete;
   DeviceMemory& operator=(const DeviceMemory&) = delete;

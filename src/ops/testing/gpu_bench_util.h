@@ -51,20 +51,22 @@ inline int sm_count() {
 // How many copies of a working set of `bytes` to rotate through so each run misses L2.
 inline int rotation_count(size_t bytes) {
   const size_t l2_times_four = 240ull << 20;
-  return static_cast<int>(std::max<size_t>(1, std::min<size_t>(16, l2_times_four / std::max<size_t>(bytes, 1) + 1)));
+  return static_cast<int>(
+      std::max<size_t>(1, std::min<size_t>(16, l2_times_four / std::max<size_t>(bytes, 1) + 1)));
 }
 
 // "name: 0.123 ms, 3.71 TB/s = 87% of 4.28 TB/s copy ceiling"
 inline void print_bandwidth(const char* name, double ms, double bytes) {
   const double bps = bytes / (ms * 1e-3);
-  std::printf("%-48s %9.4f ms  %7.3f TB/s = %5.1f%% of %.2f TB/s copy ceiling\n", name, ms, bps / 1e12,
-              100.0 * bps / kCopyCeilingBytesPerSecond, kCopyCeilingBytesPerSecond / 1e12);
+  std::printf("%-48s %9.4f ms  %7.3f TB/s = %5.1f%% of %.2f TB/s copy ceiling\n", name, ms,
+              bps / 1e12, 100.0 * bps / kCopyCeilingBytesPerSecond,
+              kCopyCeilingBytesPerSecond / 1e12);
 }
 
 inline void print_flops(const char* name, double ms, double flops) {
   const double fps = flops / (ms * 1e-3);
-  std::printf("%-48s %9.4f ms  %7.1f TFLOP/s = %5.1f%% of %.0f TFLOP/s bf16 GEMM ceiling\n", name, ms,
-              fps / 1e12, 100.0 * fps / kBf16GemmCeilingFlops, kBf16GemmCeilingFlops / 1e12);
+  std::printf("%-48s %9.4f ms  %7.1f TFLOP/s = %5.1f%% of %.0f TFLOP/s bf16 GEMM ceiling\n", name,
+              ms, fps / 1e12, 100.0 * fps / kBf16GemmCeilingFlops, kBf16GemmCeilingFlops / 1e12);
 }
 
 }  // namespace roofline::bench

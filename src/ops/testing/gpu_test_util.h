@@ -56,7 +56,8 @@ class DeviceBuffer {
   template <typename T>
   static DeviceBuffer from_host(const std::vector<T>& v) {
     DeviceBuffer b(v.size() * sizeof(T));
-    if (!v.empty()) ROOFLINE_CUDA_CHECK(cudaMemcpy(b.ptr_, v.data(), b.bytes_, cudaMemcpyHostToDevice));
+    if (!v.empty())
+      ROOFLINE_CUDA_CHECK(cudaMemcpy(b.ptr_, v.data(), b.bytes_, cudaMemcpyHostToDevice));
     landed();
     return b;
   }
@@ -100,6 +101,8 @@ inline std::vector<float> from_bf16(const std::vector<uint16_t>& v) {
   for (size_t i = 0; i < v.size(); ++i) out[i] = bf16_bits_to_f32(v[i]);
   return out;
 }
-inline std::vector<float> round_to_bf16(const std::vector<float>& v) { return from_bf16(to_bf16(v)); }
+inline std::vector<float> round_to_bf16(const std::vector<float>& v) {
+  return from_bf16(to_bf16(v));
+}
 
 }  // namespace roofline::testing

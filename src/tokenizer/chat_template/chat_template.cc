@@ -15,14 +15,18 @@ Status to_status(const jinja::TemplateError& e, const char* phase) {
   using K = jinja::TemplateError::Kind;
   const std::string where = std::string("chat template ") + phase + ": ";
   switch (e.kind) {
-    case K::kSyntax: return invalid_argument(where + "syntax error at " + e.what());
+    case K::kSyntax:
+      return invalid_argument(where + "syntax error at " + e.what());
     case K::kUnsupported:
       return unimplemented(where + e.what() +
                            " (the template uses Jinja beyond the subset this engine implements; "
                            "pass a simpler template or file an issue with the model name)");
-    case K::kRaised: return invalid_argument(std::string("chat template raised an exception: ") + e.what());
-    case K::kLimit: return resource_exhausted(where + e.what());
-    case K::kRuntime: return invalid_argument(where + "error at " + e.what());
+    case K::kRaised:
+      return invalid_argument(std::string("chat template raised an exception: ") + e.what());
+    case K::kLimit:
+      return resource_exhausted(where + e.what());
+    case K::kRuntime:
+      return invalid_argument(where + "error at " + e.what());
   }
   return internal_error(where + e.what());
 }
@@ -35,7 +39,8 @@ ChatTemplate::ChatTemplate(ChatTemplate&&) noexcept = default;
 ChatTemplate& ChatTemplate::operator=(ChatTemplate&&) noexcept = default;
 ChatTemplate::~ChatTemplate() = default;
 
-StatusOr<ChatTemplate> ChatTemplate::compile(const std::string& source, const ChatTemplateLimits& limits) {
+StatusOr<ChatTemplate> ChatTemplate::compile(const std::string& source,
+                                             const ChatTemplateLimits& limits) {
   if (limits.max_nesting_depth == 0 || limits.max_output_bytes == 0) {
     return invalid_argument("chat template limits must be positive");
   }
@@ -73,7 +78,8 @@ StatusOr<std::string> ChatTemplate::render(const std::vector<ChatMessage>& messa
   globals.emplace_back("eos_token", Value::string(vars.eos_token));
   for (const auto& [k, v] : vars.strings) {
     if (vars.bools.count(k)) {
-      return invalid_argument("chat template variable '" + k + "' is given both as a string and a bool");
+      return invalid_argument("chat template variable '" + k +
+                              "' is given both as a string and a bool");
     }
     globals.emplace_back(k, Value::string(v));
   }

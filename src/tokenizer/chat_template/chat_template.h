@@ -50,9 +50,9 @@ struct ChatTemplateVars {
 
 // Bounds on one render; a template that exceeds one fails with a Status naming the limit.
 struct ChatTemplateLimits {
-  uint64_t max_output_bytes = 16u << 20;      // also caps every intermediate string and list
-  uint64_t max_loop_iterations = 1u << 20;    // summed over all loops of one render
-  uint32_t max_nesting_depth = 256;           // parse nesting and render recursion (macros)
+  uint64_t max_output_bytes = 16u << 20;    // also caps every intermediate string and list
+  uint64_t max_loop_iterations = 1u << 20;  // summed over all loops of one render
+  uint32_t max_nesting_depth = 256;         // parse nesting and render recursion (macros)
 };
 
 class ChatTemplate {

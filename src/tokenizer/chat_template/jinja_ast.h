@@ -41,8 +41,8 @@ struct Expr {
   };
   Kind kind;
   SourcePos pos;
-  std::string name;                 // variable, attribute, filter, test or operator
-  Value value;                      // kConst
+  std::string name;  // variable, attribute, filter, test or operator
+  Value value;       // kConst
   std::vector<std::unique_ptr<Expr>> kids;
   std::vector<std::string> keyword_names;  // kCall/kFilter/kTest keyword arguments
   std::vector<std::string> ops;            // kCompare
@@ -55,25 +55,25 @@ using Body = std::vector<std::unique_ptr<Stmt>>;
 
 struct Stmt {
   enum class Kind {
-    kText,        // text
-    kOutput,      // {{ expr }}
-    kIf,          // conditions[i] -> bodies[i]; bodies.size() == conditions.size() + 1 with else
-    kFor,         // for targets in expr [if condition]: bodies[0] else bodies[1]
-    kSet,         // set targets = expr, or set target.attribute = expr
-    kSetBlock,    // set targets[0] %}bodies[0]{% endset
-    kMacro,       // macro name(targets = defaults): bodies[0]
+    kText,      // text
+    kOutput,    // {{ expr }}
+    kIf,        // conditions[i] -> bodies[i]; bodies.size() == conditions.size() + 1 with else
+    kFor,       // for targets in expr [if condition]: bodies[0] else bodies[1]
+    kSet,       // set targets = expr, or set target.attribute = expr
+    kSetBlock,  // set targets[0] %}bodies[0]{% endset
+    kMacro,     // macro name(targets = defaults): bodies[0]
     kBreak,
     kContinue,
     kGeneration,  // transformers' {% generation %}: bodies[0] renders in place
   };
   Kind kind;
   SourcePos pos;
-  std::string text;                            // kText; kMacro name; kSet attribute
-  std::unique_ptr<Expr> expr;                  // kOutput, kFor iterable, kSet value
-  std::unique_ptr<Expr> condition;             // kFor filter
+  std::string text;                               // kText; kMacro name; kSet attribute
+  std::unique_ptr<Expr> expr;                     // kOutput, kFor iterable, kSet value
+  std::unique_ptr<Expr> condition;                // kFor filter
   std::vector<std::unique_ptr<Expr>> conditions;  // kIf
   std::vector<Body> bodies;
-  std::vector<std::string> targets;            // loop/set variables, macro parameters
+  std::vector<std::string> targets;             // loop/set variables, macro parameters
   std::vector<std::unique_ptr<Expr>> defaults;  // kMacro: one per parameter, null if none
 };
 

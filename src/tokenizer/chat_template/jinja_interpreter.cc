@@ -35,7 +35,8 @@ std::vector<std::string> code_points(const std::string& s) {
   auto offsets = utf8_code_point_offsets(s);
   std::vector<std::string> out;
   out.reserve(offsets.size() - 1);
-  for (size_t i = 0; i + 1 < offsets.size(); ++i) out.push_back(s.substr(offsets[i], offsets[i + 1] - offsets[i]));
+  for (size_t i = 0; i + 1 < offsets.size(); ++i)
+    out.push_back(s.substr(offsets[i], offsets[i + 1] - offsets[i]));
   return out;
 }
 
@@ -44,7 +45,8 @@ bool is_space_at(const std::string& s, size_t begin, size_t end) {
   uint32_t cp = 0;
   unsigned char c = static_cast<unsigned char>(s[begin]);
   cp = (end - begin == 2) ? (c & 0x1F) : (end - begin == 3) ? (c & 0x0F) : (c & 0x07);
-  for (size_t i = begin + 1; i < end; ++i) cp = (cp << 6) | (static_cast<unsigned char>(s[i]) & 0x3F);
+  for (size_t i = begin + 1; i < end; ++i)
+    cp = (cp << 6) | (static_cast<unsigned char>(s[i]) & 0x3F);
   return is_python_space(cp);
 }
 
@@ -100,7 +102,8 @@ std::vector<Value> split(const std::string& s, const Value* sep, int64_t maxspli
   size_t start = 0;
   while (true) {
     size_t hit = s.find(d, start);
-    if (hit == std::string::npos || (maxsplit >= 0 && static_cast<int64_t>(out.size()) == maxsplit)) {
+    if (hit == std::string::npos ||
+        (maxsplit >= 0 && static_cast<int64_t>(out.size()) == maxsplit)) {
       out.push_back(Value::string(s.substr(start)));
       break;
     }
@@ -123,7 +126,8 @@ std::string replace_all(const std::string& s, const std::string& from, const std
         ++done;
       }
       out += cp;
-      if (out.size() > limit) throw TemplateError(TemplateError::Kind::kLimit, "replace: result too large");
+      if (out.size() > limit)
+        throw TemplateError(TemplateError::Kind::kLimit, "replace: result too large");
     }
     if (count < 0 || done < count) out += to;
     return out;
@@ -137,7 +141,8 @@ std::string replace_all(const std::string& s, const std::string& from, const std
     out += to;
     start = hit + from.size();
     ++done;
-    if (out.size() > limit) throw TemplateError(TemplateError::Kind::kLimit, "replace: result too large");
+    if (out.size() > limit)
+      throw TemplateError(TemplateError::Kind::kLimit, "replace: result too large");
   }
   out.append(s, start, std::string::npos);
   return out;
@@ -215,10 +220,10 @@ bool reaches(const Value& value, const Dict* dict, std::unordered_set<const void
 struct DepthScope {
   DepthScope(Interpreter& in, const SourcePos& pos) : interp(in) {
     if (++interp.depth_ > interp.limits_.max_depth) {
-      throw TemplateError(TemplateError::Kind::kLimit,
-                          at(pos, "rendering recursed deeper than the limit of " +
-                                      std::to_string(interp.limits_.max_depth) +
-                                      " levels (a recursive macro?)"));
+      throw TemplateError(
+          TemplateError::Kind::kLimit,
+          at(pos, "rendering recursed deeper than the limit of " +
+                      std::to_string(interp.limits_.max_depth) + " levels (a recursive macro?)"));
     }
   }
   ~DepthScope() { --interp.depth_; }
@@ -241,7 +246,8 @@ void Interpreter::check_size(uint64_t size, const SourcePos& pos) const {
 }
 
 void Interpreter::require_defined(const Value& v, const SourcePos& pos) const {
-  if (v.is_undefined()) fail(pos, "'" + (v.name().empty() ? std::string("value") : v.name()) + "' is undefined");
+  if (v.is_undefined())
+    fail(pos, "'" + (v.name().empty() ? std::string("value") : v.name()) + "' is undefined");
 }
 
 void Interpreter::append_output(std::string& out, const std::string& text, const SourcePos& pos) {
@@ -262,7 +268,9 @@ Value Interpreter::lookup(const std::string& name) const {
   return Value::undefined(name);
 }
 
-void Interpreter::set_var(const std::string& name, Value value) { scopes_.back()[name] = std::move(value); }
+void Interpreter::set_var(const std::string& name, Value value) {
+  scopes_.back()[name] = std::move(value);
+}
 
 std::string Interpreter::render(const Template& tmpl,
                                 const std::vector<std::pair<std::string, Value>>& globals) {
@@ -285,7 +293,8 @@ std::string Interpreter::render(const Template& tmpl,
     }
     char buf[512];
     size_t n = std::strftime(buf, sizeof(buf), f->as_string().c_str(), &t);
-    if (n == 0 && !f->as_string().empty()) throw_runtime("strftime_now: format too long or empty result");
+    if (n == 0 && !f->as_string().empty())
+      throw_runtime("strftime_now: format too long or empty result");
     return Value::string(std::string(buf, n));
   });
   auto make_dict = [](bool ns) {
@@ -293,13 +302,17 @@ std::string Interpreter::render(const Template& tmpl,
       Value d = ns ? Value::namespace_object() : Value::dict();
       if (!a.positional.empty()) {
         if (a.positional.size() > 1 || !a.positional[0].is_dict()) {
-          throw_runtime(std::string(ns ? "namespace" : "dict") + "() takes at most one dict argument");
+          throw_runtime(std::string(ns ? "namespace" : "dict") +
+                        "() takes at most one dict argument");
         }
         for (const auto& [k, v] : a.positional[0].dict_items().items()) d.dict_items().set(k, v);
       }
       for (auto& [k, v] : a.keyword) {
         if (ns && !k.empty() && k[0] == '_') {
-          throw_runtime("Chat templates cannot store underscore-prefixed attributes on a namespace, but got '" + k + "'");
+          throw_runtime(
+              "Chat templates cannot store underscore-prefixed attributes on a namespace, but got "
+              "'" +
+              k + "'");
         }
         d.dict_items().set(k, v);
       }
@@ -327,11 +340,13 @@ std::string Interpreter::render(const Template& tmpl,
                               : (static_cast<__int128>(start) - stop - step - 1) / -step;
     if (count < 0) count = 0;
     if (count > kMaxRange) {
-      throw TemplateError(TemplateError::Kind::kLimit,
-                          "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+      throw TemplateError(
+          TemplateError::Kind::kLimit,
+          "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
     }
     std::vector<Value> items;
-    for (__int128 i = 0; i < count; ++i) items.push_back(Value::integer(static_cast<int64_t>(start + i * step)));
+    for (__int128 i = 0; i < count; ++i)
+      items.push_back(Value::integer(static_cast<int64_t>(start + i * step)));
     return Value::list(std::move(items));
   });
   floors_.clear();
@@ -353,16 +368,24 @@ Interpreter::Flow Interpreter::exec_body(const Body& body, std::string& out) {
 Interpreter::Flow Interpreter::exec(const Stmt& s, std::string& out) {
   DepthScope depth(*this, s.pos);
   switch (s.kind) {
-    case Stmt::Kind::kText: append_output(out, s.text, s.pos); return Flow::kNormal;
-    case Stmt::Kind::kOutput: append_output(out, eval(*s.expr).str(), s.pos); return Flow::kNormal;
+    case Stmt::Kind::kText:
+      append_output(out, s.text, s.pos);
+      return Flow::kNormal;
+    case Stmt::Kind::kOutput:
+      append_output(out, eval(*s.expr).str(), s.pos);
+      return Flow::kNormal;
     case Stmt::Kind::kIf:
       for (size_t i = 0; i < s.conditions.size(); ++i) {
         if (eval(*s.conditions[i]).truthy()) return exec_body(s.bodies[i], out);
       }
       if (s.bodies.size() > s.conditions.size()) return exec_body(s.bodies.back(), out);
       return Flow::kNormal;
-    case Stmt::Kind::kFor: exec_for(s, out); return Flow::kNormal;
-    case Stmt::Kind::kSet: assign(s, eval(*s.expr)); return Flow::kNormal;
+    case Stmt::Kind::kFor:
+      exec_for(s, out);
+      return Flow::kNormal;
+    case Stmt::Kind::kSet:
+      assign(s, eval(*s.expr));
+      return Flow::kNormal;
     case Stmt::Kind::kSetBlock: {
       std::string captured;
       exec_body(s.bodies[0], captured);
@@ -376,9 +399,12 @@ Interpreter::Flow Interpreter::exec(const Stmt& s, std::string& out) {
               }));
       return Flow::kNormal;
     }
-    case Stmt::Kind::kBreak: return Flow::kBreak;
-    case Stmt::Kind::kContinue: return Flow::kContinue;
-    case Stmt::Kind::kGeneration: return exec_body(s.bodies[0], out);
+    case Stmt::Kind::kBreak:
+      return Flow::kBreak;
+    case Stmt::Kind::kContinue:
+      return Flow::kContinue;
+    case Stmt::Kind::kGeneration:
+      return exec_body(s.bodies[0], out);
   }
   return Flow::kNormal;
 }
@@ -451,8 +477,10 @@ void Interpreter::assign(const Stmt& s, Value value) {
 
 std::vector<Value> Interpreter::iterate(const Value& v, const SourcePos& pos) {
   switch (v.type()) {
-    case Value::Type::kUndefined: return {};  // jinja's Undefined iterates as empty
-    case Value::Type::kList: return v.list_items();
+    case Value::Type::kUndefined:
+      return {};  // jinja's Undefined iterates as empty
+    case Value::Type::kList:
+      return v.list_items();
     case Value::Type::kDict: {
       std::vector<Value> keys;
       for (const auto& [k, x] : v.dict_items().items()) keys.push_back(Value::string(k));
@@ -463,7 +491,8 @@ std::vector<Value> Interpreter::iterate(const Value& v, const SourcePos& pos) {
       for (auto& cp : code_points(v.as_string())) out.push_back(Value::string(std::move(cp)));
       return out;
     }
-    default: fail(pos, std::string("'") + v.type_name() + "' object is not iterable");
+    default:
+      fail(pos, std::string("'") + v.type_name() + "' object is not iterable");
   }
 }
 
@@ -475,7 +504,8 @@ void Interpreter::exec_for(const Stmt& s, std::string& out) {
       return;
     }
     if (!item.is_list() || item.list_items().size() != s.targets.size()) {
-      fail(s.pos, "cannot unpack a loop item into " + std::to_string(s.targets.size()) + " variables");
+      fail(s.pos,
+           "cannot unpack a loop item into " + std::to_string(s.targets.size()) + " variables");
     }
     for (size_t i = 0; i < s.targets.size(); ++i) scope[s.targets[i]] = item.list_items()[i];
   };
@@ -500,10 +530,10 @@ void Interpreter::exec_for(const Stmt& s, std::string& out) {
   const size_t n = items.size();
   for (size_t i = 0; i < n; ++i) {
     if (++iterations_ > limits_.max_loop_iterations) {
-      throw TemplateError(TemplateError::Kind::kLimit,
-                          at(s.pos, "loops ran more than the limit of " +
-                                        std::to_string(limits_.max_loop_iterations) +
-                                        " iterations in one render"));
+      throw TemplateError(
+          TemplateError::Kind::kLimit,
+          at(s.pos, "loops ran more than the limit of " +
+                        std::to_string(limits_.max_loop_iterations) + " iterations in one render"));
     }
     Value loop = Value::dict();
     Dict& d = loop.dict_items();
@@ -540,7 +570,8 @@ CallArgs Interpreter::eval_args(const Expr& e, size_t first_kid) {
   CallArgs args;
   size_t num_keyword = e.keyword_names.size();
   size_t num_positional = e.kids.size() - first_kid - num_keyword;
-  for (size_t i = 0; i < num_positional; ++i) args.positional.push_back(eval(*e.kids[first_kid + i]));
+  for (size_t i = 0; i < num_positional; ++i)
+    args.positional.push_back(eval(*e.kids[first_kid + i]));
   for (size_t i = 0; i < num_keyword; ++i) {
     args.keyword.emplace_back(e.keyword_names[i], eval(*e.kids[first_kid + num_positional + i]));
   }
@@ -550,8 +581,10 @@ CallArgs Interpreter::eval_args(const Expr& e, size_t first_kid) {
 Value Interpreter::eval(const Expr& e) {
   DepthScope depth(*this, e.pos);
   switch (e.kind) {
-    case Expr::Kind::kConst: return e.value;
-    case Expr::Kind::kName: return lookup(e.name);
+    case Expr::Kind::kConst:
+      return e.value;
+    case Expr::Kind::kName:
+      return lookup(e.name);
     case Expr::Kind::kList:
     case Expr::Kind::kTuple: {
       std::vector<Value> items;
@@ -567,10 +600,14 @@ Value Interpreter::eval(const Expr& e) {
       }
       return d;
     }
-    case Expr::Kind::kAttr: return eval_attr(eval(*e.kids[0]), e.name, e.pos);
-    case Expr::Kind::kItem: return eval_item(eval(*e.kids[0]), eval(*e.kids[1]), e.pos);
-    case Expr::Kind::kSlice: return eval_slice(e);
-    case Expr::Kind::kCall: return eval_call(e);
+    case Expr::Kind::kAttr:
+      return eval_attr(eval(*e.kids[0]), e.name, e.pos);
+    case Expr::Kind::kItem:
+      return eval_item(eval(*e.kids[0]), eval(*e.kids[1]), e.pos);
+    case Expr::Kind::kSlice:
+      return eval_slice(e);
+    case Expr::Kind::kCall:
+      return eval_call(e);
     case Expr::Kind::kFilter: {
       Value input = eval(*e.kids[0]);
       CallArgs args = eval_args(e, 1);
@@ -581,19 +618,24 @@ Value Interpreter::eval(const Expr& e) {
       CallArgs args = eval_args(e, 1);
       return Value::boolean(apply_test(e.name, input, args, e.pos) != e.negated);
     }
-    case Expr::Kind::kNot: return Value::boolean(!eval(*e.kids[0]).truthy());
+    case Expr::Kind::kNot:
+      return Value::boolean(!eval(*e.kids[0]).truthy());
     case Expr::Kind::kNeg:
     case Expr::Kind::kPos: {
       Value v = eval(*e.kids[0]);
       require_defined(v, e.pos);
-      if (!v.is_number()) fail(e.pos, std::string("bad operand type for unary ") + (e.kind == Expr::Kind::kNeg ? "-" : "+") + ": '" + v.type_name() + "'");
+      if (!v.is_number())
+        fail(e.pos, std::string("bad operand type for unary ") +
+                        (e.kind == Expr::Kind::kNeg ? "-" : "+") + ": '" + v.type_name() + "'");
       if (e.kind == Expr::Kind::kPos) return v.is_bool() ? Value::integer(v.as_int()) : v;
       if (v.is_float()) return Value::floating(-v.as_double());
       if (v.as_int() == std::numeric_limits<int64_t>::min()) fail(e.pos, "integer overflow");
       return Value::integer(-v.as_int());
     }
-    case Expr::Kind::kBinary: return eval_binary(e);
-    case Expr::Kind::kCompare: return eval_compare(e);
+    case Expr::Kind::kBinary:
+      return eval_binary(e);
+    case Expr::Kind::kCompare:
+      return eval_compare(e);
     case Expr::Kind::kCondition:
       if (eval(*e.kids[1]).truthy()) return eval(*e.kids[0]);
       return e.kids[2] ? eval(*e.kids[2]) : Value::undefined("the else branch of an if expression");
@@ -624,13 +666,16 @@ Value Interpreter::eval_item(const Value& obj, const Value& key, const SourcePos
     if (obj.is_list()) {
       int64_t n = static_cast<int64_t>(obj.list_items().size());
       if (i < 0) i += n;
-      if (i < 0 || i >= n) return Value::undefined(std::string(obj.type_name()) + " object has no element " + std::to_string(key.as_int()));
+      if (i < 0 || i >= n)
+        return Value::undefined(std::string(obj.type_name()) + " object has no element " +
+                                std::to_string(key.as_int()));
       return obj.list_items()[static_cast<size_t>(i)];
     }
     auto offsets = utf8_code_point_offsets(obj.as_string());
     int64_t n = static_cast<int64_t>(offsets.size()) - 1;
     if (i < 0) i += n;
-    if (i < 0 || i >= n) return Value::undefined("str object has no element " + std::to_string(key.as_int()));
+    if (i < 0 || i >= n)
+      return Value::undefined("str object has no element " + std::to_string(key.as_int()));
     size_t b = offsets[static_cast<size_t>(i)], e = offsets[static_cast<size_t>(i) + 1];
     return Value::string(obj.as_string().substr(b, e - b));
   }
@@ -653,8 +698,10 @@ Value Interpreter::eval_slice(const Expr& e) {
   if (step == 0) fail(e.pos, "slice step cannot be zero");
   std::vector<std::string> chars;
   const bool is_str = obj.is_string();
-  if (is_str) chars = code_points(obj.as_string());
-  else if (!obj.is_list()) fail(e.pos, std::string("'") + obj.type_name() + "' object is not subscriptable");
+  if (is_str)
+    chars = code_points(obj.as_string());
+  else if (!obj.is_list())
+    fail(e.pos, std::string("'") + obj.type_name() + "' object is not subscriptable");
   int64_t n = static_cast<int64_t>(is_str ? chars.size() : obj.list_items().size());
   // Python's slice.indices().
   auto clamp = [&](std::optional<int64_t> v, int64_t dflt) -> int64_t {
@@ -673,8 +720,10 @@ Value Interpreter::eval_slice(const Expr& e) {
   std::vector<Value> items;
   std::string s;
   for (int64_t i = b; step > 0 ? i < en : i > en; i += step) {
-    if (is_str) s += chars[static_cast<size_t>(i)];
-    else items.push_back(obj.list_items()[static_cast<size_t>(i)]);
+    if (is_str)
+      s += chars[static_cast<size_t>(i)];
+    else
+      items.push_back(obj.list_items()[static_cast<size_t>(i)]);
   }
   if (is_str) return Value::string(std::move(s));
   return Value::list(std::move(items), obj.is_tuple());
@@ -696,16 +745,19 @@ Value Interpreter::eval_call(const Expr& e) {
   }
   Value fn = eval(callee);
   if (fn.is_undefined()) {
-    fail(callee.pos, "'" + fn.name() + "' is undefined" +
-                         (callee.kind == Expr::Kind::kName ? " (not a function this engine provides)" : ""));
+    fail(callee.pos,
+         "'" + fn.name() + "' is undefined" +
+             (callee.kind == Expr::Kind::kName ? " (not a function this engine provides)" : ""));
   }
-  if (!fn.is_function()) fail(callee.pos, std::string("'") + fn.type_name() + "' object is not callable");
+  if (!fn.is_function())
+    fail(callee.pos, std::string("'") + fn.type_name() + "' object is not callable");
   CallArgs args = eval_args(e, 1);
   try {
     return fn.call(*this, args);
   } catch (const TemplateError& err) {
     // Native errors carry no position; add the call's.
-    if (err.kind == TemplateError::Kind::kRuntime && std::string(err.what()).rfind("line ", 0) != 0) {
+    if (err.kind == TemplateError::Kind::kRuntime &&
+        std::string(err.what()).rfind("line ", 0) != 0) {
       fail(e.pos, err.what());
     }
     throw;
@@ -726,8 +778,9 @@ Value Interpreter::call_method(const Value& obj, const std::string& name, CallAr
       for (const auto& o : options) {
         if (!o.is_string()) fail(pos, name + " first arg must be str or a tuple of str");
         const std::string& p = o.as_string();
-        bool hit = name == "startswith" ? s.compare(0, p.size(), p) == 0 && s.size() >= p.size()
-                                        : s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
+        bool hit = name == "startswith"
+                       ? s.compare(0, p.size(), p) == 0 && s.size() >= p.size()
+                       : s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
         if (hit) return Value::boolean(true);
       }
       return Value::boolean(false);
@@ -740,9 +793,10 @@ Value Interpreter::call_method(const Value& obj, const std::string& name, CallAr
       const Value* from = arg(args, 0, "old");
       const Value* to = arg(args, 1, "new");
       const Value* count = arg(args, 2, "count");
-      if (!from || !to || !from->is_string() || !to->is_string()) fail(pos, "replace() takes two strings");
-      return Value::string(replace_all(s, from->as_string(), to->as_string(), count ? count->as_int() : -1,
-                                       limits_.max_output_bytes));
+      if (!from || !to || !from->is_string() || !to->is_string())
+        fail(pos, "replace() takes two strings");
+      return Value::string(replace_all(s, from->as_string(), to->as_string(),
+                                       count ? count->as_int() : -1, limits_.max_output_bytes));
     }
     if (name == "upper") return Value::string(ascii_upper(s));
     if (name == "lower") return Value::string(ascii_lower(s));
@@ -754,9 +808,11 @@ Value Interpreter::call_method(const Value& obj, const std::string& name, CallAr
       if (name == "find") {
         size_t hit = s.find(sub->as_string());
         if (hit == std::string::npos) return Value::integer(-1);
-        return Value::integer(static_cast<int64_t>(utf8_code_point_offsets(s.substr(0, hit)).size() - 1));
+        return Value::integer(
+            static_cast<int64_t>(utf8_code_point_offsets(s.substr(0, hit)).size() - 1));
       }
-      if (sub->as_string().empty()) return Value::integer(static_cast<int64_t>(utf8_code_point_offsets(s).size()));
+      if (sub->as_string().empty())
+        return Value::integer(static_cast<int64_t>(utf8_code_point_offsets(s).size()));
       int64_t n = 0;
       for (size_t at_pos = s.find(sub->as_string()); at_pos != std::string::npos;
            at_pos = s.find(sub->as_string(), at_pos + sub->as_string().size())) {
@@ -770,7 +826,9 @@ Value Interpreter::call_method(const Value& obj, const std::string& name, CallAr
       std::string out;
       bool first = true;
       for (const auto& v : iterate(*items, pos)) {
-        if (!v.is_string()) fail(pos, "sequence item: expected str instance, " + std::string(v.type_name()) + " found");
+        if (!v.is_string())
+          fail(pos,
+               "sequence item: expected str instance, " + std::string(v.type_name()) + " found");
         if (!first) out += s;
         first = false;
         out += v.as_string();
@@ -784,9 +842,12 @@ Value Interpreter::call_method(const Value& obj, const std::string& name, CallAr
     if (name == "items" || name == "keys" || name == "values") {
       std::vector<Value> out;
       for (const auto& [k, v] : obj.dict_items().items()) {
-        if (name == "items") out.push_back(Value::list({Value::string(k), v}, true));
-        else if (name == "keys") out.push_back(Value::string(k));
-        else out.push_back(v);
+        if (name == "items")
+          out.push_back(Value::list({Value::string(k), v}, true));
+        else if (name == "keys")
+          out.push_back(Value::string(k));
+        else
+          out.push_back(v);
       }
       return Value::list(std::move(out));
     }
@@ -805,11 +866,13 @@ Value Interpreter::call_method(const Value& obj, const std::string& name, CallAr
     if (v && v->is_function()) return v->call(*this, args);
     fail(pos, "unsupported dict method '" + name + "'");
   }
-  static const char* kMutators[] = {"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse"};
+  static const char* kMutators[] = {"append", "extend", "insert", "pop",
+                                    "remove", "clear",  "sort",   "reverse"};
   for (const char* m : kMutators) {
     if (name == m) {
-      fail(pos, "access to attribute '" + name + "' of 'list' object is unsafe: transformers renders "
-                "chat templates in an immutable sandbox, which refuses to modify lists");
+      fail(pos, "access to attribute '" + name +
+                    "' of 'list' object is unsafe: transformers renders "
+                    "chat templates in an immutable sandbox, which refuses to modify lists");
     }
   }
   fail(pos, "unsupported list method '" + name + "'");
@@ -832,7 +895,8 @@ Value Interpreter::eval_binary(const Expr& e) {
   require_defined(a, e.kids[0]->pos);
   require_defined(b, e.kids[1]->pos);
   auto type_error = [&]() {
-    fail(e.pos, "unsupported operand type(s) for " + op + ": '" + a.type_name() + "' and '" + b.type_name() + "'");
+    fail(e.pos, "unsupported operand type(s) for " + op + ": '" + a.type_name() + "' and '" +
+                    b.type_name() + "'");
   };
   if (a.is_number() && b.is_number()) {
     bool use_float = a.is_float() || b.is_float() || op == "/";
@@ -901,14 +965,16 @@ Value Interpreter::eval_binary(const Expr& e) {
     if ((seq.is_string() || seq.is_list()) && (count.is_int() || count.is_bool())) {
       int64_t n = std::max<int64_t>(0, count.as_int());
       uint64_t unit = seq.is_string() ? seq.as_string().size() : seq.list_items().size();
-      if (unit != 0 && static_cast<uint64_t>(n) > limits_.max_output_bytes / unit) check_size(limits_.max_output_bytes + 1, e.pos);
+      if (unit != 0 && static_cast<uint64_t>(n) > limits_.max_output_bytes / unit)
+        check_size(limits_.max_output_bytes + 1, e.pos);
       if (seq.is_string()) {
         std::string out;
         for (int64_t i = 0; i < n; ++i) out += seq.as_string();
         return Value::string(std::move(out));
       }
       std::vector<Value> items;
-      for (int64_t i = 0; i < n; ++i) items.insert(items.end(), seq.list_items().begin(), seq.list_items().end());
+      for (int64_t i = 0; i < n; ++i)
+        items.insert(items.end(), seq.list_items().begin(), seq.list_items().end());
       return Value::list(std::move(items), seq.is_tuple());
     }
   }
@@ -932,7 +998,9 @@ Value Interpreter::eval_compare(const Expr& e) {
       result = !values_equal(left, right);
     } else if (op == "in" || op == "not in") {
       if (right.is_string()) {
-        if (!left.is_string()) fail(e.pos, "'in <string>' requires string as left operand, not " + std::string(left.type_name()));
+        if (!left.is_string())
+          fail(e.pos, "'in <string>' requires string as left operand, not " +
+                          std::string(left.type_name()));
         result = right.as_string().find(left.as_string()) != std::string::npos;
       } else if (right.is_dict()) {
         result = left.is_string() && right.dict_items().find(left.as_string()) != nullptr;
@@ -951,10 +1019,14 @@ Value Interpreter::eval_compare(const Expr& e) {
       require_defined(left, e.kids[i]->pos);
       require_defined(right, e.kids[i + 1]->pos);
       try {
-        if (op == "<") result = values_less(left, right);
-        else if (op == ">") result = values_less(right, left);
-        else if (op == "<=") result = !values_less(right, left);
-        else result = !values_less(left, right);
+        if (op == "<")
+          result = values_less(left, right);
+        else if (op == ">")
+          result = values_less(right, left);
+        else if (op == "<=")
+          result = !values_less(right, left);
+        else
+          result = !values_less(left, right);
       } catch (const TemplateError& err) {
         fail(e.pos, err.what());
       }
@@ -965,7 +1037,8 @@ Value Interpreter::eval_compare(const Expr& e) {
   return Value::boolean(true);
 }
 
-bool Interpreter::apply_test(const std::string& name, const Value& v, CallArgs& args, const SourcePos& pos) {
+bool Interpreter::apply_test(const std::string& name, const Value& v, CallArgs& args,
+                             const SourcePos& pos) {
   const Value* other = arg(args, 0, "other");
   auto need_other = [&]() -> const Value& {
     if (!other) fail(pos, "test '" + name + "' needs an argument");
@@ -982,12 +1055,14 @@ bool Interpreter::apply_test(const std::string& name, const Value& v, CallArgs& 
   if (name == "number") return v.is_number();
   if (name == "string") return v.is_string();
   if (name == "mapping") return v.is_dict() && !v.is_namespace();
-  if (name == "iterable") return v.is_undefined() || v.is_string() || v.is_list() || (v.is_dict() && !v.is_namespace());
+  if (name == "iterable")
+    return v.is_undefined() || v.is_string() || v.is_list() || (v.is_dict() && !v.is_namespace());
   if (name == "sequence") return v.is_string() || v.is_list() || (v.is_dict() && !v.is_namespace());
   if (name == "callable") return v.is_function();
   if (name == "lower" || name == "upper") {
     if (!v.is_string()) return false;
-    return name == "lower" ? ascii_lower(v.as_string()) == v.as_string() : ascii_upper(v.as_string()) == v.as_string();
+    return name == "lower" ? ascii_lower(v.as_string()) == v.as_string()
+                           : ascii_upper(v.as_string()) == v.as_string();
   }
   if (name == "sameas") {
     const Value& o = need_other();
@@ -1010,7 +1085,8 @@ bool Interpreter::apply_test(const std::string& name, const Value& v, CallArgs& 
   }
   if (name == "in") {
     const Value& c = need_other();
-    if (c.is_string()) return v.is_string() && c.as_string().find(v.as_string()) != std::string::npos;
+    if (c.is_string())
+      return v.is_string() && c.as_string().find(v.as_string()) != std::string::npos;
     if (c.is_dict()) return v.is_string() && c.dict_items().find(v.as_string()) != nullptr;
     for (const auto& x : iterate(c, pos)) {
       if (values_equal(v, x)) return true;
@@ -1033,7 +1109,8 @@ bool Interpreter::apply_test(const std::string& name, const Value& v, CallArgs& 
   throw TemplateError(TemplateError::Kind::kUnsupported, at(pos, "unknown test '" + name + "'"));
 }
 
-Value Interpreter::apply_filter(const std::string& name, const Value& v, CallArgs& args, const SourcePos& pos) {
+Value Interpreter::apply_filter(const std::string& name, const Value& v, CallArgs& args,
+                                const SourcePos& pos) {
   if (name == "default" || name == "d") {
     const Value* dflt = arg(args, 0, "default_value");
     const Value* boolean = arg(args, 1, "boolean");
@@ -1045,7 +1122,9 @@ Value Interpreter::apply_filter(const std::string& name, const Value& v, CallArg
   if (name == "string") return v.is_string() ? v : Value::string(v.str());
   if (name == "length" || name == "count") {
     if (v.is_undefined()) return Value::integer(0);
-    if (v.is_string()) return Value::integer(static_cast<int64_t>(utf8_code_point_offsets(v.as_string()).size() - 1));
+    if (v.is_string())
+      return Value::integer(
+          static_cast<int64_t>(utf8_code_point_offsets(v.as_string()).size() - 1));
     if (v.is_list()) return Value::integer(static_cast<int64_t>(v.list_items().size()));
     if (v.is_dict()) return Value::integer(static_cast<int64_t>(v.dict_items().size()));
     fail(pos, std::string("object of type '") + v.type_name() + "' has no len()");
@@ -1054,10 +1133,12 @@ Value Interpreter::apply_filter(const std::string& name, const Value& v, CallArg
     JsonOptions o;
     const Value* indent = arg(args, 1, "indent");
     if (const Value* ea = arg(args, 0, "ensure_ascii"); ea && ea->truthy()) {
-      throw TemplateError(TemplateError::Kind::kUnsupported, at(pos, "unsupported: tojson(ensure_ascii=True)"));
+      throw TemplateError(TemplateError::Kind::kUnsupported,
+                          at(pos, "unsupported: tojson(ensure_ascii=True)"));
     }
     if (indent && !indent->is_none()) {
-      if (!indent->is_int() || indent->as_int() < 0 || indent->as_int() > 64) fail(pos, "tojson indent must be an integer in [0, 64]");
+      if (!indent->is_int() || indent->as_int() < 0 || indent->as_int() > 64)
+        fail(pos, "tojson indent must be an integer in [0, 64]");
       o.indent = static_cast<int>(indent->as_int());
     }
     if (const Value* sep = arg(args, 2, "separators"); sep && !sep->is_none()) {
@@ -1068,7 +1149,8 @@ Value Interpreter::apply_filter(const std::string& name, const Value& v, CallArg
       o.item_separator = sep->list_items()[0].as_string();
       o.key_separator = sep->list_items()[1].as_string();
       if (o.item_separator.empty() || o.key_separator.empty()) {
-        throw TemplateError(TemplateError::Kind::kUnsupported, at(pos, "unsupported: empty tojson separators"));
+        throw TemplateError(TemplateError::Kind::kUnsupported,
+                            at(pos, "unsupported: empty tojson separators"));
       }
     }
     if (const Value* sk = arg(args, 3, "sort_keys")) o.sort_keys = sk->truthy();
@@ -1090,22 +1172,27 @@ Value Interpreter::apply_filter(const std::string& name, const Value& v, CallArg
   if (name == "lower") return Value::string(ascii_lower(v.str()));
   if (name == "capitalize") return Value::string(ascii_capitalize(v.str()));
   if (name == "title") return Value::string(ascii_title(v.str()));
-  if (name == "wordcount") return Value::integer(static_cast<int64_t>(split(v.str(), nullptr, -1).size()));
+  if (name == "wordcount")
+    return Value::integer(static_cast<int64_t>(split(v.str(), nullptr, -1).size()));
   if (name == "replace") {
     const Value* from = arg(args, 0, "old");
     const Value* to = arg(args, 1, "new");
     const Value* count = arg(args, 2, "count");
     if (!from || !to) fail(pos, "replace needs old and new");
-    return Value::string(replace_all(v.str(), from->str(), to->str(), count && !count->is_none() ? count->as_int() : -1,
+    return Value::string(replace_all(v.str(), from->str(), to->str(),
+                                     count && !count->is_none() ? count->as_int() : -1,
                                      limits_.max_output_bytes));
   }
   if (name == "indent") {
     const Value* width = arg(args, 0, "width");
     const Value* first = arg(args, 1, "first");
     const Value* blank = arg(args, 2, "blank");
-    std::string ind = width ? (width->is_string() ? width->as_string()
-                                                  : std::string(static_cast<size_t>(std::clamp<int64_t>(width->as_int(), 0, 256)), ' '))
-                            : std::string(4, ' ');
+    std::string ind =
+        width ? (width->is_string()
+                     ? width->as_string()
+                     : std::string(
+                           static_cast<size_t>(std::clamp<int64_t>(width->as_int(), 0, 256)), ' '))
+              : std::string(4, ' ');
     const Value newline = Value::string("\n");
     std::vector<Value> lines = split(v.str() + "\n", &newline, -1);
     lines.pop_back();  // splitlines() of s + "\n" has no trailing empty line
@@ -1129,7 +1216,10 @@ Value Interpreter::apply_filter(const std::string& name, const Value& v, CallArg
     fail(pos, std::string("bad operand type for abs(): '") + v.type_name() + "'");
   }
   if (name == "int") {
-    if (v.is_number()) return Value::integer(v.is_float() ? static_cast<int64_t>(std::clamp(v.as_double(), -9.2e18, 9.2e18)) : v.as_int());
+    if (v.is_number())
+      return Value::integer(v.is_float()
+                                ? static_cast<int64_t>(std::clamp(v.as_double(), -9.2e18, 9.2e18))
+                                : v.as_int());
     const Value* dflt = arg(args, 0, "default");
     if (v.is_string()) {
       std::string t = strip(v.as_string(), nullptr, true, true);
@@ -1153,8 +1243,10 @@ Value Interpreter::apply_filter(const std::string& name, const Value& v, CallArg
   }
   std::vector<Value> items = iterate(v, pos);
   if (name == "list") return Value::list(std::move(items));
-  if (name == "first") return items.empty() ? Value::undefined("first of an empty sequence") : items.front();
-  if (name == "last") return items.empty() ? Value::undefined("last of an empty sequence") : items.back();
+  if (name == "first")
+    return items.empty() ? Value::undefined("first of an empty sequence") : items.front();
+  if (name == "last")
+    return items.empty() ? Value::undefined("last of an empty sequence") : items.back();
   if (name == "reverse") {
     std::reverse(items.begin(), items.end());
     if (v.is_string()) {
@@ -1167,7 +1259,8 @@ Value Interpreter::apply_filter(const std::string& name, const Value& v, CallArg
   if (name == "items") {
     if (!v.is_dict()) fail(pos, "items filter needs a mapping");
     std::vector<Value> out;
-    for (const auto& [k, x] : v.dict_items().items()) out.push_back(Value::list({Value::string(k), x}, true));
+    for (const auto& [k, x] : v.dict_items().items())
+      out.push_back(Value::list({Value::string(k), x}, true));
     return Value::list(std::move(out));
   }
   auto attribute_of = [&](const Value& item, const std::string& path) {
@@ -1175,8 +1268,10 @@ Value Interpreter::apply_filter(const std::string& name, const Value& v, CallArg
     size_t start = 0;
     while (true) {
       size_t dot = path.find('.', start);
-      std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-      bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+      std::string part =
+          path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+      bool numeric = !part.empty() && std::all_of(part.begin(), part.end(),
+                                                  [](char c) { return c >= '0' && c <= '9'; });
       cur = cur.is_undefined() ? cur
             : numeric          ? eval_item(cur, Value::integer(std::atoll(part.c_str())), pos)
                                : eval_item(cur, Value::string(part), pos);
@@ -1206,10 +1301,12 @@ Value Interpreter::apply_filter(const std::string& name, const Value& v, CallArg
       }
       return Value::list(std::move(out));
     }
-    if (args.positional.empty() || !args.positional[0].is_string()) fail(pos, "map needs a filter name or attribute=");
+    if (args.positional.empty() || !args.positional[0].is_string())
+      fail(pos, "map needs a filter name or attribute=");
     std::string filter = args.positional[0].as_string();
     if (!is_known_filter(filter)) {
-      throw TemplateError(TemplateError::Kind::kUnsupported, at(pos, "unknown filter '" + filter + "' in map()"));
+      throw TemplateError(TemplateError::Kind::kUnsupported,
+                          at(pos, "unknown filter '" + filter + "' in map()"));
     }
     CallArgs rest;
     rest.positional.assign(args.positional.begin() + 1, args.positional.end());
@@ -1235,9 +1332,11 @@ Value Interpreter::apply_filter(const std::string& name, const Value& v, CallArg
     if (args.positional.size() > next_arg) {
       test = args.positional[next_arg].str();
       if (!is_known_test(test)) {
-        throw TemplateError(TemplateError::Kind::kUnsupported, at(pos, "unknown test '" + test + "' in " + name + "()"));
+        throw TemplateError(TemplateError::Kind::kUnsupported,
+                            at(pos, "unknown test '" + test + "' in " + name + "()"));
       }
-      test_args.positional.assign(args.positional.begin() + static_cast<long>(next_arg) + 1, args.positional.end());
+      test_args.positional.assign(args.positional.begin() + static_cast<long>(next_arg) + 1,
+                                  args.positional.end());
     }
     std::vector<Value> out;
     for (const auto& item : items) {

@@ -29,7 +29,8 @@ class Interpreter {
   Interpreter(const RenderLimits& limits, std::optional<std::tm> now);
 
   // Throws TemplateError.
-  std::string render(const Template& tmpl, const std::vector<std::pair<std::string, Value>>& globals);
+  std::string render(const Template& tmpl,
+                     const std::vector<std::pair<std::string, Value>>& globals);
 
   // Fails if a string or list about to be built would exceed the output limit.
   void check_size(uint64_t size, const SourcePos& pos) const;
@@ -52,9 +53,12 @@ class Interpreter {
   Value eval_attr(const Value& obj, const std::string& name, const SourcePos& pos);
   Value eval_item(const Value& obj, const Value& key, const SourcePos& pos);
   Value eval_slice(const Expr& e);
-  Value call_method(const Value& obj, const std::string& name, CallArgs& args, const SourcePos& pos);
-  Value apply_filter(const std::string& name, const Value& input, CallArgs& args, const SourcePos& pos);
-  bool apply_test(const std::string& name, const Value& input, CallArgs& args, const SourcePos& pos);
+  Value call_method(const Value& obj, const std::string& name, CallArgs& args,
+                    const SourcePos& pos);
+  Value apply_filter(const std::string& name, const Value& input, CallArgs& args,
+                     const SourcePos& pos);
+  bool apply_test(const std::string& name, const Value& input, CallArgs& args,
+                  const SourcePos& pos);
   CallArgs eval_args(const Expr& e, size_t first_kid);
   std::vector<Value> iterate(const Value& v, const SourcePos& pos);
 
@@ -66,8 +70,8 @@ class Interpreter {
 
   RenderLimits limits_;
   std::optional<std::tm> now_;
-  std::vector<Scope> scopes_;       // scopes_[0] holds the globals
-  std::vector<size_t> floors_;      // macro bodies see only scopes_[0] and scopes from their floor
+  std::vector<Scope> scopes_;   // scopes_[0] holds the globals
+  std::vector<size_t> floors_;  // macro bodies see only scopes_[0] and scopes from their floor
   uint64_t iterations_ = 0;
   uint32_t depth_ = 0;
   friend struct DepthScope;

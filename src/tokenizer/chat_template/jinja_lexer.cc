@@ -18,7 +18,9 @@ namespace {
   throw TemplateError(kind, at(pos, message));
 }
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 bool is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
@@ -155,13 +157,13 @@ class Lexer {
       }
       if (balance == 0) {
         if (src_.compare(p, 2, close) == 0) {
-          tokens_.push_back(Token{block ? Token::Type::kBlockEnd : Token::Type::kVarEnd, close,
-                                  pos_of(p)});
+          tokens_.push_back(
+              Token{block ? Token::Type::kBlockEnd : Token::Type::kVarEnd, close, pos_of(p)});
           return finish_tag(p + 2, false, false, block);
         }
         if ((src_[p] == '-' || (block && src_[p] == '+')) && src_.compare(p + 1, 2, close) == 0) {
-          tokens_.push_back(Token{block ? Token::Type::kBlockEnd : Token::Type::kVarEnd, close,
-                                  pos_of(p)});
+          tokens_.push_back(
+              Token{block ? Token::Type::kBlockEnd : Token::Type::kVarEnd, close, pos_of(p)});
           return finish_tag(p + 3, src_[p] == '-', src_[p] == '+', block);
         }
       }
@@ -211,7 +213,8 @@ class Lexer {
     size_t e = p;
     std::string digits;
     auto take_digits = [&]() {
-      while (e < n && (is_digit(src_[e]) || (src_[e] == '_' && e + 1 < n && is_digit(src_[e + 1])))) {
+      while (e < n &&
+             (is_digit(src_[e]) || (src_[e] == '_' && e + 1 < n && is_digit(src_[e + 1])))) {
         if (src_[e] != '_') digits += src_[e];
         ++e;
       }
@@ -262,9 +265,10 @@ class Lexer {
       uint32_t v = 0;
       for (size_t k = 0; k < digits; ++k) {
         char h = i + k < n ? src_[i + k] : '\0';
-        int d = is_digit(h) ? h - '0' : (h >= 'a' && h <= 'f') ? h - 'a' + 10
-                                     : (h >= 'A' && h <= 'F') ? h - 'A' + 10
-                                                              : -1;
+        int d = is_digit(h)              ? h - '0'
+                : (h >= 'a' && h <= 'f') ? h - 'a' + 10
+                : (h >= 'A' && h <= 'F') ? h - 'A' + 10
+                                         : -1;
         if (d < 0) fail(TemplateError::Kind::kSyntax, pos, "bad \\x/\\u escape in string literal");
         v = v * 16 + static_cast<uint32_t>(d);
       }
@@ -284,21 +288,50 @@ class Lexer {
       char e = src_[i + 1];
       i += 2;
       switch (e) {
-        case 'n': out += '\n'; break;
-        case 't': out += '\t'; break;
-        case 'r': out += '\r'; break;
-        case 'a': out += '\a'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'v': out += '\v'; break;
-        case '0': out += '\0'; break;
-        case '\\': out += '\\'; break;
-        case '\'': out += '\''; break;
-        case '"': out += '"'; break;
-        case '\n': break;  // line continuation
-        case 'x': append_utf8(hex(2), out); break;
-        case 'u': append_utf8(hex(4), out); break;
-        case 'U': append_utf8(hex(8), out); break;
+        case 'n':
+          out += '\n';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 'a':
+          out += '\a';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'v':
+          out += '\v';
+          break;
+        case '0':
+          out += '\0';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '\'':
+          out += '\'';
+          break;
+        case '"':
+          out += '"';
+          break;
+        case '\n':
+          break;  // line continuation
+        case 'x':
+          append_utf8(hex(2), out);
+          break;
+        case 'u':
+          append_utf8(hex(4), out);
+          break;
+        case 'U':
+          append_utf8(hex(8), out);
+          break;
         default:
           // Python keeps unknown escapes as written.
           out += '\\';

@@ -15,17 +15,17 @@ namespace roofline::jinja {
 
 struct Token {
   enum class Type {
-    kText,         // literal template data
-    kVarBegin,     // {{
-    kVarEnd,       // }}
-    kBlockBegin,   // {%
-    kBlockEnd,     // %}
+    kText,        // literal template data
+    kVarBegin,    // {{
+    kVarEnd,      // }}
+    kBlockBegin,  // {%
+    kBlockEnd,    // %}
     kName,
-    kString,       // escapes already decoded
+    kString,  // escapes already decoded
     kInt,
     kFloat,
-    kOperator,     // + - * / // % ** ~ == != < <= > >= = . , : | ( ) [ ] { }
-    kEnd,          // end of input
+    kOperator,  // + - * / // % ** ~ == != < <= > >= = . , : | ( ) [ ] { }
+    kEnd,       // end of input
   };
   Type type;
   std::string text;

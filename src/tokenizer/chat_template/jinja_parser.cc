@@ -96,26 +96,34 @@ class Parser {
   }
   static std::string describe(const Token& t) {
     switch (t.type) {
-      case T::kEnd: return "end of template";
-      case T::kBlockEnd: return "end of statement block '%}'";
-      case T::kVarEnd: return "end of print statement '}}'";
-      case T::kText: return "template text";
-      case T::kString: return "string literal";
-      default: return "'" + t.text + "'";
+      case T::kEnd:
+        return "end of template";
+      case T::kBlockEnd:
+        return "end of statement block '%}'";
+      case T::kVarEnd:
+        return "end of print statement '}}'";
+      case T::kText:
+        return "template text";
+      case T::kString:
+        return "string literal";
+      default:
+        return "'" + t.text + "'";
     }
   }
   void expect_op(const char* op) {
-    if (!skip_op(op)) fail_syntax(cur().pos, std::string("expected '") + op + "', got " + describe(cur()));
+    if (!skip_op(op))
+      fail_syntax(cur().pos, std::string("expected '") + op + "', got " + describe(cur()));
   }
   void expect_block_end(const std::string& statement) {
     if (cur().type != T::kBlockEnd) {
-      fail_syntax(cur().pos, "expected '%}' to end the '" + statement + "' statement, got " +
-                                 describe(cur()));
+      fail_syntax(cur().pos,
+                  "expected '%}' to end the '" + statement + "' statement, got " + describe(cur()));
     }
     next();
   }
   std::string expect_name(const std::string& what) {
-    if (cur().type != T::kName) fail_syntax(cur().pos, "expected " + what + ", got " + describe(cur()));
+    if (cur().type != T::kName)
+      fail_syntax(cur().pos, "expected " + what + ", got " + describe(cur()));
     return next().text;
   }
 
@@ -131,8 +139,8 @@ class Parser {
           std::string expected;
           for (const auto& n : end_names) expected += (expected.empty() ? "'" : " or '") + n + "'";
           fail_syntax(open_blocks_.empty() ? t.pos : open_blocks_.back().pos,
-                      "unterminated '" + (open_blocks_.empty() ? std::string("block")
-                                                               : open_blocks_.back().name) +
+                      "unterminated '" +
+                          (open_blocks_.empty() ? std::string("block") : open_blocks_.back().name) +
                           "' block: reached the end of the template looking for " + expected);
         }
         return body;
@@ -151,7 +159,8 @@ class Parser {
         next();
         s->expr = parse_tuple(true, false, {});
         if (cur().type != T::kVarEnd) {
-          fail_syntax(cur().pos, "expected '}}' to end the print statement, got " + describe(cur()));
+          fail_syntax(cur().pos,
+                      "expected '}}' to end the print statement, got " + describe(cur()));
         }
         next();
         body.push_back(std::move(s));
@@ -183,7 +192,8 @@ class Parser {
 
   std::unique_ptr<Stmt> parse_statement() {
     const Token& t = cur();
-    if (t.type != T::kName) fail_syntax(t.pos, "expected a statement name after '{%', got " + describe(t));
+    if (t.type != T::kName)
+      fail_syntax(t.pos, "expected a statement name after '{%', got " + describe(t));
     const std::string word = t.text;
     const SourcePos pos = t.pos;
     if (word == "for") return parse_for();
@@ -208,19 +218,20 @@ class Parser {
       return s;
     }
     static const std::set<std::string> kUnsupported = {
-        "call",    "filter", "block",  "extends", "include", "import", "from",
-        "with",    "autoescape", "do", "trans",   "pluralize", "endcall", "endfilter"};
+        "call", "filter",     "block", "extends", "include",   "import",  "from",
+        "with", "autoescape", "do",    "trans",   "pluralize", "endcall", "endfilter"};
     if (kUnsupported.count(word)) {
       fail_unsupported(pos, "unsupported statement '" + word +
                                 "': this chat-template engine implements for, if, set, macro, "
                                 "break, continue and generation");
     }
     if (word.rfind("end", 0) == 0 || word == "else" || word == "elif") {
-      fail_syntax(pos, "unexpected '" + word + "'" +
-                           (open_blocks_.empty() ? std::string(": no block is open")
-                                                 : ": the innermost open block is '" +
-                                                       open_blocks_.back().name + "' from line " +
-                                                       std::to_string(open_blocks_.back().pos.line)));
+      fail_syntax(pos,
+                  "unexpected '" + word + "'" +
+                      (open_blocks_.empty()
+                           ? std::string(": no block is open")
+                           : ": the innermost open block is '" + open_blocks_.back().name +
+                                 "' from line " + std::to_string(open_blocks_.back().pos.line)));
     }
     fail_syntax(pos, "unknown statement '" + word + "'");
   }
@@ -247,7 +258,8 @@ class Parser {
     auto s = new_stmt(Stmt::Kind::kFor, cur().pos);
     next();
     s->targets = parse_targets("for", nullptr);
-    if (!skip_name("in")) fail_syntax(cur().pos, "expected 'in' in the for statement, got " + describe(cur()));
+    if (!skip_name("in"))
+      fail_syntax(cur().pos, "expected 'in' in the for statement, got " + describe(cur()));
     s->expr = parse_tuple(false, false, {"recursive"});
     if (skip_name("if")) s->condition = parse_expression(true);
     if (is_name("recursive")) fail_unsupported(cur().pos, "unsupported: recursive for loops");
@@ -370,7 +382,8 @@ class Parser {
     }
     if (!is_tuple) {
       if (!args.empty()) return std::move(args[0]);
-      if (!explicit_parentheses) fail_syntax(cur().pos, "expected an expression, got " + describe(cur()));
+      if (!explicit_parentheses)
+        fail_syntax(cur().pos, "expected an expression, got " + describe(cur()));
     }
     auto e = make(Kind::kTuple, pos);
     e->kids = std::move(args);
@@ -541,8 +554,12 @@ class Parser {
         while (cur().type == T::kString) s += next().text;  // adjacent literals concatenate
         return constant(Value::string(std::move(s)), pos);
       }
-      case T::kInt: next(); return constant(Value::integer(t.int_value), pos);
-      case T::kFloat: next(); return constant(Value::floating(t.float_value), pos);
+      case T::kInt:
+        next();
+        return constant(Value::integer(t.int_value), pos);
+      case T::kFloat:
+        next();
+        return constant(Value::floating(t.float_value), pos);
       case T::kOperator:
         if (t.text == "(") {
           next();
@@ -575,7 +592,8 @@ class Parser {
           return seal(std::move(e), max_depth_);
         }
         break;
-      default: break;
+      default:
+        break;
     }
     fail_syntax(pos, "unexpected " + describe(t) + " where an expression should start");
   }
@@ -619,7 +637,8 @@ class Parser {
         if (++part > 2) fail_syntax(cur().pos, "a slice takes at most start:stop:step");
         continue;
       }
-      if (parts[part]) fail_syntax(cur().pos, "expected ':' or ']' in a subscript, got " + describe(cur()));
+      if (parts[part])
+        fail_syntax(cur().pos, "expected ':' or ']' in a subscript, got " + describe(cur()));
       if (is_op(",")) fail_unsupported(cur().pos, "unsupported: tuple subscripts");
       parts[part] = parse_expression(true);
       if (is_op(",")) fail_unsupported(cur().pos, "unsupported: tuple subscripts");
@@ -647,7 +666,8 @@ class Parser {
       if (!first) expect_op(",");
       first = false;
       if (is_op(")")) break;
-      if (is_op("*") || is_op("**")) fail_unsupported(cur().pos, "unsupported: *args/**kwargs in calls");
+      if (is_op("*") || is_op("**"))
+        fail_unsupported(cur().pos, "unsupported: *args/**kwargs in calls");
       if (cur().type == T::kName && peek().type == T::kOperator && peek().text == "=") {
         e->keyword_names.push_back(next().text);
         next();
@@ -733,21 +753,20 @@ class Parser {
 
 bool is_known_filter(const std::string& name) {
   static const std::set<std::string> kFilters = {
-      "abs",    "capitalize", "count",      "d",       "default", "first",  "float",
-      "indent", "int",        "items",      "join",    "last",    "length", "list",
-      "lower",  "map",        "reject",     "rejectattr", "replace", "reverse", "safe",
-      "select", "selectattr", "string",     "title",   "tojson",  "trim",   "upper",
-      "wordcount"};
+      "abs",    "capitalize", "count",   "d",       "default",  "first",  "float",      "indent",
+      "int",    "items",      "join",    "last",    "length",   "list",   "lower",      "map",
+      "reject", "rejectattr", "replace", "reverse", "safe",     "select", "selectattr", "string",
+      "title",  "tojson",     "trim",    "upper",   "wordcount"};
   return kFilters.count(name) > 0;
 }
 
 bool is_known_test(const std::string& name) {
   static const std::set<std::string> kTests = {
-      "boolean", "callable", "defined",  "divisibleby", "eq",      "equalto", "even",
-      "false",   "float",    "ge",       "gt",          "in",      "integer", "iterable",
-      "le",      "lower",    "lt",       "mapping",     "ne",      "none",    "number",
-      "odd",     "sameas",   "sequence", "string",      "true",    "undefined", "upper",
-      "==",      "!=",       "<",        "<=",          ">",       ">="};
+      "boolean", "callable", "defined",  "divisibleby", "eq",   "equalto",   "even",
+      "false",   "float",    "ge",       "gt",          "in",   "integer",   "iterable",
+      "le",      "lower",    "lt",       "mapping",     "ne",   "none",      "number",
+      "odd",     "sameas",   "sequence", "string",      "true", "undefined", "upper",
+      "==",      "!=",       "<",        "<=",          ">",    ">="};
   return kTests.count(name) > 0;
 }
 

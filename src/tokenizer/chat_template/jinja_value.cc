@@ -1,4 +1,5 @@
-// Jinja runtime values: construction, Python truthiness/str/repr, equality and ordering, json.dumps.
+// Jinja runtime values: construction, Python truthiness/str/repr, equality and ordering,
+// json.dumps.
 #include "tokenizer/chat_template/jinja_value.h"
 
 #include <algorithm>
@@ -91,29 +92,46 @@ Value Value::function(std::string name, NativeFunction fn) {
 bool Value::truthy() const {
   switch (type_) {
     case Type::kUndefined:
-    case Type::kNone: return false;
-    case Type::kBool: return b_;
-    case Type::kInt: return i_ != 0;
-    case Type::kFloat: return f_ != 0.0;
-    case Type::kString: return !s_.empty();
-    case Type::kList: return !list_->empty();
-    case Type::kDict: return is_namespace_ || dict_->size() != 0;  // a Namespace object is truthy
-    case Type::kFunction: return true;
+    case Type::kNone:
+      return false;
+    case Type::kBool:
+      return b_;
+    case Type::kInt:
+      return i_ != 0;
+    case Type::kFloat:
+      return f_ != 0.0;
+    case Type::kString:
+      return !s_.empty();
+    case Type::kList:
+      return !list_->empty();
+    case Type::kDict:
+      return is_namespace_ || dict_->size() != 0;  // a Namespace object is truthy
+    case Type::kFunction:
+      return true;
   }
   return false;
 }
 
 const char* Value::type_name() const {
   switch (type_) {
-    case Type::kUndefined: return "Undefined";
-    case Type::kNone: return "NoneType";
-    case Type::kBool: return "bool";
-    case Type::kInt: return "int";
-    case Type::kFloat: return "float";
-    case Type::kString: return "str";
-    case Type::kList: return is_tuple_ ? "tuple" : "list";
-    case Type::kDict: return is_namespace_ ? "Namespace" : "dict";
-    case Type::kFunction: return "function";
+    case Type::kUndefined:
+      return "Undefined";
+    case Type::kNone:
+      return "NoneType";
+    case Type::kBool:
+      return "bool";
+    case Type::kInt:
+      return "int";
+    case Type::kFloat:
+      return "float";
+    case Type::kString:
+      return "str";
+    case Type::kList:
+      return is_tuple_ ? "tuple" : "list";
+    case Type::kDict:
+      return is_namespace_ ? "Namespace" : "dict";
+    case Type::kFunction:
+      return "function";
   }
   return "?";
 }
@@ -149,7 +167,8 @@ std::string python_float_repr(double f) {
     out = digits.substr(0, 1);
     if (digits.size() > 1) out += "." + digits.substr(1);
     char exp_buf[16];
-    std::snprintf(exp_buf, sizeof(exp_buf), "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
+    std::snprintf(exp_buf, sizeof(exp_buf), "e%c%02d", exponent < 0 ? '-' : '+',
+                  std::abs(exponent));
     out += exp_buf;
   }
   return negative ? "-" + out : out;
@@ -232,23 +251,33 @@ bool is_python_space(uint32_t cp) {
 
 std::string Value::str() const {
   switch (type_) {
-    case Type::kUndefined: return "";
-    case Type::kNone: return "None";
-    case Type::kBool: return b_ ? "True" : "False";
-    case Type::kInt: return std::to_string(i_);
-    case Type::kFloat: return python_float_repr(f_);
-    case Type::kString: return s_;
+    case Type::kUndefined:
+      return "";
+    case Type::kNone:
+      return "None";
+    case Type::kBool:
+      return b_ ? "True" : "False";
+    case Type::kInt:
+      return std::to_string(i_);
+    case Type::kFloat:
+      return python_float_repr(f_);
+    case Type::kString:
+      return s_;
     case Type::kList:
-    case Type::kDict: return repr();
-    case Type::kFunction: return "<function " + s_ + ">";
+    case Type::kDict:
+      return repr();
+    case Type::kFunction:
+      return "<function " + s_ + ">";
   }
   return "";
 }
 
 std::string Value::repr() const {
   switch (type_) {
-    case Type::kString: return repr_string(s_);
-    case Type::kUndefined: return "Undefined";
+    case Type::kString:
+      return repr_string(s_);
+    case Type::kUndefined:
+      return "Undefined";
     case Type::kList: {
       std::string out = is_tuple_ ? "(" : "[";
       for (size_t i = 0; i < list_->size(); ++i) {
@@ -268,7 +297,8 @@ std::string Value::repr() const {
       }
       return out + (is_namespace_ ? "}>" : "}");
     }
-    default: return str();
+    default:
+      return str();
   }
 }
 
@@ -280,8 +310,10 @@ bool values_equal(const Value& a, const Value& b) {
   if (a.type() != b.type()) return false;
   switch (a.type()) {
     case Value::Type::kUndefined:
-    case Value::Type::kNone: return true;
-    case Value::Type::kString: return a.as_string() == b.as_string();
+    case Value::Type::kNone:
+      return true;
+    case Value::Type::kString:
+      return a.as_string() == b.as_string();
     case Value::Type::kList: {
       if (a.is_tuple() != b.is_tuple()) return false;
       const auto& x = a.list_items();
@@ -303,8 +335,10 @@ bool values_equal(const Value& a, const Value& b) {
       }
       return true;
     }
-    case Value::Type::kFunction: return a.name() == b.name();
-    default: return false;
+    case Value::Type::kFunction:
+      return a.name() == b.name();
+    default:
+      return false;
   }
 }
 
@@ -313,8 +347,9 @@ bool values_less(const Value& a, const Value& b) {
     if (a.is_float() || b.is_float()) return a.as_double() < b.as_double();
     return a.as_int() < b.as_int();
   }
-  if (a.is_string() && b.is_string()) return a.as_string() < b.as_string();  // UTF-8 byte order is
-                                                                              // code point order
+  if (a.is_string() && b.is_string())
+    return a.as_string() < b.as_string();  // UTF-8 byte order is
+                                           // code point order
   if (a.is_list() && b.is_list()) {
     const auto& x = a.list_items();
     const auto& y = b.list_items();
@@ -333,13 +368,27 @@ void json_string(const std::string& s, std::string& out) {
   out += '"';
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -356,8 +405,8 @@ void json_string(const std::string& s, std::string& out) {
 void json_value(const Value& v, const JsonOptions& o, int level, std::string& out) {
   if (level > 512) throw_runtime("tojson: value nested deeper than 512 levels");
   const std::string item_sep = !o.item_separator.empty() ? o.item_separator
-                               : o.indent >= 0          ? ","
-                                                        : ", ";
+                               : o.indent >= 0           ? ","
+                                                         : ", ";
   const std::string key_sep = !o.key_separator.empty() ? o.key_separator : ": ";
   auto newline = [&](int lvl) {
     if (o.indent < 0) return;
@@ -365,16 +414,25 @@ void json_value(const Value& v, const JsonOptions& o, int level, std::string& ou
     out.append(static_cast<size_t>(o.indent) * static_cast<size_t>(lvl), ' ');
   };
   switch (v.type()) {
-    case Value::Type::kNone: out += "null"; return;
-    case Value::Type::kBool: out += v.as_bool() ? "true" : "false"; return;
-    case Value::Type::kInt: out += std::to_string(v.as_int()); return;
+    case Value::Type::kNone:
+      out += "null";
+      return;
+    case Value::Type::kBool:
+      out += v.as_bool() ? "true" : "false";
+      return;
+    case Value::Type::kInt:
+      out += std::to_string(v.as_int());
+      return;
     case Value::Type::kFloat: {
       double f = v.as_double();
-      out += std::isnan(f) ? "NaN" : std::isinf(f) ? (f > 0 ? "Infinity" : "-Infinity")
-                                                   : python_float_repr(f);
+      out += std::isnan(f)   ? "NaN"
+             : std::isinf(f) ? (f > 0 ? "Infinity" : "-Infinity")
+                             : python_float_repr(f);
       return;
     }
-    case Value::Type::kString: json_string(v.as_string(), out); return;
+    case Value::Type::kString:
+      json_string(v.as_string(), out);
+      return;
     case Value::Type::kList: {
       const auto& items = v.list_items();
       if (items.empty()) {
@@ -392,7 +450,8 @@ void json_value(const Value& v, const JsonOptions& o, int level, std::string& ou
       return;
     }
     case Value::Type::kDict: {
-      if (v.is_namespace()) throw_runtime("tojson: Object of type Namespace is not JSON serializable");
+      if (v.is_namespace())
+        throw_runtime("tojson: Object of type Namespace is not JSON serializable");
       std::vector<const std::pair<std::string, Value>*> items;
       for (const auto& kv : v.dict_items().items()) items.push_back(&kv);
       if (o.sort_keys) {
@@ -416,10 +475,9 @@ void json_value(const Value& v, const JsonOptions& o, int level, std::string& ou
       return;
     }
     default:
-      throw_runtime(std::string("tojson: Object of type ") + v.type_name() +
-                    " is not JSON serializable" +
-                    (v.is_undefined() && !v.name().empty() ? " ('" + v.name() + "' is undefined)"
-                                                           : ""));
+      throw_runtime(
+          std::string("tojson: Object of type ") + v.type_name() + " is not JSON serializable" +
+          (v.is_undefined() && !v.name().empty() ? " ('" + v.name() + "' is undefined)" : ""));
   }
 }
 

@@ -2,9 +2,9 @@
 //
 // Chat templates are written against Python objects (str, int, float, bool, None, list, tuple,
 // dict, jinja's Undefined and Namespace), and their output depends on Python's rules: str(True) is
-// "True", len() counts code points, dicts keep insertion order, 1 == 1.0 == True. Value mirrors those
-// rules so rendered prompts match transformers byte for byte. Lists, dicts and namespaces are shared
-// by reference, as in Python, because `ns.x = ...` must be visible through every alias.
+// "True", len() counts code points, dicts keep insertion order, 1 == 1.0 == True. Value mirrors
+// those rules so rendered prompts match transformers byte for byte. Lists, dicts and namespaces are
+// shared by reference, as in Python, because `ns.x = ...` must be visible through every alias.
 #pragma once
 
 #include <cstdint>
