@@ -358,17 +358,10 @@ ApiParse parse_api_request(const std::string& body, bool chat, const ApiContext&
 
 namespace {
 
+// The engine's name (finish_reason_name), except that the OpenAI API has no "error" and no empty
+// reason: a request that ended either way reports "stop".
 const char* finish_name(FinishReason r) {
-  switch (r) {
-    case FinishReason::kStop:
-      return "stop";
-    case FinishReason::kLength:
-      return "length";
-    case FinishReason::kAbort:
-      return "abort";
-    default:
-      return "stop";
-  }
+  return r == FinishReason::kNone || r == FinishReason::kError ? "stop" : finish_reason_name(r);
 }
 
 json text_bytes(const std::string& text) {
