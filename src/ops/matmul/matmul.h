@@ -174,13 +174,16 @@ void matmul_cpu(const MatmulParams& p);
 void matmul_bias_cpu(const MatmulParams& p);
 void matmul_residual_cpu(const MatmulParams& p);
 
-// Which implementation a CUDA matmul runs. kAuto: our skinny kernel or cuBLASLt, whichever measured
-// faster for the (m bucket, n, k, epilogue) (problems the skinny kernel cannot take always go to
-// cuBLASLt), cuBLASLt with the algorithm that measured fastest among its heuristic's first few;
-// kCublas / kSkinny force one (tests, benchmarks; kCublas with the heuristic's algorithm, untuned).
-// Forcing kSkinny on a problem outside its domain (matmul_skinny_unsupported_reason) aborts with
-// the reason.
-enum class MatmulImpl : uint8_t { kAuto, kCublas, kSkinny };
+// Which implementation a CUDA matmul runs. kAuto: our skinny kernel or cuBLASLt (and our wide
+// kernel where ROOFLINE_MATMUL_WIDE=1 makes it a candidate), whichever measured faster for the
+// (m bucket, n, k, epilogue) (problems the skinny kernel cannot take always go to cuBLASLt),
+// cuBLASLt with the algorithm that measured fastest among its heuristic's first few; kCublas /
+// kSkinny / kWide force one (tests, benchmarks; kCublas with the heuristic's algorithm, untuned).
+// Forcing kSkinny or kWide on a problem outside its domain (matmul_skinny_unsupported_reason,
+// matmul_wide_unsupported_reason) aborts with the reason. The wide kernel (matmul_wide.h) runs the
+// plain product; the RMSNorm prologue and the SwiGLU and RoPE epilogues run around it as kernels of
+// their own, as they do around cuBLASLt.
+enum class MatmulImpl : uint8_t { kAuto, kCublas, kSkinny, kWide };
 
 // Whether the skinny kernel's launch plan may choose its few-token variant (kAuto), must not
 // (kOff: ROOFLINE_SKINNY_FEW_TOKENS=0, A/B runs) or must wherever m <= 4 and K is not split (kOn:
@@ -214,6 +217,8 @@ class MatmulCudaContext {
   // split count for the skinny kernel (0: matmul_skinny_launch chooses). For tests and benchmarks.
   void set_impl(MatmulImpl impl);
   void set_skinny_splits(int splits);
+  // A split count for the wide kernel (0: matmul_wide_launch chooses).
+  void set_wide_splits(int splits);
   // Whether the skinny kernel's splits may merge in thread-block clusters (default true; false
   // sends every split through the workspace): the tests' A/B of the two merges.
   void set_skinny_cluster_merge(bool allowed);
@@ -225,9 +230,10 @@ class MatmulCudaContext {
   // ran cuBLASLt, unmeasured).
   int64_t num_impl_measurements() const;
   int64_t num_unmeasured_captures() const;
-  // Candidates those measurements timed: the skinny kernel and each cuBLASLt algorithm.
+  // Candidates those measurements timed: the skinny kernel, the wide kernel and each cuBLASLt
+  // algorithm.
   int64_t num_timed_candidates() const;
-  // The implementation the last call ran (kCublas or kSkinny; kAuto before any call).
+  // The implementation the last call ran (kCublas, kSkinny or kWide; kAuto before any call).
   MatmulImpl last_impl() const;
 
   struct Impl;  // cuBLASLt types live in matmul_cuda.cu only

@@ -1,21 +1,24 @@
 // matmul_cuda / matmul_bias_cuda / matmul_residual_cuda: y[m, n] = x[m, k] · W[n, k]ᵀ (+ bias[n] |
 // + residual[m, n]), bf16 x / W / bias / residual / y, fp32 accumulation, one rounding of y to
-// bf16. Two implementations: cuBLASLt (CUBLAS_COMPUTE_32F; the bias added in fp32 by the BIAS
-// epilogue, the residual as C with beta = 1) and, for m <= 64, our weight-streaming kernel
-// (matmul_skinny_cuda.cu). The RMSNorm prologue (p.norm_weight) and the SwiGLU and RoPE epilogues
-// (p.swiglu, p.qkv_rope) run inside the skinny kernel; on cuBLASLt they are rms_norm_cuda into
-// p.normed before the GEMM and silu_mul_cuda over p.gate_up or qkv_rope_cuda over p.y after it.
+// bf16. Three implementations: cuBLASLt (CUBLAS_COMPUTE_32F; the bias added in fp32 by the BIAS
+// epilogue, the residual as C with beta = 1) and, for m <= 64, our two weight-streaming kernels:
+// the skinny one (matmul_skinny_cuda.cu: 16 weight rows a tile, mma.sync) and the wide one
+// (matmul_wide_cuda.cu: 128 weight rows a tile, wgmma from copy-engine stages). The RMSNorm
+// prologue (p.norm_weight) and the SwiGLU and RoPE epilogues (p.swiglu, p.qkv_rope) run inside the
+// skinny kernel; on cuBLASLt and the wide kernel they are rms_norm_cuda into p.normed before the
+// GEMM and silu_mul_cuda over p.gate_up or qkv_rope_cuda over p.y after it.
 //
 // Selection (kAuto): problems outside the skinny kernel's domain go to cuBLASLt. For the others,
 // the choice is made per (m bucket, n, k, epilogue) by measurement, once: the first call of such a
-// problem outside stream capture times the skinny kernel and cuBLASLt with each of the first
-// kTuneCandidates algorithms its heuristic offers for the bucket's m (scratch x and y of the
-// context, the caller's W and bias; L2 flushed before every timed call so the weights come from
-// HBM, as in a decode step; each call behind a 3 us stand-in for the short kernel before it in the
-// step's programmatic-dependent-launch chain, under which the skinny kernel already streams
-// weights; cuBLASLt's time includes its rms_norm, silu_mul and qkv_rope kernels where the call has
-// the prologue or the SwiGLU or RoPE epilogue; the candidates' reps interleaved) and caches the
-// fastest; near-ties (within 2 %) between the skinny kernel and the best cuBLASLt algorithm go to
+// problem outside stream capture times the skinny kernel, cuBLASLt with each of the first
+// kTuneCandidates algorithms its heuristic offers for the bucket's m, and with
+// ROOFLINE_MATMUL_WIDE=1 the wide kernel (scratch x and y of the context, the caller's W and bias;
+// L2 flushed before every timed call so the weights come from HBM, as in a decode step; each call
+// behind a 3 us stand-in for the short kernel before it in the step's programmatic-dependent-launch
+// chain, under which the skinny kernel already streams weights; cuBLASLt's time includes its
+// rms_norm, silu_mul and qkv_rope kernels where the call has the prologue or the SwiGLU or RoPE
+// epilogue; the candidates' reps interleaved) and caches the fastest; near-ties (within 2 %)
+// between the skinny kernel and the faster of the wide kernel and the best cuBLASLt algorithm go to
 // the skinny kernel (see kSkinnyMaxTimeRatio). The fastest cuBLASLt algorithm becomes the algorithm
 // of every plan of that (m bucket, n, k, bias, residual) product that it runs with operands at
 // least as aligned as the measurement's, whichever implementation won (ROOFLINE_MATMUL_TUNE=N times
@@ -32,7 +35,7 @@
 // algorithms, untuned, for every context created afterwards (the "before" of a decode step
 // comparison, or a way around a suspected skinny-kernel problem without a rebuild);
 // ROOFLINE_MATMUL_IMPL=skinny takes the skinny kernel for every problem it supports (the other side
-// of that comparison).
+// of that comparison), ROOFLINE_MATMUL_IMPL=wide the wide kernel for every problem it supports.
 //
 // Layout: cuBLASLt is column-major. A row-major [r, c] matrix with row stride ld is the
 // column-major [c, r] matrix with leading dimension ld, so the row-major product y = x · Wᵀ is the
@@ -75,6 +78,7 @@
 #include "ops/common/cuda_launch.cuh"
 #include "ops/matmul/matmul.h"
 #include "ops/matmul/matmul_skinny.h"
+#include "ops/matmul/matmul_wide.h"
 
 namespace roofline {
 
@@ -272,7 +276,13 @@ struct MatmulCudaContext::Impl {
   int device = 0;
   MatmulImpl forced = MatmulImpl::kAuto;
   bool prefer_skinny = false;  // ROOFLINE_MATMUL_IMPL=skinny: the skinny kernel wherever it can
-  int skinny_splits = 0;       // 0: matmul_skinny_launch chooses
+  bool prefer_wide = false;    // ROOFLINE_MATMUL_IMPL=wide: the wide kernel wherever it can
+  // Whether the selection times the wide kernel: not by default, because in a chain of calls it
+  // measured at best level with cuBLASLt while the selector's single timed call sometimes favoured
+  // it (bench/results/2026-12-01-wide-decode-gemm.md); ROOFLINE_MATMUL_WIDE=1 makes it one.
+  bool wide_candidate = false;
+  int skinny_splits = 0;             // 0: matmul_skinny_launch chooses
+  int wide_splits = 0;               // 0: matmul_wide_launch chooses
   bool skinny_cluster_merge = true;  // MatmulSkinnyLaunch::cluster_merge of every launch
   MatmulSkinnyFewTokens skinny_few_tokens = MatmulSkinnyFewTokens::kAuto;
   // The RoPE epilogue fused where matmul_skinny_fuses_rope allows (ROOFLINE_SKINNY_ROPE=0: never,
@@ -431,16 +441,28 @@ std::unique_ptr<MatmulCudaContext> MatmulCudaContext::create() {
       impl.forced = MatmulImpl::kCublas;
     } else if (value == "skinny") {
       impl.prefer_skinny = true;
+    } else if (value == "wide") {
+      impl.prefer_wide = true;
     } else if (value != "auto") {
-      ROOFLINE_LOG(kWarning, "ROOFLINE_MATMUL_IMPL='"
-                                 << value
-                                 << "' is not 'auto', 'cublas' or 'skinny': ignored (auto)");
+      ROOFLINE_LOG(kWarning,
+                   "ROOFLINE_MATMUL_IMPL='"
+                       << value << "' is not 'auto', 'cublas', 'skinny' or 'wide': ignored (auto)");
     }
   }
   if (!env_switch("ROOFLINE_SKINNY_FEW_TOKENS", "off", "where the plan chooses it"))
     impl.skinny_few_tokens = MatmulSkinnyFewTokens::kOff;
   impl.skinny_fuse_rope =
       env_switch("ROOFLINE_SKINNY_ROPE", "never fuse", "fuse where the plan allows");
+  if (const char* env = std::getenv("ROOFLINE_MATMUL_WIDE")) {
+    const std::string value = env;
+    impl.wide_candidate = value == "1";
+    if (value != "0" && value != "1") {
+      ROOFLINE_LOG(kWarning, "ROOFLINE_MATMUL_WIDE='"
+                                 << value
+                                 << "' is not 0 (not a candidate, the "
+                                    "default) or 1 (a candidate): ignored (0)");
+    }
+  }
   if (const char* env = std::getenv("ROOFLINE_MATMUL_TUNE")) {
     char* end = nullptr;
     const long value = std::strtol(env, &end, 10);
@@ -466,6 +488,8 @@ void MatmulCudaContext::set_impl(MatmulImpl impl) { impl_->forced = impl; }
 void MatmulCudaContext::set_skinny_splits(int splits) {
   impl_->skinny_splits = std::max(splits, 0);
 }
+
+void MatmulCudaContext::set_wide_splits(int splits) { impl_->wide_splits = std::max(splits, 0); }
 
 void MatmulCudaContext::set_skinny_cluster_merge(bool allowed) {
   impl_->skinny_cluster_merge = allowed;
@@ -573,6 +597,22 @@ void skinny_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStr
   launch.cluster_merge = impl.skinny_cluster_merge;
   matmul_skinny_cuda(product, epilogue, launch, impl.skinny_workspace, stream);
   qkv_rope_cuda(matmul_rope_pass(p), stream);
+}
+
+// p on the wide kernel (the product; rms_norm_cuda before it for the prologue, silu_mul_cuda or
+// qkv_rope_cuda after it for the SwiGLU or RoPE epilogue, as on cuBLASLt).
+void wide_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStream_t stream,
+                 MatmulEpilogue epilogue) {
+  if (p.norm_weight != nullptr) rms_norm_cuda(matmul_prologue_norm(p), stream);
+  const MatmulParams q = cublas_product(p);
+  matmul_wide_cuda(q, epilogue, matmul_wide_cuda_launch(q.m, q.n, q.k, impl.wide_splits), stream);
+  if (p.swiglu) silu_mul_cuda(matmul_swiglu_activation(p), stream);
+  if (p.qkv_rope) qkv_rope_cuda(matmul_rope_pass(p), stream);
+}
+
+// Why the wide kernel cannot run p (its product), or nullptr.
+const char* wide_unsupported_reason(const MatmulParams& p, MatmulEpilogue epilogue) {
+  return matmul_wide_unsupported_reason(cublas_product(p), epilogue);
 }
 
 // Timed calls per implementation in a measurement (median taken); each is preceded by an L2 flush.
@@ -745,11 +785,16 @@ Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
     if (algos.empty()) algos.push_back(plan.algo);
   }
 
-  // Candidate c < algos.size(): cuBLASLt with algos[c]; the last: the skinny kernel.
-  const size_t candidates = algos.size() + 1;
+  // Candidate c < algos.size(): cuBLASLt with algos[c]; then the wide kernel where it takes the
+  // problem; the last: the skinny kernel.
+  const bool with_wide = impl.wide_candidate && wide_unsupported_reason(q, epilogue) == nullptr;
+  const size_t wide_at = algos.size();
+  const size_t candidates = algos.size() + (with_wide ? 2 : 1);
   const auto call = [&](size_t c) {
-    if (c == algos.size()) {
+    if (c == candidates - 1) {
       skinny_matmul(q, impl, stream, epilogue);
+    } else if (with_wide && c == wide_at) {
+      wide_matmul(q, impl, stream, epilogue);
     } else {
       cublas_matmul(q, impl, stream, epilogue, &algos[c]);
     }
@@ -783,11 +828,16 @@ Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
   ++impl.measurements;
   impl.timed_candidates += static_cast<int64_t>(candidates);
 
-  const size_t best = static_cast<size_t>(std::min_element(median_ms.begin(), median_ms.end() - 1) -
-                                          median_ms.begin());
+  const size_t best = static_cast<size_t>(
+      std::min_element(median_ms.begin(), median_ms.begin() + static_cast<int64_t>(algos.size())) -
+      median_ms.begin());
   result.algo = {algos[best], key};
-  result.impl = median_ms.back() < kSkinnyMaxTimeRatio * median_ms[best] ? MatmulImpl::kSkinny
-                                                                         : MatmulImpl::kCublas;
+  // The fastest of cuBLASLt and the wide kernel, then the skinny kernel against it (with its band).
+  const bool wide_wins = with_wide && median_ms[wide_at] < median_ms[best];
+  const float other_ms = wide_wins ? median_ms[wide_at] : median_ms[best];
+  result.impl = median_ms.back() < kSkinnyMaxTimeRatio * other_ms ? MatmulImpl::kSkinny
+                : wide_wins                                       ? MatmulImpl::kWide
+                                                                  : MatmulImpl::kCublas;
   // What the choice rests on (--verbose): each median includes the 3 us stand-in before the call.
   ROOFLINE_LOG(kInfo,
                "matmul: m <= " << m << ", n " << p.n << ", k " << p.k
@@ -796,10 +846,13 @@ Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
                                << (epilogue == MatmulEpilogue::kBias       ? ", bias"
                                    : epilogue == MatmulEpilogue::kResidual ? ", residual"
                                                                            : "")
-                               << ": skinny " << median_ms.back() * 1e3 << " us, cuBLASLt "
+                               << ": skinny " << median_ms.back() * 1e3 << " us, wide "
+                               << (with_wide ? median_ms[wide_at] * 1e3 : 0.0f) << " us, cuBLASLt "
                                << median_ms[best] * 1e3 << " us (best of " << algos.size()
                                << " algorithms; stand-in before each included) -> "
-                               << (result.impl == MatmulImpl::kSkinny ? "skinny" : "cuBLASLt"));
+                               << (result.impl == MatmulImpl::kSkinny ? "skinny"
+                                   : result.impl == MatmulImpl::kWide ? "wide"
+                                                                      : "cuBLASLt"));
   return result;
 }
 
@@ -810,8 +863,14 @@ MatmulImpl choose_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cud
     ROOFLINE_CHECK_MSG(unsupported == nullptr, unsupported);
     return MatmulImpl::kSkinny;
   }
+  if (impl.forced == MatmulImpl::kWide) {
+    const char* wide_unsupported = wide_unsupported_reason(p, epilogue);
+    ROOFLINE_CHECK_MSG(wide_unsupported == nullptr, wide_unsupported);
+    return MatmulImpl::kWide;
+  }
   if (impl.forced == MatmulImpl::kCublas || unsupported != nullptr) return MatmulImpl::kCublas;
   if (impl.prefer_skinny) return MatmulImpl::kSkinny;
+  if (impl.prefer_wide && wide_unsupported_reason(p, epilogue) == nullptr) return MatmulImpl::kWide;
   if (epilogue == MatmulEpilogue::kBias && !bias_epilogue_rounds_once(p))
     return MatmulImpl::kSkinny;
 
@@ -879,6 +938,8 @@ void matmul_dispatch(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaS
   const MatmulImpl use = choose_impl(p, impl, stream, epilogue);
   if (use == MatmulImpl::kSkinny) {
     skinny_matmul(p, impl, stream, epilogue);
+  } else if (use == MatmulImpl::kWide) {
+    wide_matmul(p, impl, stream, epilogue);
   } else {
     cublas_matmul(p, impl, stream, epilogue);
   }

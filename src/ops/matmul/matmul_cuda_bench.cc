@@ -1,11 +1,12 @@
 // matmul_cuda benchmark (bf16): Llama-3-8B's decode GEMMs at m = 1, 2, 4, 8, 16, 32, 64 as weight
 // bandwidth (weight bytes / time, the memory-bound ceiling) beside the 4.28 TB/s copy ceiling, for
-// each implementation in one run — the skinny kernel forced ("skinny"), cuBLASLt forced ("cublas")
-// and the measured selection ("selected") — then a line of skinny times per split count (for tuning
-// matmul_skinny.h; "*" marks matmul_skinny_launch's choice), and for o and down at m = 1, 8 the
-// residual epilogue on both implementations; the RMSNorm prologue (the qkv and gate_up GEMMs of
-// Llama-3-8B and Qwen2.5-0.5B at m = 1, 8) on both, cuBLASLt's time including its rms_norm kernel,
-// beside the same GEMM without it, for gate_up the prologue with the SwiGLU epilogue (cuBLASLt:
+// each implementation in one run — the skinny kernel forced ("skinny"), cuBLASLt forced ("cublas"),
+// the wide kernel forced ("wide") and the measured selection ("selected") — then a line of skinny
+// times per split count (for tuning matmul_skinny.h; "*" marks matmul_skinny_launch's choice), and
+// for o and down at m = 1, 8 the residual epilogue on both implementations; the RMSNorm prologue
+// (the qkv and gate_up GEMMs of Llama-3-8B and Qwen2.5-0.5B at m = 1, 8) on both, cuBLASLt's time
+// including its rms_norm kernel, beside the same GEMM without it, for gate_up the prologue with the
+// SwiGLU epilogue (cuBLASLt:
 // + its silu_mul kernel) and for qkv the prologue with the RoPE epilogue (cuBLASLt: + its qkv_rope
 // kernel; one token's K and V into the cache). Then one prefill of m = 8192 tokens per weight as
 // TFLOP/s beside the 783 TFLOP/s bf16 GEMM ceiling. `matmul_cuda_bench [decode] [prologue]
@@ -28,6 +29,7 @@
 #include "ops/matmul/matmul.h"
 #include "ops/matmul/matmul_shapes.h"
 #include "ops/matmul/matmul_skinny.h"
+#include "ops/matmul/matmul_wide.h"
 #include "ops/testing/gpu_bench_buffers.h"
 #include "ops/testing/gpu_bench_util.h"
 
@@ -239,6 +241,47 @@ int run_trace() {
 }
 #endif
 
+// wide: the wide kernel forced beside cuBLASLt on Llama-3-8B's decode GEMMs at m = 1, 8, 64, with
+// its split sweep (the A/B of the wide kernel's variants: ROOFLINE_WIDE_* in the environment).
+int run_wide() {
+  auto cublas = MatmulCudaContext::create();
+  cublas->set_impl(MatmulImpl::kCublas);
+  auto wide = MatmulCudaContext::create();
+  wide->set_impl(MatmulImpl::kWide);
+  cudaStream_t stream;
+  ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  bench::settle();
+  for (const auto& w : kLlama3_8bWeights) {
+    const size_t weight_bytes = static_cast<size_t>(w.n * w.k) * 2;
+    RotatedWeights rotated(w.n, w.k, 1);
+    for (const int64_t m : {1, 8, 64}) {
+      const std::string name = std::string(w.name) + " " + std::to_string(w.n) + "x" +
+                               std::to_string(w.k) + " m=" + std::to_string(m);
+      bench::print_bandwidth((name + " wide").c_str(),
+                             time_matmul(*wide, stream, m, w.n, w.k, rotated.ptrs),
+                             static_cast<double>(weight_bytes));
+      bench::print_bandwidth((name + " cublas").c_str(),
+                             time_matmul(*cublas, stream, m, w.n, w.k, rotated.ptrs),
+                             static_cast<double>(weight_bytes));
+      const int chosen = matmul_wide_cuda_launch(m, w.n, w.k).splits;
+      std::printf("  wide us by splits:");
+      int previous = 0;
+      for (const int requested : {1, 2, 3, 4, 5, 6, 8}) {
+        const int splits = matmul_wide_cuda_launch(m, w.n, w.k, requested).splits;
+        if (splits == previous) continue;
+        previous = splits;
+        wide->set_wide_splits(requested);
+        const double ms = time_matmul(*wide, stream, m, w.n, w.k, rotated.ptrs, 20);
+        std::printf(" %d%s:%.1f", splits, splits == chosen ? "*" : "", ms * 1e3);
+      }
+      wide->set_wide_splits(0);
+      std::printf("\n");
+    }
+  }
+  ROOFLINE_CUDA_CHECK(cudaStreamDestroy(stream));
+  return 0;
+}
+
 int run(bool decode, bool prologue, bool prefill) {
   // One context per implementation; the selection's measurements happen once per problem, in the
   // warm-up calls before capture.
@@ -247,6 +290,8 @@ int run(bool decode, bool prologue, bool prefill) {
   cublas->set_impl(MatmulImpl::kCublas);
   auto skinny = MatmulCudaContext::create();
   skinny->set_impl(MatmulImpl::kSkinny);
+  auto wide = MatmulCudaContext::create();
+  wide->set_impl(MatmulImpl::kWide);
   const int num_sms = bench::sm_count();
   cudaStream_t stream;
   ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -263,15 +308,21 @@ int run(bool decode, bool prologue, bool prefill) {
                                std::to_string(w.k) + " m=" + std::to_string(m);
       const double skinny_ms = time_matmul(*skinny, stream, m, w.n, w.k, ptrs);
       const double cublas_ms = time_matmul(*cublas, stream, m, w.n, w.k, ptrs);
+      const double wide_ms = time_matmul(*wide, stream, m, w.n, w.k, ptrs);
       const double selected_ms = time_matmul(*ctx, stream, m, w.n, w.k, ptrs);
       bench::print_bandwidth((name + " skinny").c_str(), skinny_ms,
                              static_cast<double>(weight_bytes));
       bench::print_bandwidth((name + " cublas").c_str(), cublas_ms,
                              static_cast<double>(weight_bytes));
+      bench::print_bandwidth((name + " wide").c_str(), wide_ms, static_cast<double>(weight_bytes));
       bench::print_bandwidth((name + " selected").c_str(), selected_ms,
                              static_cast<double>(weight_bytes));
-      std::printf("  skinny/cublas time %.2f, selected ran %s\n", skinny_ms / cublas_ms,
-                  ctx->last_impl() == MatmulImpl::kSkinny ? "skinny" : "cublas");
+      const MatmulImpl ran = ctx->last_impl();
+      std::printf("  skinny/cublas time %.2f, wide/cublas %.2f, selected ran %s\n",
+                  skinny_ms / cublas_ms, wide_ms / cublas_ms,
+                  ran == MatmulImpl::kSkinny ? "skinny"
+                  : ran == MatmulImpl::kWide ? "wide"
+                                             : "cublas");
       // The split sweep: every distinct split count the launch plan allows for this shape.
       const int chosen = matmul_skinny_launch(m, w.n, w.k, num_sms).splits;
       std::printf("  skinny us by splits:");
@@ -379,6 +430,14 @@ int main(int argc, char** argv) {
     return 2;
 #endif
   }
+  if (argc == 2 && std::string(argv[1]) == "wide") {
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+      std::printf("matmul_cuda_bench: no CUDA device on this machine, nothing to time\n");
+      return 0;
+    }
+    return roofline::run_wide();
+  }
   for (int i = 1; i < argc; ++i) {
     const std::string section = argv[i];
     if (section == "verbose") {
@@ -394,8 +453,9 @@ int main(int argc, char** argv) {
     if (section != "decode" && section != "prologue" && section != "prefill") {
       std::fprintf(stderr,
                    "usage: matmul_cuda_bench [decode] [prologue] [prefill] [verbose] (default: "
-                   "all sections; verbose: the selector's measurements too) | trace (the skinny "
-                   "kernel's phases: matmul_skinny_trace_bench)\n");
+                   "all sections; verbose: the selector's measurements too) | wide (the wide "
+                   "kernel beside cuBLASLt, by splits) | trace (the skinny kernel's phases: "
+                   "matmul_skinny_trace_bench)\n");
       return 2;
     }
   }

@@ -32,6 +32,7 @@
 #include "ops/matmul/matmul.h"
 #include "ops/matmul/matmul_shapes.h"
 #include "ops/matmul/matmul_skinny.h"
+#include "ops/matmul/matmul_wide.h"
 #include "ops/testing/gpu_test_util.h"
 #include "ops/testing/op_test_util.h"
 
@@ -72,11 +73,26 @@ const char* epilogue_name(MatmulEpilogue e) {
                                       : "residual";
 }
 const char* impl_name(MatmulImpl impl) {
-  return impl == MatmulImpl::kCublas ? "cuBLASLt" : impl == MatmulImpl::kSkinny ? "skinny" : "auto";
+  switch (impl) {
+    case MatmulImpl::kCublas:
+      return "cuBLASLt";
+    case MatmulImpl::kSkinny:
+      return "skinny";
+    case MatmulImpl::kWide:
+      return "wide";
+    case MatmulImpl::kAuto:
+      break;
+  }
+  return "auto";
 }
 
-// Whether an implementation takes the problem (the others abort by design; tested below).
+// Whether an implementation takes the problem (the others abort by design; tested below). The
+// skinny and the wide kernel take the same decode problems (the wide one runs the RMSNorm prologue
+// and the SwiGLU and RoPE epilogues as kernels of their own).
 bool skinny_takes(int64_t m, int64_t k) { return m <= kMatmulSkinnyMaxM && k % 8 == 0; }
+bool decode_only(MatmulImpl impl) {
+  return impl == MatmulImpl::kSkinny || impl == MatmulImpl::kWide;
+}
 // cuBLASLt's bias epilogue rounds once only for n, k multiples of 8 with aligned y (matmul.h).
 bool cublas_bias_takes(const MatmulWeightShape& s) { return s.n % 8 == 0 && s.k % 8 == 0; }
 bool runs(MatmulImpl impl, MatmulEpilogue e, const MatmulWeightShape& s, int64_t m) {
@@ -84,6 +100,7 @@ bool runs(MatmulImpl impl, MatmulEpilogue e, const MatmulWeightShape& s, int64_t
     case MatmulImpl::kCublas:
       return e != MatmulEpilogue::kBias || cublas_bias_takes(s);
     case MatmulImpl::kSkinny:
+    case MatmulImpl::kWide:
       return skinny_takes(m, s.k);
     case MatmulImpl::kAuto:
       return e != MatmulEpilogue::kBias || cublas_bias_takes(s) || skinny_takes(m, s.k);
@@ -244,9 +261,10 @@ TEST_P(MatmulCudaTest, MatchesCpuTwinForEveryMImplementationAndEpilogue) {
   const std::vector<uint16_t> bias_bits = to_bf16(random_vector(n, rng));
   const DeviceBuffer w = DeviceBuffer::from_host(w_bits);
   const DeviceBuffer bias = DeviceBuffer::from_host(bias_bits);
-  const MatmulImpl impls[] = {MatmulImpl::kCublas, MatmulImpl::kSkinny, MatmulImpl::kAuto};
+  const MatmulImpl impls[] = {MatmulImpl::kCublas, MatmulImpl::kSkinny, MatmulImpl::kAuto,
+                              MatmulImpl::kWide};
   std::unique_ptr<MatmulCudaContext> ctxs[] = {context(impls[0]), context(impls[1]),
-                                               context(impls[2])};
+                                               context(impls[2]), context(impls[3])};
   // The legacy default stream: the uploads (cudaMemcpy) and the poison (cudaMemset) run on it, so
   // every call is ordered after them.
   const cudaStream_t stream = nullptr;
@@ -259,7 +277,7 @@ TEST_P(MatmulCudaTest, MatchesCpuTwinForEveryMImplementationAndEpilogue) {
     for (const MatmulEpilogue e : kEpilogues) {
       const std::vector<float> expected =
           run_cpu(x_vals, w_bits, bias_bits, residual_vals, m, n, k, e);
-      for (int i = 0; i < 3; ++i) {
+      for (int i = 0; i < 4; ++i) {
         if (!runs(impls[i], e, shape, m)) continue;
         for (const bool strided : {false, true}) {
           const Layout layout = y_layout(n, e, strided);
@@ -291,6 +309,7 @@ TEST_P(MatmulCudaTest, MatchesCpuTwinForEveryMImplementationAndEpilogue) {
   EXPECT_EQ(problems, variants * static_cast<int64_t>(std::size(kMatmulCudaTestMs)));
   EXPECT_EQ(ctxs[0]->num_impl_measurements(), 0);  // forced: nothing to choose
   EXPECT_EQ(ctxs[1]->num_impl_measurements(), 0);
+  EXPECT_EQ(ctxs[3]->num_impl_measurements(), 0);
   for (const int64_t m : kMatmulCudaTestMs) {
     const DeviceBuffer x = DeviceBuffer::from_host(to_bf16(random_vector(m * k, rng)));
     const std::vector<uint16_t> residual_bits(static_cast<size_t>(m * n), 0);
@@ -319,6 +338,71 @@ INSTANTIATE_TEST_SUITE_P(Weights, MatmulCudaTest, ::testing::ValuesIn(kMatmulCud
                            return name;
                          });
 
+// A random m-row problem on weight shape s with the residual epilogue, uploaded, and its CPU twin's
+// answer: what the split tests run under every split count.
+struct ResidualProblem {
+  template <typename Rng>
+  ResidualProblem(const MatmulWeightShape& s, int64_t m, Rng& rng) {
+    const std::vector<uint16_t> w_bits = to_bf16(random_vector(s.n * s.k, rng));
+    const std::vector<uint16_t> bias_bits = to_bf16(random_vector(s.n, rng));
+    const std::vector<float> x_vals = round_to_bf16(random_vector(m * s.k, rng));
+    residual_bits = to_bf16(random_vector(m * s.n, rng, -2.0f, 2.0f));
+    w = DeviceBuffer::from_host(w_bits);
+    bias = DeviceBuffer::from_host(bias_bits);
+    x = DeviceBuffer::from_host(to_bf16(x_vals));
+    expected = run_cpu(x_vals, w_bits, bias_bits, from_bf16(residual_bits), m, s.n, s.k,
+                       MatmulEpilogue::kResidual);
+  }
+  std::vector<uint16_t> residual_bits;
+  DeviceBuffer w, bias, x;
+  std::vector<float> expected;
+};
+
+TEST(MatmulCudaWideTest, EverySplitCountGivesTheSameBitsEveryRun) {
+  // The wide kernel forced to 1, 2, 3, 5 and 8 K splits (clusters of that many blocks, merged over
+  // distributed shared memory) on Llama-3-8B's o projection, Qwen2.5-0.5B's down and odd shapes
+  // (n not a multiple of the 128-row tile, K not of the 64-wide chunk, a K shorter than the
+  // splits asked): each matches the CPU twin with the residual added in place, and each gives the
+  // same bits in three runs (the splits are summed in split order).
+  ROOFLINE_SKIP_WITHOUT_GPU();
+  const MatmulWeightShape shapes[] = {{"llama3-8b o", 4096, 4096},
+                                      {"qwen2.5-0.5b down", 896, 4864},
+                                      {"odd 131x200", 131, 200},
+                                      {"odd 33x4104", 33, 4104}};
+  auto ctx = context(MatmulImpl::kWide);
+  auto rng = make_rng(77);
+  for (const auto& s : shapes) {
+    for (const int64_t m : {1, 17, 64}) {
+      const ResidualProblem problem(s, m, rng);
+      const DeviceBuffer &x = problem.x, &w = problem.w, &bias = problem.bias;
+      const std::vector<uint16_t>& residual_bits = problem.residual_bits;
+      const std::vector<float>& expected = problem.expected;
+      for (const int splits : {1, 2, 3, 5, 8}) {
+        const MatmulWideLaunch l = matmul_wide_cuda_launch(m, s.n, s.k, splits);
+        SCOPED_TRACE(std::string(s.name) + ", m = " + std::to_string(m) + ", splits " +
+                     std::to_string(splits) + " (planned " + std::to_string(l.splits) + ")");
+        ctx->set_wide_splits(splits);
+        std::vector<uint16_t> first;
+        for (int run = 0; run < 3; ++run) {
+          const std::vector<uint16_t> y =
+              run_gpu({&x, &w, &bias}, m, s.n, s.k, MatmulEpilogue::kResidual, residual_bits,
+                      {0, s.n}, true, *ctx, nullptr);
+          EXPECT_EQ(ctx->last_impl(), MatmulImpl::kWide);
+          if (run == 0) {
+            first = y;
+            std::vector<float> got;
+            ASSERT_TRUE(extract(y, m, s.n, {0, s.n}, &got));
+            EXPECT_TRUE(all_close(got, expected, atol_for(s.k), kRtol));
+          } else {
+            ASSERT_EQ(y, first) << "run " << run << " differs from run 0";
+          }
+        }
+      }
+      ctx->set_wide_splits(0);
+    }
+  }
+}
+
 TEST(MatmulCudaSkinnyTest, EverySplitCountGivesTheSameBitsEveryRun) {
   // Llama-3-8B's o projection, Qwen2.5-0.5B's down and an odd shape with a K tail, forced to 1, 2,
   // 3, 7 and 16 splits: each matches the CPU twin, and each is deterministic (the partials are
@@ -334,16 +418,10 @@ TEST(MatmulCudaSkinnyTest, EverySplitCountGivesTheSameBitsEveryRun) {
   auto rng = make_rng(99);
   for (const auto& s : shapes) {
     for (const int64_t m : {1, 8, 64}) {
-      const std::vector<uint16_t> w_bits = to_bf16(random_vector(s.n * s.k, rng));
-      const std::vector<uint16_t> bias_bits = to_bf16(random_vector(s.n, rng));
-      const std::vector<float> x_vals = round_to_bf16(random_vector(m * s.k, rng));
-      const std::vector<uint16_t> residual_bits = to_bf16(random_vector(m * s.n, rng, -2.0f, 2.0f));
-      const DeviceBuffer w = DeviceBuffer::from_host(w_bits);
-      const DeviceBuffer bias = DeviceBuffer::from_host(bias_bits);
-      const DeviceBuffer x = DeviceBuffer::from_host(to_bf16(x_vals));
-      const std::vector<float> expected =
-          run_cpu(x_vals, w_bits, bias_bits, from_bf16(residual_bits), m, s.n, s.k,
-                  MatmulEpilogue::kResidual);
+      const ResidualProblem problem(s, m, rng);
+      const DeviceBuffer &x = problem.x, &w = problem.w, &bias = problem.bias;
+      const std::vector<uint16_t>& residual_bits = problem.residual_bits;
+      const std::vector<float>& expected = problem.expected;
       for (const int splits : {1, 2, 3, 7, 16}) {
         SCOPED_TRACE(std::string(s.name) + ", m = " + std::to_string(m) + ", splits " +
                      std::to_string(splits));
@@ -397,9 +475,10 @@ TEST(MatmulCudaNormTest, PrologueMatchesCpuTwinForEveryImplementationAndEpilogue
                                       {"qwen2.5-0.5b qkv", 1152, 896},
                                       {"qwen2.5-0.5b gate_up", 9728, 896},
                                       {"odd 33x4104", 33, 4104}};
-  const MatmulImpl impls[] = {MatmulImpl::kCublas, MatmulImpl::kSkinny, MatmulImpl::kAuto};
+  const MatmulImpl impls[] = {MatmulImpl::kCublas, MatmulImpl::kSkinny, MatmulImpl::kAuto,
+                              MatmulImpl::kWide};
   std::unique_ptr<MatmulCudaContext> ctxs[] = {context(impls[0]), context(impls[1]),
-                                               context(impls[2])};
+                                               context(impls[2]), context(impls[3])};
   auto rng = make_rng(31);
   for (const auto& s : shapes) {
     const std::vector<uint16_t> w_bits = to_bf16(random_vector(s.n * s.k, rng));
@@ -420,7 +499,7 @@ TEST(MatmulCudaNormTest, PrologueMatchesCpuTwinForEveryImplementationAndEpilogue
       for (const MatmulEpilogue e : kEpilogues) {
         const std::vector<float> expected = run_cpu(
             x_vals, w_bits, bias_bits, from_bf16(residual_bits), m, s.n, s.k, e, &norm_bits);
-        for (int i = 0; i < 3; ++i) {
+        for (int i = 0; i < 4; ++i) {
           if (!runs(impls[i], e, s, m)) continue;
           const Layout layout = y_layout(s.n, e, false);
           SCOPED_TRACE(std::string(s.name) + ", m = " + std::to_string(m) + ", " +
@@ -457,9 +536,10 @@ TEST(MatmulCudaSwigluTest, EpilogueMatchesCpuTwinForEveryImplementation) {
   const MatmulWeightShape shapes[] = {{"llama3-8b gate_up", 28672, 4096},
                                       {"qwen2.5-0.5b gate_up", 9728, 896},
                                       {"odd 2x37 by 4104", 74, 4104}};
-  const MatmulImpl impls[] = {MatmulImpl::kCublas, MatmulImpl::kSkinny, MatmulImpl::kAuto};
+  const MatmulImpl impls[] = {MatmulImpl::kCublas, MatmulImpl::kSkinny, MatmulImpl::kAuto,
+                              MatmulImpl::kWide};
   std::unique_ptr<MatmulCudaContext> ctxs[] = {context(impls[0]), context(impls[1]),
-                                               context(impls[2])};
+                                               context(impls[2]), context(impls[3])};
   auto rng = make_rng(41);
   for (const auto& s : shapes) {
     const int64_t half = s.n / 2;
@@ -502,8 +582,8 @@ TEST(MatmulCudaSwigluTest, EpilogueMatchesCpuTwinForEveryImplementation) {
         };
         matmul_cpu(params(x_vals.data(), w_bits.data(), norm_bits.data(), expected.data(),
                           cpu_gate_up.data(), cpu_normed.data(), DType::kF32));
-        for (int i = 0; i < 3; ++i) {
-          if (impls[i] == MatmulImpl::kSkinny && !skinny_takes(m, s.k)) continue;
+        for (int i = 0; i < 4; ++i) {
+          if (decode_only(impls[i]) && !skinny_takes(m, s.k)) continue;
           SCOPED_TRACE(std::string(s.name) + ", m = " + std::to_string(m) + ", " +
                        impl_name(impls[i]) + (with_norm ? ", RMSNorm prologue" : ""));
           DeviceBuffer y(static_cast<size_t>(m * half) * 2);
@@ -713,9 +793,10 @@ TEST(MatmulCudaRopeTest, EpilogueMatchesCpuTwinAndTheUnfusedKernelsForEveryImple
   // of the cache (slots no token writes must stay untouched). The skinny kernel's fused epilogue
   // must give the same bits as its own product followed by qkv_rope_cuda.
   ROOFLINE_SKIP_WITHOUT_GPU();
-  const MatmulImpl impls[] = {MatmulImpl::kCublas, MatmulImpl::kSkinny, MatmulImpl::kAuto};
+  const MatmulImpl impls[] = {MatmulImpl::kCublas, MatmulImpl::kSkinny, MatmulImpl::kAuto,
+                              MatmulImpl::kWide};
   std::unique_ptr<MatmulCudaContext> ctxs[] = {context(impls[0]), context(impls[1]),
-                                               context(impls[2])};
+                                               context(impls[2]), context(impls[3])};
   auto rng = make_rng(53);
   for (const auto& s : kRopeShapes) {
     const int64_t n = (s.heads + 2 * s.kv_heads) * s.head_dim;
@@ -823,8 +904,8 @@ TEST(MatmulCudaRopeTest, EpilogueMatchesCpuTwinAndTheUnfusedKernelsForEveryImple
             ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(nullptr));
           }
 
-          for (int i = 0; i < 3; ++i) {
-            if (impls[i] == MatmulImpl::kSkinny && !skinny_takes(m, s.k)) continue;
+          for (int i = 0; i < 4; ++i) {
+            if (decode_only(impls[i]) && !skinny_takes(m, s.k)) continue;
             SCOPED_TRACE(std::string(s.name) + ", m = " + std::to_string(m) + ", " +
                          impl_name(impls[i]) + (with_bias ? ", bias" : "") +
                          (with_norm ? ", RMSNorm prologue" : ""));
@@ -909,6 +990,23 @@ TEST(MatmulCudaDeathTest, BadInputAbortsWithItsReason) {
         matmul_cuda(q, *ctx, nullptr);
       },
       "1 to 64 rows");
+  // The wide kernel's domain: the same k, alignment and m limits.
+  q = p;
+  q.k = 67;
+  EXPECT_DEATH(
+      {
+        auto ctx = context(MatmulImpl::kWide);
+        matmul_cuda(q, *ctx, nullptr);
+      },
+      "wide matmul needs k to be a multiple of 8");
+  q = p;
+  q.m = 65;
+  EXPECT_DEATH(
+      {
+        auto ctx = context(MatmulImpl::kWide);
+        matmul_cuda(q, *ctx, nullptr);
+      },
+      "wide matmul takes 1 to 64 rows");
   q = p;
   q.dtype = DType::kF32;
   EXPECT_DEATH(
