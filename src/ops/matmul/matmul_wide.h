@@ -13,12 +13,13 @@
 // shared memory that the bulk tensor copy engine (TMA) fills, one 64-wide K chunk per stage.
 //
 // Where it stands (H200, bench/results/2026-12-01-wide-decode-gemm.md): 57-84 % of the copy
-// ceiling on Llama-3-8B's projections whatever m (1 to 64) — about cuBLASLt's level, below the
-// skinny kernel at m <= 8. Each block streams ~27 GB/s through the copy engine's 128-row × 128-byte
-// boxes (4.28 TB/s needs 32 GB/s per SM); smaller boxes, grouped so each weight row's chunks are
-// requested together, streamed 2.5× slower. So it is not a candidate of the default selection
-// (ROOFLINE_MATMUL_WIDE=1 makes it one; ROOFLINE_MATMUL_IMPL=wide forces it): the step to take is
-// a second stream per SM (cp.async beside the copy engine, or two blocks), not a different tile.
+// ceiling on Llama-3-8B's projections whatever m (1 to 64) — at or below cuBLASLt, below the
+// skinny kernel at m <= 8. A block alone streams 40-80 GB/s, but the whole stream of 128-row ×
+// 128-byte boxes saturates at ~77 % (the skinny kernel's 16-row × 1 KB stages reach 96 %), the
+// short projections (o, q|k|v) pay ~3-4 µs of fill and merge, and o and down stream on 96 SMs
+// (3 splits: clusters of 4 do not all fit). Smaller boxes, larger stages and more splits all
+// measured slower. So it is not a candidate of the default selection (ROOFLINE_MATMUL_WIDE=1
+// makes it one; ROOFLINE_MATMUL_IMPL=wide forces it).
 //
 // Tiling: a tile is 128 weight rows (output columns) × one K split; a split is a run of
 // kMatmulWideChunkK-wide K chunks. Splits of one tile form a thread-block cluster and merge their
