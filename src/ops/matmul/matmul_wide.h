@@ -17,9 +17,10 @@
 // skinny kernel at m <= 8. A block alone streams 40-80 GB/s, but the whole stream of 128-row ×
 // 128-byte boxes saturates at ~77 % (the skinny kernel's 16-row × 1 KB stages reach 96 %), the
 // short projections (o, q|k|v) pay ~3-4 µs of fill and merge, and o and down stream on 96 SMs
-// (3 splits: clusters of 4 do not all fit). Smaller boxes, larger stages and more splits all
-// measured slower. So it is not a candidate of the default selection (ROOFLINE_MATMUL_WIDE=1
-// makes it one; ROOFLINE_MATMUL_IMPL=wide forces it).
+// (3 splits: clusters of 4 do not all fit). Smaller boxes, larger stages, more splits and a
+// cp.async producer with 512-byte runs per weight row all measured slower. So it is not a candidate
+// of the default selection (ROOFLINE_MATMUL_WIDE=1 makes it one; ROOFLINE_MATMUL_IMPL=wide forces
+// it).
 //
 // Tiling: a tile is 128 weight rows (output columns) × one K split; a split is a run of
 // kMatmulWideChunkK-wide K chunks. Splits of one tile form a thread-block cluster and merge their
