@@ -1,5 +1,8 @@
 // CuptiTracer on CUPTI's activity API: kernels as CONCURRENT_KERNEL records (graph replays
-// included; the concurrent kind does not serialise kernels), memcpy, memset, and, when asked,
+// included; the concurrent kind does not serialise kernels; measured on the H200, the KERNEL kind
+// records almost none of a graph's kernels, and host-pinned buffers or starting after capture do
+// not lower the concurrent kind's ~1 us a graph-launched kernel:
+// bench/results/2026-12-01-cupti-graph-overhead.md), memcpy, memset, and, when asked,
 // RUNTIME + DRIVER API records for the launch times, correlation ids and markers join.h's learning
 // step needs. CUPTI hands out full
 // buffers from its own threads, so the parsed records go to one mutex-guarded store.
