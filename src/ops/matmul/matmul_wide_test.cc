@@ -11,12 +11,12 @@
 #include <cstring>
 #include <string>
 
+#include "ops/testing/op_test_util.h"
+
 namespace roofline {
 namespace {
 
-const void* address(uintptr_t alignment) {
-  return reinterpret_cast<const void*>(uintptr_t{0x100000} + (alignment < 256 ? alignment : 0));
-}
+const auto address = &testing::made_up_address;
 
 MatmulParams supported_params() {
   MatmulParams p;

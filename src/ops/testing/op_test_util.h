@@ -19,6 +19,12 @@
 
 namespace roofline::testing {
 
+// An address with exactly the given alignment (no larger power of two up to 256) that nothing may
+// dereference: for the CPU tests of host-side domain checks, which only inspect addresses.
+inline const void* made_up_address(uintptr_t alignment) {
+  return reinterpret_cast<const void*>(uintptr_t{0x100000} + (alignment < 256 ? alignment : 0));
+}
+
 // The seed of this test process: from ROOFLINE_TEST_SEED when set, else random.
 inline uint32_t run_seed() {
   static const uint32_t seed = [] {
