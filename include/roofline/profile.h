@@ -9,11 +9,13 @@
 //
 // It loads the model on a fresh runner, prefills `batch` sequences of `context` tokens, warms up,
 // and profiles `steps` decode steps. On the GPU CUPTI records every kernel, copy and set
-// (CUDA-graph replays included), joined to the plan calls through one eager learning step, and the
-// same steps run again without the tracer to measure its cost; on the CPU every plan call is timed
-// with the host clock. The events are analysed against the plan's analytic costs (busy share, idle
-// gaps, top kernels, each op's distance to the speed of light) and exported as text, JSON, a Chrome
-// / Perfetto trace and two SVG pictures.
+// (CUDA-graph replays included), joined to the plan calls through one eager learning step; the
+// same steps run first in a runner of their own without the tracer to measure its cost, and with
+// CUDA graphs the traced steps are sampled (CUPTI attached for each alone, untraced graph replays
+// between them) so that the window stays within overhead_budget; on the CPU every plan call is
+// timed with the host clock. The events are analysed against the plan's analytic costs (busy share,
+// idle gaps, top kernels, each op's distance to the speed of light) and exported as text, JSON, a
+// Chrome / Perfetto trace and two SVG pictures.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +36,12 @@ struct ProfileOptions {
   bool calibrate = false;
   double bandwidth_gbps = 0;
   double peak_tflops = 0;
+  // GPU with CUDA graphs: the most tracing may add to the profiled window, as a fraction of its
+  // untraced time, [0, 1]. CUPTI is attached for each traced step alone and detached after it, and
+  // untraced replays of the step's graph between traced steps keep the window within this. 0: the
+  // steps are traced one after another, CUPTI attached throughout (the window then costs what a
+  // traced step costs). Eager steps are always traced one after another.
+  double overhead_budget = 0.03;
 };
 
 struct ProfileResult {
@@ -55,6 +63,12 @@ struct ProfileResult {
   // GPU with CUDA graphs: the step's graph replayed back to back without the tracer (median ms a
   // replay); ms_per_step_untraced minus this is what the host adds between steps. 0 otherwise.
   double ms_per_step_graph_floor = 0;
+  // GPU, sampled tracing (see overhead_budget): the window the traced steps were spread over.
+  bool sampled = false;
+  int64_t untraced_replays = 0;  // of the step's graph between the traced steps
+  double window_ms = 0;          // traced steps, CUPTI's attach / detach, the replays
+  double window_extra_ms = 0;    // what tracing added to the window (its untraced time: the rest)
+  double overhead_budget = 0;
   double device_ms_per_step = 0;  // what the analysed events cover per step
   std::string report;             // the text report
   std::string report_json;        // the report as JSON

@@ -136,6 +136,31 @@ inline constexpr double kCaptureOverheadBudget = 0.03;
 std::string capture_overhead_text(double traced_ms_per_step, double untraced_ms_per_step,
                                   bool cuda_graphs);
 
+// Sampled tracing (`roofline profile` with CUDA graphs): CUPTI is attached for each traced step
+// alone and detached after it; untraced replays of the step's graph between traced steps keep the
+// tracing's cost within a budget of the window's untraced time.
+//
+// How many replays of `replay_ms` each to run now so that extra_ms / untraced_ms <= budget, where
+// extra_ms is what tracing has added so far (each traced step's wall time with attach and detach,
+// less the untraced step) and untraced_ms the untraced time so far (the traced steps' untraced
+// equivalents and the replays run). 0 when already within; budget and replay_ms must be positive.
+int64_t untraced_replays_for_budget(double extra_ms, double untraced_ms, double replay_ms,
+                                    double budget);
+
+struct SampledCapture {
+  int64_t traced_steps = 0;
+  int64_t untraced_replays = 0;  // of the step's graph, run between the traced steps
+  double window_ms = 0;          // the whole window: traced steps, attach / detach, replays
+  double extra_ms = 0;           // what tracing added to it (see untraced_replays_for_budget)
+  double budget = kCaptureOverheadBudget;
+  double traced_ms_per_step = 0;  // a traced step alone (CUPTI attached), host wall time
+  double untraced_ms_per_step = 0;
+};
+// "capture overhead: sampled ...: the window took W ms, E ms (+X %) more than untraced (budget
+// B %)", then what a traced step itself costs, and, when that exceeds the budget, that the kernel
+// times and gaps below carry it (they are the traced steps').
+std::string sampled_capture_text(const SampledCapture& c);
+
 // Chrome / Perfetto trace-event JSON: {"traceEvents": [{"ph": "X", "ts": µs, "dur": µs, "pid": 0,
 // "tid": stream, "args": {"op", "call_index", "step"}}, ...]}, one event per input, in input order.
 std::string chrome_trace_json(const std::vector<TraceEvent>& events);

@@ -5,7 +5,8 @@
 // bench/results/2026-12-01-cupti-graph-overhead.md), memcpy, memset, and, when asked,
 // RUNTIME + DRIVER API records for the launch times, correlation ids and markers join.h's learning
 // step needs. CUPTI hands out full
-// buffers from its own threads, so the parsed records go to one mutex-guarded store.
+// buffers from its own threads, so the parsed records go to one mutex-guarded store, which also
+// keeps them across a detach (cuptiFinalize) and a later attach.
 #include "profiler/cupti_tracer.h"
 
 #include <cupti.h>
@@ -160,6 +161,15 @@ Status cupti_status(CUptiResult r, const char* what) {
                         " (is another profiler, e.g. nsys or ncu, attached to this process?)");
 }
 
+// CUPTI forgets both registrations when it detaches (cuptiFinalize), so attaching registers them
+// again.
+Status register_callbacks() {
+  ROOFLINE_RETURN_IF_ERROR(
+      cupti_status(cuptiActivityRegisterTimestampCallback(steady_timestamp), "timestamp callback"));
+  return cupti_status(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed),
+                      "buffer callbacks");
+}
+
 }  // namespace
 
 int64_t CuptiTracer::now_ns() {
@@ -170,18 +180,13 @@ int64_t CuptiTracer::now_ns() {
 
 StatusOr<std::unique_ptr<CuptiTracer>> CuptiTracer::start() {
   if (g_active) return internal_error("a CUPTI tracer is already running in this process");
-  if (Status s = cupti_status(cuptiActivityRegisterTimestampCallback(steady_timestamp),
-                              "timestamp callback");
-      !s.ok())
-    return s;
-  if (Status s = cupti_status(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed),
-                              "buffer callbacks");
-      !s.ok())
-    return s;
+  if (Status s = register_callbacks(); !s.ok()) return s;
   std::unique_ptr<CuptiTracer> t(new CuptiTracer());
   g_active = true;
+  t->attached_ = true;
   t->set_recording(true);
   if (!t->recording_) {
+    t->attached_ = false;  // the destructor then leaves CUPTI as it is
     g_active = false;
     return internal_error("CUPTI refused to record kernel activity (another profiler attached?)");
   }
@@ -189,7 +194,7 @@ StatusOr<std::unique_ptr<CuptiTracer>> CuptiTracer::start() {
 }
 
 void CuptiTracer::set_recording(bool on) {
-  if (on == recording_) return;
+  if (on == recording_ || !attached_) return;
   if (!on && api_recording_) {
     set_kinds(kApiKinds, false);  // turning kinds off cannot leave anything half-recorded
     api_recording_ = false;
@@ -199,7 +204,8 @@ void CuptiTracer::set_recording(bool on) {
 
 Status CuptiTracer::set_api_recording(bool on) {
   if (on == api_recording_) return ok_status();
-  if (on && !recording_) return internal_error("CuptiTracer: API records without device records");
+  if (on && !recording_)
+    return internal_error("CuptiTracer: API records without device records (detached?)");
   if (!set_kinds(kApiKinds, on) && on) {
     set_kinds(kApiKinds, false);
     return internal_error("CUPTI refused to record runtime / driver API calls");
@@ -208,8 +214,29 @@ Status CuptiTracer::set_api_recording(bool on) {
   return ok_status();
 }
 
+Status CuptiTracer::detach() {
+  if (!attached_) return ok_status();
+  set_recording(false);
+  // Everything completed goes to the store first: after cuptiFinalize CUPTI's buffers are gone.
+  ROOFLINE_RETURN_IF_ERROR(
+      cupti_status(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "flush"));
+  ROOFLINE_RETURN_IF_ERROR(cupti_status(cuptiFinalize(), "detach (cuptiFinalize)"));
+  attached_ = false;
+  return ok_status();
+}
+
+Status CuptiTracer::attach() {
+  if (attached_) return ok_status();
+  ROOFLINE_RETURN_IF_ERROR(register_callbacks());
+  attached_ = true;
+  set_recording(true);
+  if (!recording_) return internal_error("CUPTI refused to record kernel activity on re-attach");
+  return ok_status();
+}
+
 CuptiTracer::Records CuptiTracer::take() {
-  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  // Detached, the store holds everything (and any CUPTI call would attach it again).
+  if (attached_) cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   Store& s = store();
   std::lock_guard<std::mutex> lock(s.mu);
   Records out = std::move(s.records);
@@ -217,9 +244,13 @@ CuptiTracer::Records CuptiTracer::take() {
   return out;
 }
 
+// Detaches, so that the process runs clean after a profile.
 CuptiTracer::~CuptiTracer() {
-  set_recording(false);
-  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  if (attached_) {
+    set_recording(false);
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    cuptiFinalize();
+  }
   Store& s = store();
   std::lock_guard<std::mutex> lock(s.mu);
   s.records = Records{};

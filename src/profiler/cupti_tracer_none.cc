@@ -22,5 +22,12 @@ Status CuptiTracer::set_api_recording(bool on) {
   api_recording_ = on;
   return ok_status();
 }
+Status CuptiTracer::detach() {
+  attached_ = false;
+  return ok_status();
+}
+Status CuptiTracer::attach() {
+  return unimplemented("device tracing needs a CUDA build: configure with `cmake --preset cuda`");
+}
 
 }  // namespace roofline

@@ -141,4 +141,21 @@ JoinResult join_steps(const std::vector<DeviceActivity>& activity,
   return r;
 }
 
+std::vector<DeviceActivity> after_graph_launches(std::vector<DeviceActivity> activity,
+                                                 int launches) {
+  if (launches <= 0) return activity;
+  std::vector<uint32_t> ids;
+  for (const DeviceActivity& a : activity)
+    if (a.kind == TraceEvent::Kind::kCompute) ids.push_back(a.correlation);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  if (ids.size() < static_cast<size_t>(launches)) return {};
+  const uint32_t last_warm = ids[static_cast<size_t>(launches) - 1];
+  activity.erase(
+      std::remove_if(activity.begin(), activity.end(),
+                     [&](const DeviceActivity& a) { return a.correlation <= last_warm; }),
+      activity.end());
+  return activity;
+}
+
 }  // namespace roofline

@@ -83,4 +83,12 @@ struct JoinResult {
 JoinResult join_steps(const std::vector<DeviceActivity>& activity,
                       const std::vector<StepWindow>& steps, const CallSequence& sequence);
 
+// The activity left after the first `launches` CUDA-graph launches recorded (a warm-up before the
+// traced step). Every kernel of one graph launch carries that launch's correlation id, and ids
+// grow with the host's API calls, so the warm-up's launches are the `launches` smallest ids among
+// the kernels, and everything launched after them has a larger id. Fewer kernel ids than that:
+// nothing is left.
+std::vector<DeviceActivity> after_graph_launches(std::vector<DeviceActivity> activity,
+                                                 int launches);
+
 }  // namespace roofline

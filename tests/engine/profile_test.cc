@@ -2,12 +2,14 @@
 // result carries the report in every form (text, JSON, Chrome trace, both pictures) for the steps
 // asked, with the explicit ceilings it was given; options out of range are InvalidArgument naming
 // the option, and a model that cannot load names the model. On a GPU (skipped without one): every
-// step joins, and the untraced baseline (a runner of its own, run before CUPTI is loaded) and its
-// graph floor are reported.
+// step joins, sampled (the default) and traced one after another, and the untraced baseline (a
+// runner of its own, run before CUPTI is loaded), its graph floor and the sampled window within
+// its budget are reported.
 #include "roofline/profile.h"
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -72,6 +74,21 @@ TEST(ProfileDecodeTest, OnTheGpuEveryStepJoinsBesideACleanBaseline) {
   EXPECT_GT(r->ms_per_step_graph_floor, 0.0);
   EXPECT_LT(r->ms_per_step_graph_floor, 1.5 * r->ms_per_step_untraced);
   EXPECT_NE(r->report.find("measured"), std::string::npos) << r->report;
+  // Sampled by default: each step traced with CUPTI attached for it alone (all four joined above,
+  // so re-attaching records every kernel), and the untraced replays between them bring the window
+  // within the budget: its untraced time is the rest of it.
+  EXPECT_TRUE(r->sampled);
+  EXPECT_GT(r->untraced_replays, 0);
+  EXPECT_GT(r->window_ms, r->window_extra_ms);
+  EXPECT_LE(r->window_extra_ms, o.overhead_budget * (r->window_ms - r->window_extra_ms) + 1e-9)
+      << r->window_ms << " ms window, " << r->window_extra_ms << " ms of it tracing";
+  // Budget 0: the steps traced one after another, CUPTI attached throughout.
+  o.overhead_budget = 0;
+  r = profile_decode(o);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_FALSE(r->sampled);
+  EXPECT_EQ(r->untraced_replays, 0);
+  EXPECT_EQ(r->steps_joined, 4) << r->join_mismatch;
 }
 
 TEST(ProfileDecodeTest, OptionsOutOfRangeAreInvalidArguments) {
@@ -90,6 +107,14 @@ TEST(ProfileDecodeTest, OptionsOutOfRangeAreInvalidArguments) {
   o = tiny(2);
   o.bandwidth_gbps = -1;
   EXPECT_EQ(profile_decode(o).status().code(), StatusCode::kInvalidArgument);
+  for (double budget : {-0.01, 1.5, std::numeric_limits<double>::quiet_NaN()}) {
+    o = tiny(2);
+    o.overhead_budget = budget;
+    r = profile_decode(o);
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << budget;
+    EXPECT_NE(r.status().to_string().find("--overhead-budget"), std::string::npos)
+        << r.status().to_string();
+  }
 }
 
 TEST(ProfileDecodeTest, AModelThatCannotLoadIsNamed) {

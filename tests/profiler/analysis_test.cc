@@ -355,5 +355,49 @@ TEST(Analysis, CaptureOverheadSaysWhenTheFiguresCarryTheTracingCost) {
   EXPECT_EQ(capture_overhead_text(5.847, 6.534, true).find("budget"), std::string::npos);
 }
 
+TEST(Analysis, UntracedReplaysBringTheWindowBackWithinTheBudget) {
+  // 0.2 ms of tracing cost needs 0.2 / 0.03 = 6.67 ms untraced; 0.6 ms are there, 6.07 ms owed,
+  // at 0.6 ms a replay: 11 replays (10 leave 0.07 ms short).
+  EXPECT_EQ(untraced_replays_for_budget(0.2, 0.6, 0.6, 0.03), 11);
+  EXPECT_LE(0.2 / (0.6 + 11 * 0.6), 0.03);
+  EXPECT_GT(0.2 / (0.6 + 10 * 0.6), 0.03);
+  // Exactly at the budget, already within it, or tracing cheaper than the untraced step: none.
+  EXPECT_EQ(untraced_replays_for_budget(0.3, 10.0, 0.6, 0.03), 0);
+  EXPECT_EQ(untraced_replays_for_budget(0.2, 100.0, 0.6, 0.03), 0);
+  EXPECT_EQ(untraced_replays_for_budget(-0.05, 0.6, 0.6, 0.03), 0);
+  // No budget or no replay time to space with: none (the caller traces consecutively instead).
+  EXPECT_EQ(untraced_replays_for_budget(0.2, 0.6, 0.6, 0.0), 0);
+  EXPECT_EQ(untraced_replays_for_budget(0.2, 0.6, 0.0, 0.03), 0);
+  // A detach of 20 ms on a 4 ms step at 3 %: 667 ms untraced.
+  EXPECT_EQ(untraced_replays_for_budget(20.0, 4.0, 4.0, 0.03), 166);
+}
+
+TEST(Analysis, SampledCaptureSaysWhatTheWindowAndATracedStepCost) {
+  SampledCapture c;
+  c.traced_steps = 8;
+  c.untraced_replays = 5000;
+  c.window_ms = 3300.0;
+  c.extra_ms = 93.0;  // over 3207 ms untraced: +2.9 %
+  c.budget = 0.03;
+  c.traced_ms_per_step = 0.791;
+  c.untraced_ms_per_step = 0.633;
+  EXPECT_EQ(sampled_capture_text(c),
+            "capture overhead: sampled, CUPTI attached for each of 8 traced steps alone and "
+            "detached between them, 5000 untraced replays of the step's graph in between: the "
+            "window took 3300.0 ms, 93.0 ms (+2.9 %) more than untraced (budget 3 %)\n"
+            "  a traced step itself: 0.791 ms against 0.633 ms untraced (+25.0 %): the kernel "
+            "times and gaps below are the traced steps' and carry 0.158 ms a step of tracing cost "
+            "(before Blackwell, CUPTI timestamps every graph-launched kernel in software); compare "
+            "steps by the untraced 0.633 ms\n");
+  // A traced step within the budget: its line alone.
+  c.traced_ms_per_step = 4.0;
+  c.untraced_ms_per_step = 3.95;
+  const std::string within = sampled_capture_text(c);
+  EXPECT_NE(within.find("  a traced step itself: 4.000 ms against 3.950 ms untraced (+1.3 %)\n"),
+            std::string::npos)
+      << within;
+  EXPECT_EQ(within.find("carry"), std::string::npos) << within;
+}
+
 }  // namespace
 }  // namespace roofline

@@ -125,5 +125,30 @@ TEST(JoinTest, ActivitiesOutOfTheLearnedOrderKeepTheirCalls) {
             "step 2: 5 activities, the learning step 5; 'A' 2 times, in the learning step 1");
 }
 
+TEST(JoinTest, AWarmUpsGraphLaunchesAreLeftOutByCorrelation) {
+  // Two warm-up launches (ids 3 and 5, their kernels and the set inside the graph), then the
+  // traced step: its upload (id 8), its graph launch (id 9), its download (id 10). CUPTI's
+  // times after a re-attach need not order them, so the records come shuffled in time.
+  const std::vector<DeviceActivity> recorded = {act("A", 500, 9),
+                                                act("A", 10, 3),
+                                                act("set", 12, 3, Kind::kMemcpy),
+                                                act("B", 15, 3),
+                                                act("A", 20, 5),
+                                                act("B", 25, 5),
+                                                act("set", 22, 5, Kind::kMemcpy),
+                                                act("upload", 400, 8, Kind::kMemcpy),
+                                                act("B", 520, 9),
+                                                act("set", 510, 9, Kind::kMemcpy),
+                                                act("download", 600, 10, Kind::kMemcpy)};
+  std::vector<std::string> names;
+  for (const DeviceActivity& a : after_graph_launches(recorded, 2)) names.push_back(a.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"A", "upload", "B", "set", "download"}));
+  // One warm-up launch: the second launch's records stay.
+  EXPECT_EQ(after_graph_launches(recorded, 1).size(), 8u);
+  // None asked: all of it; more launches than recorded: nothing.
+  EXPECT_EQ(after_graph_launches(recorded, 0).size(), recorded.size());
+  EXPECT_TRUE(after_graph_launches(recorded, 4).empty());
+}
+
 }  // namespace
 }  // namespace roofline

@@ -632,20 +632,17 @@ struct ProfileOutputs {
   std::string json_path;   // the report as JSON; "-": stdout, instead of the text report
 };
 
-int run_profile(CommonFlags& f, int64_t batch, int64_t context, int64_t steps,
-                const ProfileOutputs& outputs, double bandwidth_gbps, double peak_tflops,
-                bool calibrate) {
-  if (steps < 1 || steps > 100000)
+int run_profile(CommonFlags& f, roofline::ProfileOptions o, double overhead_budget_pct,
+                const ProfileOutputs& outputs) {
+  if (o.steps < 1 || o.steps > 100000)
     return fail(roofline::invalid_argument("--steps must be in [1, 100000]"));
-  roofline::ProfileOptions o;
+  if (!(overhead_budget_pct >= 0 && overhead_budget_pct <= 100))
+    return fail(roofline::invalid_argument(
+        "--overhead-budget must be in [0, 100] percent (0: trace consecutive steps)"));
   o.model = f.model;
-  o.batch = batch;
-  o.context = context;
-  o.steps = steps;
-  o.calibrate = calibrate;
-  o.bandwidth_gbps = bandwidth_gbps;
-  o.peak_tflops = peak_tflops;
-  if (calibrate)
+  o.overhead_budget = overhead_budget_pct / 100.0;
+  const int64_t batch = o.batch, context = o.context, steps = o.steps;
+  if (o.calibrate)
     std::fprintf(stderr, "calibrating %s (copy bandwidth, GEMM peak)...\n", f.model.device.c_str());
   auto result = roofline::profile_decode(o);
   if (!result.ok()) return fail(result.status());
@@ -677,9 +674,21 @@ int run_profile(CommonFlags& f, int64_t batch, int64_t context, int64_t steps,
         p.steps_unmatched > 0 ? " (the rest: kernel sequence differed, unattributed)" : "",
         p.dropped_records > 0 ? "; CUPTI DROPPED RECORDS: the trace is incomplete" : "");
     if (!p.join_mismatch.empty()) std::printf("join: %s\n", p.join_mismatch.c_str());
-    std::printf(
-        "%s", roofline::capture_overhead_text(p.ms_per_step, p.ms_per_step_untraced, p.cuda_graphs)
-                  .c_str());
+    if (p.sampled) {
+      roofline::SampledCapture c;
+      c.traced_steps = steps;
+      c.untraced_replays = p.untraced_replays;
+      c.window_ms = p.window_ms;
+      c.extra_ms = p.window_extra_ms;
+      c.budget = p.overhead_budget;
+      c.traced_ms_per_step = p.ms_per_step;
+      c.untraced_ms_per_step = p.ms_per_step_untraced;
+      std::printf("%s", roofline::sampled_capture_text(c).c_str());
+    } else {
+      std::printf("%s", roofline::capture_overhead_text(p.ms_per_step, p.ms_per_step_untraced,
+                                                        p.cuda_graphs)
+                            .c_str());
+    }
     if (p.ms_per_step_graph_floor > 0)
       std::printf(
           "step boundary: %.3f ms per step without CUPTI, %.3f ms with its graph replayed back to "
@@ -893,6 +902,12 @@ int main(int argc, char** argv) {
   prof->add_flag("--calibrate", prof_calibrate,
                  "Measure this machine's copy bandwidth and GEMM peak first and cache them (later "
                  "profiles use the cache)");
+  double prof_budget_pct = 3;
+  prof->add_option("--overhead-budget", prof_budget_pct,
+                   "With CUDA graphs: the most tracing may add to the profiled window, in % of its "
+                   "untraced time (each step traced alone, untraced graph replays between); 0: "
+                   "trace consecutive steps")
+      ->capture_default_str();
 
   CommonFlags serve_flags;
   roofline::ServerOptions serve_opts;
@@ -964,9 +979,16 @@ int main(int argc, char** argv) {
   if (l->parsed()) return run_logits(logit_flags, logit_ids, decode_steps, out_path);
   if (run->parsed()) return run_text(run_flags, question, system_prompt, raw, run_gen);
   if (chat->parsed()) return run_chat(chat_flags, chat_system, chat_gen);
-  if (prof->parsed())
-    return run_profile(profile_flags, prof_batch, prof_context, prof_steps,
-                       {prof_trace, prof_svg, prof_json}, prof_bw, prof_tflops, prof_calibrate);
+  if (prof->parsed()) {
+    roofline::ProfileOptions o;
+    o.batch = prof_batch;
+    o.context = prof_context;
+    o.steps = prof_steps;
+    o.calibrate = prof_calibrate;
+    o.bandwidth_gbps = prof_bw;
+    o.peak_tflops = prof_tflops;
+    return run_profile(profile_flags, o, prof_budget_pct, {prof_trace, prof_svg, prof_json});
+  }
   if (lt->parsed())
     return run_bench_latency(lat_flags, lat_batches, lat_context, lat_steps, lat_json,
                              lat_markdown);
