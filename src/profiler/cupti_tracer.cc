@@ -94,9 +94,11 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
       case CUPTI_ACTIVITY_KIND_KERNEL: {
         const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-        parsed.activity.push_back({kernel_name(k->name), TraceEvent::Kind::kCompute,
-                                   static_cast<int64_t>(k->start), static_cast<int64_t>(k->end),
-                                   static_cast<int>(k->streamId), k->correlationId});
+        std::string name = kernel_name(k->name);
+        const TraceEvent::Kind kind = kernel_kind(name);
+        parsed.activity.push_back({std::move(name), kind, static_cast<int64_t>(k->start),
+                                   static_cast<int64_t>(k->end), static_cast<int>(k->streamId),
+                                   k->correlationId});
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {

@@ -26,6 +26,10 @@ bool device_order(const DeviceActivity* a, const DeviceActivity* b) {
 
 }  // namespace
 
+TraceEvent::Kind kernel_kind(const std::string& name) {
+  return name.rfind("nccl", 0) == 0 ? TraceEvent::Kind::kCommunication : TraceEvent::Kind::kCompute;
+}
+
 CallSequence learn_call_sequence(const std::vector<DeviceActivity>& activity,
                                  const std::vector<HostApiCall>& api, const StepWindow& window,
                                  int num_calls) {

@@ -42,6 +42,11 @@ struct DeviceActivity {
   uint32_t correlation = 0;  // of the host API call that launched it
 };
 
+// What a kernel record is to the analysis: NCCL's kernels (ncclKernel_*, ncclDevKernel_*: their
+// collectives and point-to-point copies) are communication, whose overlap with compute the report
+// measures; every other kernel is compute.
+TraceEvent::Kind kernel_kind(const std::string& name);
+
 // One host API call (runtime or driver) that CUPTI recorded.
 struct HostApiCall {
   uint32_t correlation = 0;

@@ -150,5 +150,13 @@ TEST(JoinTest, AWarmUpsGraphLaunchesAreLeftOutByCorrelation) {
   EXPECT_TRUE(after_graph_launches(recorded, 4).empty());
 }
 
+TEST(JoinTest, NcclKernelsAreCommunication) {
+  EXPECT_EQ(kernel_kind("ncclDevKernel_AllReduce_Sum_bf16_RING_LL"), Kind::kCommunication);
+  EXPECT_EQ(kernel_kind("ncclKernel_AllGather_RING_LL_Sum_int8_t"), Kind::kCommunication);
+  EXPECT_EQ(kernel_kind("matmul_skinny_kernel<1, true, false, false>"), Kind::kCompute);
+  EXPECT_EQ(kernel_kind("my_nccl_like_kernel"), Kind::kCompute);  // a prefix, not a substring
+  EXPECT_EQ(kernel_kind(""), Kind::kCompute);
+}
+
 }  // namespace
 }  // namespace roofline
