@@ -55,13 +55,14 @@ StatusOr<std::pair<Ceilings, std::string>> profile_ceilings(const std::string& d
 }
 
 void analyse_into(const std::vector<TraceEvent>& events, const std::vector<CallModel>& models,
-                  const Ceilings& ceilings, int timeline_step, ProfileResult* out) {
+                  const Ceilings& ceilings, int timeline_step, ProfileResult* out,
+                  const CaptureSummary* capture) {
   const ProfileReport report = analyze(events, models, ceilings, AnalysisOptions{});
   out->bytes_per_s = ceilings.bytes_per_s;
   out->flops_per_s = ceilings.flops_per_s;
   out->device_ms_per_step = report.total_ns / 1e6 / std::max(1, report.num_steps);
   out->report = format_report(report);
-  out->report_json = report_json(report, ceilings);
+  out->report_json = report_json(report, ceilings, capture);
   out->trace_json = chrome_trace_json(events);
   out->roofline_svg = roofline_svg(report, models, ceilings);
   out->timeline_svg = timeline_svg(events, timeline_step);
@@ -358,7 +359,21 @@ StatusOr<ProfileResult> profile_decode(const ProfileOptions& o) {
   out.window_ms = window_ms;
   out.window_extra_ms = window_extra_ms;
   out.overhead_budget = o.overhead_budget;
-  analyse_into(events, models, ceilings, static_cast<int>(o.steps - 1), &out);
+  CaptureSummary capture;
+  capture.method = gpu ? "cupti" : "host clock";
+  capture.cuda_graphs = out.cuda_graphs;
+  capture.sampled = out.sampled;
+  capture.steps_joined = gpu ? out.steps_joined : static_cast<int>(o.steps);
+  capture.steps_unmatched = out.steps_unmatched;
+  capture.dropped_records = out.dropped_records;
+  capture.ms_per_step = out.ms_per_step;
+  capture.ms_per_step_untraced = out.ms_per_step_untraced;
+  capture.ms_per_step_graph_floor = out.ms_per_step_graph_floor;
+  capture.untraced_replays = out.untraced_replays;
+  capture.window_ms = out.window_ms;
+  capture.window_extra_ms = out.window_extra_ms;
+  capture.overhead_budget = out.overhead_budget;
+  analyse_into(events, models, ceilings, static_cast<int>(o.steps - 1), &out, &capture);
   return out;
 }
 

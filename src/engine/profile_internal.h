@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "profiler/analysis.h"
+#include "profiler/export.h"
 #include "roofline/profile.h"
 #include "roofline/status.h"
 
@@ -22,8 +23,9 @@ StatusOr<std::pair<Ceilings, std::string>> profile_ceilings(const std::string& d
 
 // Analyses `events` against `models` (one per call index) under `ceilings` and fills out's
 // ceilings, device time per step, report, JSON, trace and pictures (the timeline shows
-// timeline_step).
+// timeline_step). With `capture`, the JSON also says how the profile was captured.
 void analyse_into(const std::vector<TraceEvent>& events, const std::vector<CallModel>& models,
-                  const Ceilings& ceilings, int timeline_step, ProfileResult* out);
+                  const Ceilings& ceilings, int timeline_step, ProfileResult* out,
+                  const CaptureSummary* capture = nullptr);
 
 }  // namespace roofline

@@ -214,7 +214,8 @@ std::string timeline_svg(const std::vector<TraceEvent>& all, int step) {
   return o.str();
 }
 
-std::string report_json(const ProfileReport& r, const Ceilings& ceilings) {
+std::string report_json(const ProfileReport& r, const Ceilings& ceilings,
+                        const CaptureSummary* capture) {
   using nlohmann::json;
   auto rows = [](const std::vector<ProfileReport::SolRow>& v) {
     json a = json::array();
@@ -262,6 +263,32 @@ std::string report_json(const ProfileReport& r, const Ceilings& ceilings) {
       {"unattributed_ns", r.unattributed_ns},
       {"speed_of_light_fraction",
        r.measured_step_ns > 0 ? r.ideal_step_ns / r.measured_step_ns : 0.0}};
+  if (capture != nullptr) {
+    const CaptureSummary& c = *capture;
+    const bool untraced = c.ms_per_step_untraced > 0;
+    const json step_overhead =
+        untraced ? json(c.ms_per_step / c.ms_per_step_untraced - 1.0) : json();
+    const double window_untraced_ms = c.window_ms - c.window_extra_ms;
+    const json overhead =
+        c.sampled ? (window_untraced_ms > 0 ? json(c.window_extra_ms / window_untraced_ms) : json())
+                  : step_overhead;
+    j["capture"] = {{"method", c.method},
+                    {"cuda_graphs", c.cuda_graphs},
+                    {"sampled", c.sampled},
+                    {"steps_joined", c.steps_joined},
+                    {"steps_unmatched", c.steps_unmatched},
+                    {"dropped_records", c.dropped_records},
+                    {"ms_per_step", c.ms_per_step},
+                    {"ms_per_step_untraced", untraced ? json(c.ms_per_step_untraced) : json()},
+                    {"ms_per_step_graph_floor",
+                     c.ms_per_step_graph_floor > 0 ? json(c.ms_per_step_graph_floor) : json()},
+                    {"untraced_replays", c.untraced_replays},
+                    {"window_ms", c.window_ms},
+                    {"window_extra_ms", c.window_extra_ms},
+                    {"overhead_budget", c.overhead_budget},
+                    {"overhead", overhead},
+                    {"step_overhead", step_overhead}};
+  }
   return j.dump(2);
 }
 

@@ -64,6 +64,7 @@ for f in "$tmp/prof.roofline.svg" "$tmp/prof.timeline.svg"; do
   if ! grep -q "</svg>" "$f" 2>/dev/null; then echo "FAIL profile picture $f"; failures=$((failures + 1)); fi
 done
 expect profile_json 0 "\"speed_of_light_fraction\"" -- profile --dummy-weights llama-tiny --context 8 --steps 2 --json -
+expect profile_json_capture 0 "\"method\": \"host clock\"" -- profile --dummy-weights llama-tiny --context 8 --steps 2 --json -
 expect profile_bad_svg 1 "cannot write the roofline chart" -- profile --dummy-weights llama-tiny --context 8 --steps 1 --svg /nonexistent/dir/p
 expect bench_latency 0 "decode t/s" -- bench latency --dummy-weights llama-tiny --batch 1,3 --context 16 --steps 2
 expect bench_latency_json 0 "\"prefill_mfu\"" -- bench latency --dummy-weights llama-tiny --batch 2 --context 8 --steps 1 --json -

@@ -44,6 +44,9 @@ TEST(ProfileDecodeTest, ReportsEveryFormOnTheCpu) {
   EXPECT_NE(r->report.find("measured"), std::string::npos) << r->report;
   const auto report = nlohmann::json::parse(r->report_json);
   EXPECT_TRUE(report.is_object());
+  EXPECT_EQ(report["capture"]["method"], "host clock");
+  EXPECT_EQ(report["capture"]["steps_joined"], 3);
+  EXPECT_TRUE(report["capture"]["overhead"].is_null());  // nothing untraced to compare with
   const auto trace = nlohmann::json::parse(r->trace_json);
   ASSERT_TRUE(trace.contains("traceEvents"));
   EXPECT_FALSE(trace["traceEvents"].empty());
@@ -82,6 +85,10 @@ TEST(ProfileDecodeTest, OnTheGpuEveryStepJoinsBesideACleanBaseline) {
   EXPECT_GT(r->window_ms, r->window_extra_ms);
   EXPECT_LE(r->window_extra_ms, o.overhead_budget * (r->window_ms - r->window_extra_ms) + 1e-9)
       << r->window_ms << " ms window, " << r->window_extra_ms << " ms of it tracing";
+  const auto capture = nlohmann::json::parse(r->report_json)["capture"];
+  EXPECT_EQ(capture["method"], "cupti");
+  EXPECT_TRUE(capture["sampled"].get<bool>());
+  EXPECT_LE(capture["overhead"].get<double>(), o.overhead_budget + 1e-9);
   // Budget 0: the steps traced one after another, CUPTI attached throughout.
   o.overhead_budget = 0;
   r = profile_decode(o);

@@ -83,6 +83,48 @@ TEST(ProfileExport, JsonCarriesTheReportsNumbers) {
   EXPECT_EQ(j["top_kernels"].size(), 2u);
   EXPECT_EQ(j["gap_histogram"].back()["le_us"], "inf");
   EXPECT_DOUBLE_EQ(j["ceilings"]["bytes_per_s"].get<double>(), 4.28e12);
+  EXPECT_FALSE(j.contains("capture"));  // only when the caller says how it captured
+}
+
+TEST(ProfileExport, JsonSaysHowTheProfileWasCapturedAndWhatItCost) {
+  Fixture f;
+  CaptureSummary c;
+  c.method = "cupti";
+  c.cuda_graphs = true;
+  c.sampled = true;
+  c.steps_joined = 8;
+  c.ms_per_step = 0.834;
+  c.ms_per_step_untraced = 0.635;
+  c.ms_per_step_graph_floor = 0.618;
+  c.untraced_replays = 5925;
+  c.window_ms = 3809.3;
+  c.window_extra_ms = 110.8;
+  c.overhead_budget = 0.03;
+  nlohmann::json j = nlohmann::json::parse(report_json(f.report, f.ceilings, &c))["capture"];
+  EXPECT_EQ(j["method"], "cupti");
+  EXPECT_TRUE(j["sampled"].get<bool>());
+  EXPECT_EQ(j["steps_joined"], 8);
+  EXPECT_EQ(j["untraced_replays"], 5925);
+  // Sampled: the window's cost over its untraced time; the traced step's own cost beside it.
+  EXPECT_DOUBLE_EQ(j["overhead"].get<double>(), 110.8 / (3809.3 - 110.8));
+  EXPECT_DOUBLE_EQ(j["step_overhead"].get<double>(), 0.834 / 0.635 - 1.0);
+  EXPECT_DOUBLE_EQ(j["ms_per_step_graph_floor"].get<double>(), 0.618);
+  // Consecutive: the overhead is the traced step's.
+  c.sampled = false;
+  c.untraced_replays = 0;
+  c.window_ms = c.window_extra_ms = 0;
+  j = nlohmann::json::parse(report_json(f.report, f.ceilings, &c))["capture"];
+  EXPECT_DOUBLE_EQ(j["overhead"].get<double>(), 0.834 / 0.635 - 1.0);
+  // Nothing untraced measured (the CPU's host clock): null, not a made-up zero.
+  c = CaptureSummary{};
+  c.method = "host clock";
+  c.steps_joined = 3;
+  c.ms_per_step = 0.1;
+  j = nlohmann::json::parse(report_json(f.report, f.ceilings, &c))["capture"];
+  EXPECT_TRUE(j["overhead"].is_null());
+  EXPECT_TRUE(j["step_overhead"].is_null());
+  EXPECT_TRUE(j["ms_per_step_untraced"].is_null());
+  EXPECT_TRUE(j["ms_per_step_graph_floor"].is_null());
 }
 
 }  // namespace
