@@ -105,8 +105,12 @@ StatusOr<SampledWindow> trace_sampled(ModelRunner& r, GreedyStep& greedy, CuptiT
   // qwen2.5-0.5b step took 2.3 ms, its kernels no longer but hundreds of us apart), so each
   // sample replays the step's graph first (kWarmLaunches launches) and leaves their records out.
   constexpr int kWarmLaunches = 2;  // replay_last_decode_graph(1): one warm-up, one timed
+  // A line on stderr every kProgressNs while the window runs (each step costs ~0.1-0.7 s of
+  // replays at a 3 % budget, so a long --steps takes minutes).
+  constexpr int64_t kProgressNs = int64_t{5} * 1000 * 1000 * 1000;
   SampledWindow w;
   double untraced_ms = 0, replayed_ms = 0;
+  int64_t last_progress_ns = CuptiTracer::now_ns();
   for (int64_t step = 0; step < steps; ++step) {
     const int64_t ta = CuptiTracer::now_ns();
     ROOFLINE_RETURN_IF_ERROR(tracer.attach());
@@ -160,6 +164,12 @@ StatusOr<SampledWindow> trace_sampled(ModelRunner& r, GreedyStep& greedy, CuptiT
       w.window_ms += ms;
       untraced_ms += ms;
       w.replays += n + 1;  // replay_last_decode_graph runs one more before it times
+    }
+    if (const int64_t now = CuptiTracer::now_ns(); now - last_progress_ns >= kProgressNs) {
+      last_progress_ns = now;
+      std::fprintf(stderr, "  traced %lld of %lld steps, window %.1f s at %+.1f %%\n",
+                   static_cast<long long>(step + 1), static_cast<long long>(steps),
+                   w.window_ms / 1e3, 100.0 * w.extra_ms / std::max(1e-9, untraced_ms));
     }
   }
   return w;
