@@ -69,6 +69,8 @@ struct ProfileResult {
   double window_ms = 0;          // traced steps, CUPTI's attach / detach, the replays
   double window_extra_ms = 0;    // what tracing added to the window (its untraced time: the rest)
   double overhead_budget = 0;
+  // GPU: what the capture cost, in the words `roofline profile` prints ("" on the CPU).
+  std::string capture_report;
   double device_ms_per_step = 0;  // what the analysed events cover per step
   std::string report;             // the text report
   std::string report_json;        // the report as JSON

@@ -373,6 +373,7 @@ StatusOr<ProfileResult> profile_decode(const ProfileOptions& o) {
   capture.method = gpu ? "cupti" : "host clock";
   capture.cuda_graphs = out.cuda_graphs;
   capture.sampled = out.sampled;
+  capture.traced_steps = o.steps;
   capture.steps_joined = gpu ? out.steps_joined : static_cast<int>(o.steps);
   capture.steps_unmatched = out.steps_unmatched;
   capture.dropped_records = out.dropped_records;
@@ -383,6 +384,7 @@ StatusOr<ProfileResult> profile_decode(const ProfileOptions& o) {
   capture.window_ms = out.window_ms;
   capture.window_extra_ms = out.window_extra_ms;
   capture.overhead_budget = out.overhead_budget;
+  out.capture_report = capture_text(capture);
   analyse_into(events, models, ceilings, static_cast<int>(o.steps - 1), &out, &capture);
   return out;
 }

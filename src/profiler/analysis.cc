@@ -313,23 +313,27 @@ int64_t untraced_replays_for_budget(double extra_ms, double untraced_ms, double 
   return n >= 1e15 ? int64_t{1000000000000000} : static_cast<int64_t>(n);
 }
 
-std::string sampled_capture_text(const SampledCapture& c) {
-  const double untraced_ms = c.window_ms - c.extra_ms;
+std::string capture_text(const CaptureSummary& c) {
+  if (!(c.ms_per_step_untraced > 0)) return "";
+  if (!c.sampled)
+    return capture_overhead_text(c.ms_per_step, c.ms_per_step_untraced, c.cuda_graphs);
+  const double untraced_ms = c.window_ms - c.window_extra_ms;
   std::string out = printf_string(
       "capture overhead: sampled, CUPTI attached for each of %lld traced steps alone and detached "
       "between them, %lld untraced replays of the step's graph in between: the window took %.1f "
       "ms, %.1f ms (%+.1f %%) more than untraced (budget %.0f %%)\n",
       static_cast<long long>(c.traced_steps), static_cast<long long>(c.untraced_replays),
-      c.window_ms, c.extra_ms, 100.0 * c.extra_ms / std::max(1e-9, untraced_ms), 100.0 * c.budget);
-  const double step_overhead = c.traced_ms_per_step / std::max(1e-9, c.untraced_ms_per_step) - 1.0;
+      c.window_ms, c.window_extra_ms, 100.0 * c.window_extra_ms / std::max(1e-9, untraced_ms),
+      100.0 * c.overhead_budget);
+  const double step_overhead = c.ms_per_step / c.ms_per_step_untraced - 1.0;
   out += printf_string("  a traced step itself: %.3f ms against %.3f ms untraced (%+.1f %%)",
-                       c.traced_ms_per_step, c.untraced_ms_per_step, 100.0 * step_overhead);
-  if (step_overhead <= c.budget) return out + "\n";
+                       c.ms_per_step, c.ms_per_step_untraced, 100.0 * step_overhead);
+  if (step_overhead <= c.overhead_budget) return out + "\n";
   return out + printf_string(
                    ": the kernel times and gaps below are the traced steps' and carry %.3f ms a "
                    "step of tracing cost (before Blackwell, CUPTI timestamps every "
                    "graph-launched kernel in software); compare steps by the untraced %.3f ms\n",
-                   c.traced_ms_per_step - c.untraced_ms_per_step, c.untraced_ms_per_step);
+                   c.ms_per_step - c.ms_per_step_untraced, c.ms_per_step_untraced);
 }
 
 std::string format_report(const ProfileReport& r) {

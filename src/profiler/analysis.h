@@ -147,19 +147,31 @@ std::string capture_overhead_text(double traced_ms_per_step, double untraced_ms_
 int64_t untraced_replays_for_budget(double extra_ms, double untraced_ms, double replay_ms,
                                     double budget);
 
-struct SampledCapture {
+// How a profile was captured and what the capture cost: `roofline profile`'s capture lines
+// (capture_text) and report_json's "capture" object (export.h).
+struct CaptureSummary {
+  std::string method;  // "cupti" (GPU) or "host clock" (CPU)
+  bool cuda_graphs = false;
+  bool sampled = false;  // CUPTI attached for each traced step alone, replays between
   int64_t traced_steps = 0;
-  int64_t untraced_replays = 0;  // of the step's graph, run between the traced steps
-  double window_ms = 0;          // the whole window: traced steps, attach / detach, replays
-  double extra_ms = 0;           // what tracing added to it (see untraced_replays_for_budget)
-  double budget = kCaptureOverheadBudget;
-  double traced_ms_per_step = 0;  // a traced step alone (CUPTI attached), host wall time
-  double untraced_ms_per_step = 0;
+  int steps_joined = 0;
+  int64_t steps_unmatched = 0;
+  int64_t dropped_records = 0;
+  double ms_per_step = 0;           // a traced step, host wall time
+  double ms_per_step_untraced = 0;  // the same step untraced; 0: not measured (CPU)
+  double ms_per_step_graph_floor = 0;
+  // Sampled only: the replays run between traced steps, and the whole window (traced steps,
+  // attach / detach, replays) with what tracing added to it (see untraced_replays_for_budget).
+  int64_t untraced_replays = 0;
+  double window_ms = 0;
+  double window_extra_ms = 0;
+  double overhead_budget = kCaptureOverheadBudget;
 };
-// "capture overhead: sampled ...: the window took W ms, E ms (+X %) more than untraced (budget
-// B %)", then what a traced step itself costs, and, when that exceeds the budget, that the kernel
-// times and gaps below carry it (they are the traced steps').
-std::string sampled_capture_text(const SampledCapture& c);
+// Sampled: "capture overhead: sampled ...: the window took W ms, E ms (+X %) more than untraced
+// (budget B %)", then what a traced step itself costs, and, when that exceeds the budget, that the
+// kernel times and gaps below carry it (they are the traced steps'). Traced consecutively:
+// capture_overhead_text. Nothing untraced measured (the CPU's host clock): "".
+std::string capture_text(const CaptureSummary& c);
 
 // Chrome / Perfetto trace-event JSON: {"traceEvents": [{"ph": "X", "ts": µs, "dur": µs, "pid": 0,
 // "tid": stream, "args": {"op", "call_index", "step"}}, ...]}, one event per input, in input order.

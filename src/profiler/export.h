@@ -23,28 +23,10 @@ std::string roofline_svg(const ProfileReport& report, const std::vector<CallMode
 // The events of step `step` (all events when no event has that step).
 std::string timeline_svg(const std::vector<TraceEvent>& events, int step);
 
-// How a profile was captured, for report_json's "capture" object: the capture method, how many
-// steps joined, and what the capture cost against the same steps untraced.
-struct CaptureSummary {
-  std::string method;  // "cupti" (GPU) or "host clock" (CPU)
-  bool cuda_graphs = false;
-  bool sampled = false;  // CUPTI attached for each traced step alone (sampled_capture_text)
-  int steps_joined = 0;
-  int64_t steps_unmatched = 0;
-  int64_t dropped_records = 0;
-  double ms_per_step = 0;           // a traced step, host wall time
-  double ms_per_step_untraced = 0;  // 0: not measured (CPU)
-  double ms_per_step_graph_floor = 0;
-  int64_t untraced_replays = 0;  // sampled only, like the window fields
-  double window_ms = 0;
-  double window_extra_ms = 0;
-  double overhead_budget = 0;
-};
-
-// Every number of `report`; with `capture`, also a "capture" object: the summary's fields,
-// "overhead" (what tracing added, as a fraction of the untraced time: of the window when sampled,
-// else of a step) and "step_overhead" (a traced step against an untraced one), both null where
-// nothing untraced was measured.
+// Every number of `report`; with `capture`, also a "capture" object: the CaptureSummary's fields
+// (analysis.h), "overhead" (what tracing added, as a fraction of the untraced time: of the window
+// when sampled, else of a step) and "step_overhead" (a traced step against an untraced one), both
+// null where nothing untraced was measured.
 std::string report_json(const ProfileReport& report, const Ceilings& ceilings,
                         const CaptureSummary* capture = nullptr);
 

@@ -373,15 +373,18 @@ TEST(Analysis, UntracedReplaysBringTheWindowBackWithinTheBudget) {
 }
 
 TEST(Analysis, SampledCaptureSaysWhatTheWindowAndATracedStepCost) {
-  SampledCapture c;
+  CaptureSummary c;
+  c.method = "cupti";
+  c.cuda_graphs = true;
+  c.sampled = true;
   c.traced_steps = 8;
   c.untraced_replays = 5000;
   c.window_ms = 3300.0;
-  c.extra_ms = 93.0;  // over 3207 ms untraced: +2.9 %
-  c.budget = 0.03;
-  c.traced_ms_per_step = 0.791;
-  c.untraced_ms_per_step = 0.633;
-  EXPECT_EQ(sampled_capture_text(c),
+  c.window_extra_ms = 93.0;  // over 3207 ms untraced: +2.9 %
+  c.overhead_budget = 0.03;
+  c.ms_per_step = 0.791;
+  c.ms_per_step_untraced = 0.633;
+  EXPECT_EQ(capture_text(c),
             "capture overhead: sampled, CUPTI attached for each of 8 traced steps alone and "
             "detached between them, 5000 untraced replays of the step's graph in between: the "
             "window took 3300.0 ms, 93.0 ms (+2.9 %) more than untraced (budget 3 %)\n"
@@ -390,13 +393,21 @@ TEST(Analysis, SampledCaptureSaysWhatTheWindowAndATracedStepCost) {
             "(before Blackwell, CUPTI timestamps every graph-launched kernel in software); compare "
             "steps by the untraced 0.633 ms\n");
   // A traced step within the budget: its line alone.
-  c.traced_ms_per_step = 4.0;
-  c.untraced_ms_per_step = 3.95;
-  const std::string within = sampled_capture_text(c);
+  c.ms_per_step = 4.0;
+  c.ms_per_step_untraced = 3.95;
+  const std::string within = capture_text(c);
   EXPECT_NE(within.find("  a traced step itself: 4.000 ms against 3.950 ms untraced (+1.3 %)\n"),
             std::string::npos)
       << within;
   EXPECT_EQ(within.find("carry"), std::string::npos) << within;
+  // Traced consecutively: the per-step overhead text.
+  c.sampled = false;
+  c.ms_per_step = 1.014;
+  c.ms_per_step_untraced = 0.764;
+  EXPECT_EQ(capture_text(c), capture_overhead_text(1.014, 0.764, true));
+  // Nothing untraced measured (the CPU): no capture lines.
+  c.ms_per_step_untraced = 0;
+  EXPECT_EQ(capture_text(c), "");
 }
 
 }  // namespace

@@ -674,21 +674,7 @@ int run_profile(CommonFlags& f, roofline::ProfileOptions o, double overhead_budg
         p.steps_unmatched > 0 ? " (the rest: kernel sequence differed, unattributed)" : "",
         p.dropped_records > 0 ? "; CUPTI DROPPED RECORDS: the trace is incomplete" : "");
     if (!p.join_mismatch.empty()) std::printf("join: %s\n", p.join_mismatch.c_str());
-    if (p.sampled) {
-      roofline::SampledCapture c;
-      c.traced_steps = steps;
-      c.untraced_replays = p.untraced_replays;
-      c.window_ms = p.window_ms;
-      c.extra_ms = p.window_extra_ms;
-      c.budget = p.overhead_budget;
-      c.traced_ms_per_step = p.ms_per_step;
-      c.untraced_ms_per_step = p.ms_per_step_untraced;
-      std::printf("%s", roofline::sampled_capture_text(c).c_str());
-    } else {
-      std::printf("%s", roofline::capture_overhead_text(p.ms_per_step, p.ms_per_step_untraced,
-                                                        p.cuda_graphs)
-                            .c_str());
-    }
+    std::printf("%s", p.capture_report.c_str());
     if (p.ms_per_step_graph_floor > 0)
       std::printf(
           "step boundary: %.3f ms per step without CUPTI, %.3f ms with its graph replayed back to "
