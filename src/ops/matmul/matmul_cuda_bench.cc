@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +42,27 @@ constexpr int kCallsPerGraph = 16;
 using bench::DeviceMemory;
 using bench::random_bf16;
 
+// A random bf16 x [m, k] and a y [m, n] on the device, and the plain product's parameters over
+// them (the caller sets W call by call).
+struct DecodeProblem {
+  DeviceMemory x, y;
+  MatmulParams p;
+  DecodeProblem(int64_t m, int64_t n, int64_t k)
+      : x(static_cast<size_t>(m * k) * 2), y(static_cast<size_t>(m * n) * 2) {
+    const std::vector<uint16_t> x_host = random_bf16(m * k, 11);
+    ROOFLINE_CUDA_CHECK(
+        cudaMemcpy(x.ptr, x_host.data(), x_host.size() * 2, cudaMemcpyHostToDevice));
+    p.x = x.ptr;
+    p.w_dtype = DType::kBF16;
+    p.y = y.ptr;
+    p.dtype = DType::kBF16;
+    p.m = m;
+    p.n = n;
+    p.k = k;
+    p.y_row_stride = n;
+  }
+};
+
 // Median ms of one call of y[m, n] = x · Wᵀ (+ y: the residual epilogue in place, with
 // `residual`), over weight copies rotated call by call.
 // With `norm`, each call has the RMSNorm prologue; with `swiglu`, the SwiGLU epilogue (W's n rows
@@ -56,19 +78,9 @@ double time_matmul(MatmulCudaContext& ctx, cudaStream_t stream, int64_t m, int64
                    bool residual = false, bool norm = false, bool swiglu = false,
                    RopeHeads rope = {},
                    [[maybe_unused]] const std::vector<std::string>* trace_names = nullptr) {
-  const std::vector<uint16_t> x_host = random_bf16(m * k, 11);
-  DeviceMemory x(x_host.size() * 2);
-  ROOFLINE_CUDA_CHECK(cudaMemcpy(x.ptr, x_host.data(), x_host.size() * 2, cudaMemcpyHostToDevice));
-  DeviceMemory y(static_cast<size_t>(m * n) * 2);
-  MatmulParams p;
-  p.x = x.ptr;
-  p.w_dtype = DType::kBF16;
-  p.y = y.ptr;
-  p.dtype = DType::kBF16;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.y_row_stride = n;
+  DecodeProblem problem(m, n, k);
+  MatmulParams& p = problem.p;
+  const DeviceMemory& y = problem.y;
   if (residual) {
     ROOFLINE_CUDA_CHECK(cudaMemset(y.ptr, 0, static_cast<size_t>(m * n) * 2));  // finite sums
     p.residual = y.ptr;
@@ -282,6 +294,28 @@ int run_wide() {
   return 0;
 }
 
+// wide N K M: one shape, 10 eager calls of the wide kernel then 10 of cuBLASLt on rotated weights,
+// untimed — the launches a profiler (Nsight Compute) is pointed at.
+int run_wide_shape(int64_t n, int64_t k, int64_t m) {
+  auto cublas = MatmulCudaContext::create();
+  cublas->set_impl(MatmulImpl::kCublas);
+  auto wide = MatmulCudaContext::create();
+  wide->set_impl(MatmulImpl::kWide);
+  const RotatedWeights rotated(n, k, 1);
+  DecodeProblem problem(m, n, k);
+  MatmulParams& p = problem.p;
+  for (MatmulCudaContext* ctx : {wide.get(), cublas.get()}) {
+    for (int i = 0; i < 10; ++i) {
+      p.w = rotated.ptrs[static_cast<size_t>(i) % rotated.ptrs.size()]->ptr;
+      matmul_cuda(p, *ctx, nullptr);
+    }
+    ROOFLINE_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  std::printf("wide %lldx%lld m=%lld: 10 wide calls, then 10 cuBLASLt calls\n",
+              static_cast<long long>(n), static_cast<long long>(k), static_cast<long long>(m));
+  return 0;
+}
+
 int run(bool decode, bool prologue, bool prefill) {
   // One context per implementation; the selection's measurements happen once per problem, in the
   // warm-up calls before capture.
@@ -430,6 +464,21 @@ int main(int argc, char** argv) {
     return 2;
 #endif
   }
+  if (argc == 5 && std::string(argv[1]) == "wide") {
+    const long long n = std::atoll(argv[2]), k = std::atoll(argv[3]), m = std::atoll(argv[4]);
+    if (n < 1 || k < 1 || k % 8 != 0 || m < 1 || m > 64) {
+      std::fprintf(stderr,
+                   "usage: matmul_cuda_bench wide N K M (n, k >= 1, k a multiple of 8, "
+                   "m in 1..64)\n");
+      return 2;
+    }
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+      std::printf("matmul_cuda_bench: no CUDA device on this machine, nothing to run\n");
+      return 0;
+    }
+    return roofline::run_wide_shape(n, k, m);
+  }
   if (argc == 2 && std::string(argv[1]) == "wide") {
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
@@ -454,7 +503,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: matmul_cuda_bench [decode] [prologue] [prefill] [verbose] (default: "
                    "all sections; verbose: the selector's measurements too) | wide (the wide "
-                   "kernel beside cuBLASLt, by splits) | trace (the skinny kernel's phases: "
+                   "kernel beside cuBLASLt, by splits) | wide N K M (one shape's calls, for a "
+                   "profiler) | trace (the skinny kernel's phases: "
                    "matmul_skinny_trace_bench)\n");
       return 2;
     }

@@ -12,15 +12,16 @@
 // half the weight bytes at m = 64, from L2), multiplied by wgmma.m64n128k16 straight from
 // shared memory that the bulk tensor copy engine (TMA) fills, one 64-wide K chunk per stage.
 //
-// Where it stands (H200, bench/results/2026-12-01-wide-decode-gemm.md): 57-84 % of the copy
-// ceiling on Llama-3-8B's projections whatever m (1 to 64) — at or below cuBLASLt, below the
-// skinny kernel at m <= 8. A block alone streams 40-80 GB/s, but the whole stream of 128-row ×
-// 128-byte boxes saturates at ~77 % (the skinny kernel's 16-row × 1 KB stages reach 96 %), the
-// short projections (o, q|k|v) pay ~3-4 µs of fill and merge, and o and down stream on 96 SMs
-// (3 splits: clusters of 4 do not all fit). Smaller boxes, larger stages, more splits and a
-// cp.async producer with 512-byte runs per weight row all measured slower. So it is not a candidate
-// of the default selection (ROOFLINE_MATMUL_WIDE=1 makes it one; ROOFLINE_MATMUL_IMPL=wide forces
-// it).
+// Where it stands (H200, bench/results/2026-12-01-wide-decode-gemm.md and
+// 2026-12-01-wide-stream-k.md): with x's box cut to its m rows (a 64-row box past the tensor made
+// the copy engine fill zeros, slowly), m = 1: q|k|v 78 %, o 71 %, gate_up 92 %, down 86 % of the
+// copy ceiling — o 14 % faster than cuBLASLt, the rest within 1-5 % of it, all below the skinny
+// kernel; m = 64 (no fill): 57-81 %, at or below cuBLASLt. The stage loop alone (no merge, no
+// epilogue) streams gate_up at 96 % and down at 89 % at m = 64, so what is left is in the kernel
+// around the loop, not in the copy pattern; a stream-K version (every SM a balanced range, parts
+// merged through L2) measured slower and is not kept. Not a candidate of the default selection
+// (the decode steps are level with it: ROOFLINE_MATMUL_WIDE=1 makes it one;
+// ROOFLINE_MATMUL_IMPL=wide forces it).
 //
 // Tiling: a tile is 128 weight rows (output columns) × one K split; a split is a run of
 // kMatmulWideChunkK-wide K chunks. Splits of one tile form a thread-block cluster and merge their

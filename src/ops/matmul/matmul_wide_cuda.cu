@@ -7,7 +7,8 @@
 //
 // Block: one consumer warpgroup (warps 0-3) and one producer warp (warp 4). The producer's first
 // lane asks the copy engine for each stage's two boxes — 128 weight rows × 64 k (16 KB) and the
-// 64 token rows × 64 k of x (8 KB; rows past m and K past k arrive as zeros) — into a ring of
+// m token rows × 64 k of x (K past k arrives as zeros; the wgmma rows past m multiply whatever the
+// stage held before, into sums nobody reads) — into a ring of
 // kMatmulWideStages stages, both in the 128-byte swizzle wgmma reads, completing bytes on the
 // stage's "full" mbarrier. The consumers wait for a stage, issue four wgmma.m64n128k16 (A = the x
 // rows, B = the weight rows, both K-major from shared memory: D[token][weight row]), commit, and
@@ -124,9 +125,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       cuda::tma_load_3d(ring + s * kStageBytes + kWBytes, &x_map, (chunk0 + i) * kChunkK, 0, 0,
                         &full[s]);
     };
+    // x's box is its m rows exactly. A 64-row box past the tensor's rows is filled with zeros by
+    // the copy engine, which is slow: the stage loop at m = 1 streamed gate_up at 75 % of the copy
+    // ceiling with a 64-row box of x, 96 % at m = 64 (bench/results/2026-12-01-wide-stream-k.md).
+    const unsigned stage_bytes = static_cast<unsigned>(kWBytes + a.m * kChunkK * 2);
     const int prefetch = min(chunks, kStages);
     for (int i = 0; i < prefetch; ++i) {
-      cuda::mbarrier_arrive_expect_tx(&full[i], kStageBytes);
+      cuda::mbarrier_arrive_expect_tx(&full[i], stage_bytes);
       issue_weights(i);
     }
     cuda::pdl_wait();  // x is the previous kernel's output
@@ -135,7 +140,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int i = prefetch; i < chunks; ++i) {
       const int s = i % kStages;
       cuda::mbarrier_wait(&empty[s], static_cast<unsigned>((i / kStages - 1) & 1));
-      cuda::mbarrier_arrive_expect_tx(&full[s], kStageBytes);
+      cuda::mbarrier_arrive_expect_tx(&full[s], stage_bytes);
       issue_weights(i);
       issue_x(i);
     }
@@ -276,7 +281,7 @@ void matmul_wide_cuda(const MatmulParams& p, MatmulEpilogue epilogue,
   // The weights stream once: each request widened to 256 bytes in L2. x is re-read by every tile.
   encode_rows(&w_map, p.w, p.n, p.k, static_cast<uint32_t>(kTileN),
               CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
-  encode_rows(&x_map, p.x, p.m, p.k, static_cast<uint32_t>(kTileM),
+  encode_rows(&x_map, p.x, p.m, p.k, static_cast<uint32_t>(p.m),
               CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
   WideArgs a;
   a.bias = epilogue == MatmulEpilogue::kBias ? static_cast<const __nv_bfloat16*>(p.bias) : nullptr;
