@@ -281,8 +281,11 @@ struct MatmulCudaContext::Impl {
   // measured at best level with cuBLASLt while the selector's single timed call sometimes favoured
   // it (bench/results/2026-12-01-wide-decode-gemm.md); ROOFLINE_MATMUL_WIDE=1 makes it one.
   bool wide_candidate = false;
-  int skinny_splits = 0;             // 0: matmul_skinny_launch chooses
-  int wide_splits = 0;               // 0: matmul_wide_launch chooses
+  int skinny_splits = 0;  // 0: matmul_skinny_launch chooses
+  int wide_splits = 0;    // 0: matmul_wide_launch chooses
+  // The wide kernel's launches per (m, n, k, wide_splits), planned once: the plan asks the device
+  // for its SM count and its cluster occupancy.
+  std::map<std::tuple<int64_t, int64_t, int64_t, int>, MatmulWideLaunch> wide_launches;
   bool skinny_cluster_merge = true;  // MatmulSkinnyLaunch::cluster_merge of every launch
   MatmulSkinnyFewTokens skinny_few_tokens = MatmulSkinnyFewTokens::kAuto;
   // The RoPE epilogue fused where matmul_skinny_fuses_rope allows (ROOFLINE_SKINNY_ROPE=0: never,
@@ -605,7 +608,13 @@ void wide_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStrea
                  MatmulEpilogue epilogue) {
   if (p.norm_weight != nullptr) rms_norm_cuda(matmul_prologue_norm(p), stream);
   const MatmulParams q = cublas_product(p);
-  matmul_wide_cuda(q, epilogue, matmul_wide_cuda_launch(q.m, q.n, q.k, impl.wide_splits), stream);
+  const auto key = std::make_tuple(q.m, q.n, q.k, impl.wide_splits);
+  auto launch = impl.wide_launches.find(key);
+  if (launch == impl.wide_launches.end())
+    launch =
+        impl.wide_launches.emplace(key, matmul_wide_cuda_launch(q.m, q.n, q.k, impl.wide_splits))
+            .first;
+  matmul_wide_cuda(q, epilogue, launch->second, stream);
   if (p.swiglu) silu_mul_cuda(matmul_swiglu_activation(p), stream);
   if (p.qkv_rope) qkv_rope_cuda(matmul_rope_pass(p), stream);
 }

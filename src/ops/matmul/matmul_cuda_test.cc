@@ -965,49 +965,29 @@ TEST(MatmulCudaDeathTest, BadInputAbortsWithItsReason) {
         matmul_bias_cuda(p, *ctx, nullptr);
       },
       "matmul_bias_cuda needs n, k");
-  // The skinny kernel's domain: k a multiple of 8, x and W 16-byte aligned, m <= 64, bf16.
+  // The skinny and the wide kernel's domains, each forced: k a multiple of 8, x 16-byte aligned,
+  // m <= 64 (the message names the kernel that refused).
+  for (const MatmulImpl impl : {MatmulImpl::kSkinny, MatmulImpl::kWide}) {
+    const std::string kernel = std::string("the ") + impl_name(impl) + " matmul ";
+    const auto expect_abort = [&](const MatmulParams& bad, const std::string& reason) {
+      EXPECT_DEATH(
+          {
+            auto ctx = context(impl);
+            matmul_cuda(bad, *ctx, nullptr);
+          },
+          reason);
+    };
+    MatmulParams q = p;
+    q.k = 67;
+    expect_abort(q, kernel + "needs k to be a multiple of 8");
+    q = p;
+    q.x = x.get<uint8_t>() + 2;
+    expect_abort(q, kernel + "needs x and W 16-byte aligned");
+    q = p;
+    q.m = 65;
+    expect_abort(q, kernel + "takes 1 to 64 rows");
+  }
   MatmulParams q = p;
-  q.k = 67;
-  EXPECT_DEATH(
-      {
-        auto ctx = context(MatmulImpl::kSkinny);
-        matmul_cuda(q, *ctx, nullptr);
-      },
-      "multiple of 8");
-  q = p;
-  q.x = x.get<uint8_t>() + 2;
-  EXPECT_DEATH(
-      {
-        auto ctx = context(MatmulImpl::kSkinny);
-        matmul_cuda(q, *ctx, nullptr);
-      },
-      "16-byte aligned");
-  q = p;
-  q.m = 65;
-  EXPECT_DEATH(
-      {
-        auto ctx = context(MatmulImpl::kSkinny);
-        matmul_cuda(q, *ctx, nullptr);
-      },
-      "1 to 64 rows");
-  // The wide kernel's domain: the same k, alignment and m limits.
-  q = p;
-  q.k = 67;
-  EXPECT_DEATH(
-      {
-        auto ctx = context(MatmulImpl::kWide);
-        matmul_cuda(q, *ctx, nullptr);
-      },
-      "wide matmul needs k to be a multiple of 8");
-  q = p;
-  q.m = 65;
-  EXPECT_DEATH(
-      {
-        auto ctx = context(MatmulImpl::kWide);
-        matmul_cuda(q, *ctx, nullptr);
-      },
-      "wide matmul takes 1 to 64 rows");
-  q = p;
   q.dtype = DType::kF32;
   EXPECT_DEATH(
       {
