@@ -77,7 +77,8 @@ double time_matmul(MatmulCudaContext& ctx, cudaStream_t stream, int64_t m, int64
                    const std::vector<const DeviceMemory*>& weights, int iters = 50,
                    bool residual = false, bool norm = false, bool swiglu = false,
                    RopeHeads rope = {},
-                   [[maybe_unused]] const std::vector<std::string>* trace_names = nullptr) {
+                   [[maybe_unused]] const std::vector<std::string>* trace_names = nullptr,
+                   [[maybe_unused]] bool trace_wide = false) {
   DecodeProblem problem(m, n, k);
   MatmulParams& p = problem.p;
   const DeviceMemory& y = problem.y;
@@ -167,7 +168,8 @@ double time_matmul(MatmulCudaContext& ctx, cudaStream_t stream, int64_t m, int64
     ROOFLINE_CUDA_CHECK(
         cudaMemset(records.ptr, 0, static_cast<size_t>(capacity * kPhaseTraceWords) * 8));
     bench::settle();
-    PhaseTraceRecorder& recorder = matmul_skinny_phase_trace();
+    PhaseTraceRecorder& recorder =
+        trace_wide ? matmul_wide_phase_trace() : matmul_skinny_phase_trace();
     recorder.arm(static_cast<uint64_t*>(records.ptr), capacity);
     cudaGraph_t traced;
     ROOFLINE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
@@ -184,7 +186,8 @@ double time_matmul(MatmulCudaContext& ctx, cudaStream_t stream, int64_t m, int64
     ROOFLINE_CUDA_CHECK(cudaGraphExecDestroy(traced_exec));
     ROOFLINE_CUDA_CHECK(cudaGraphDestroy(traced));
     if (launches.size() != static_cast<size_t>(kCallsPerGraph)) {
-      std::printf("  (no phase records: the calls did not run the skinny kernel alone)\n");
+      std::printf("  (no phase records: the calls did not run the %s kernel alone)\n",
+                  trace_wide ? "wide" : "skinny");
     } else {
       std::printf("%s",
                   phase_trace_report(phase_trace_analyse(host, launches), *trace_names).c_str());
@@ -246,6 +249,33 @@ int run_trace() {
                                       false, {}, &kNames);
         bench::print_bandwidth(name.c_str(), ms, static_cast<double>(w.n * w.k * 2));
       }
+    }
+  }
+  ROOFLINE_CUDA_CHECK(cudaStreamDestroy(stream));
+  return 0;
+}
+
+// trace wide: Llama-3-8B's decode GEMMs on the wide kernel at m = 1 and 64, each timed, then one
+// graph of its 16 calls traced phase by phase (where the m = 64 calls lose their time).
+int run_trace_wide() {
+  static const std::vector<std::string> kNames = {
+      "entry",       "PDL wait",        "first stage landed",    "stages multiplied",
+      "sums shared", "outputs written", "cluster released, done"};
+  auto wide = MatmulCudaContext::create();
+  wide->set_impl(MatmulImpl::kWide);
+  cudaStream_t stream;
+  ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  bench::settle();
+  std::printf("wide GEMM phases (phase marks compiled in: the times below are a trace build's)\n");
+  for (const auto& w : kLlama3_8bWeights) {
+    RotatedWeights rotated(w.n, w.k, 1);
+    for (const int64_t m : {1, 64}) {
+      const std::string name = std::string(w.name) + " " + std::to_string(w.n) + "x" +
+                               std::to_string(w.k) + " m=" + std::to_string(m);
+      std::printf("%s\n", name.c_str());
+      const double ms = time_matmul(*wide, stream, m, w.n, w.k, rotated.ptrs, 50, false, false,
+                                    false, {}, &kNames, true);
+      bench::print_bandwidth(name.c_str(), ms, static_cast<double>(w.n * w.k * 2));
     }
   }
   ROOFLINE_CUDA_CHECK(cudaStreamDestroy(stream));
@@ -449,18 +479,23 @@ int run(bool decode, bool prologue, bool prefill) {
 
 int main(int argc, char** argv) {
   bool decode = false, prologue = false, prefill = false, any = false;
-  if (argc == 2 && std::string(argv[1]) == "trace") {
+  if ((argc == 2 || argc == 3) && std::string(argv[1]) == "trace") {
+    const bool wide = argc == 3 && std::string(argv[2]) == "wide";
+    if (argc == 3 && !wide) {
+      std::fprintf(stderr, "usage: matmul_skinny_trace_bench trace [wide]\n");
+      return 2;
+    }
 #if defined(ROOFLINE_PHASE_TRACE)
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
       std::printf("matmul_skinny_trace_bench: no CUDA device on this machine, nothing to time\n");
       return 0;
     }
-    return roofline::run_trace();
+    return wide ? roofline::run_trace_wide() : roofline::run_trace();
 #else
     std::fprintf(stderr,
                  "matmul_cuda_bench: `trace` needs the phase marks compiled in: run "
-                 "matmul_skinny_trace_bench trace\n");
+                 "matmul_skinny_trace_bench trace [wide]\n");
     return 2;
 #endif
   }
@@ -504,7 +539,7 @@ int main(int argc, char** argv) {
                    "usage: matmul_cuda_bench [decode] [prologue] [prefill] [verbose] (default: "
                    "all sections; verbose: the selector's measurements too) | wide (the wide "
                    "kernel beside cuBLASLt, by splits) | wide N K M (one shape's calls, for a "
-                   "profiler) | trace (the skinny kernel's phases: "
+                   "profiler) | trace [wide] (the skinny or the wide kernel's phases: "
                    "matmul_skinny_trace_bench)\n");
       return 2;
     }

@@ -36,6 +36,10 @@
 #include "core/dtype.h"
 #include "ops/matmul/matmul.h"
 
+#if defined(ROOFLINE_PHASE_TRACE)
+#include "ops/common/phase_trace.h"
+#endif
+
 namespace roofline {
 
 // Most rows (tokens): one m64 wgmma tile. Rows past m are zeros the copy engine fills in.
@@ -136,5 +140,11 @@ MatmulWideLaunch matmul_wide_cuda_launch(int64_t m, int64_t n, int64_t k, int re
 // CUDA builds only.
 void matmul_wide_cuda(const MatmulParams& p, MatmulEpilogue epilogue,
                       const MatmulWideLaunch& launch, CudaStream stream);
+
+#if defined(ROOFLINE_PHASE_TRACE)
+// The wide kernel's phase records (phase_trace.h), in trace builds only (matmul_skinny_trace_bench
+// trace wide): armed, every launch writes one record per block.
+PhaseTraceRecorder& matmul_wide_phase_trace();
+#endif
 
 }  // namespace roofline

@@ -39,6 +39,7 @@
 #include "ops/common/cuda_async.cuh"
 #include "ops/common/cuda_barrier.cuh"
 #include "ops/common/cuda_launch.cuh"
+#include "ops/common/cuda_phase_trace.cuh"
 #include "ops/common/cuda_tensor_map.cuh"
 #include "ops/common/cuda_wgmma.cuh"
 #include "ops/matmul/matmul_wide.h"
@@ -85,6 +86,20 @@ struct WideArgs {
   int num_chunks;
   int chunks_per_split;
   int splits;
+#if defined(ROOFLINE_PHASE_TRACE)
+  uint64_t* trace;  // the launch's phase records, or nullptr
+#endif
+};
+
+// The phase marks of a trace build (matmul_skinny_trace_bench trace wide; phase_trace.h), in order,
+// taken by the block's thread 0 (a consumer).
+enum WideMark : int {
+  kMarkWait = 1,    // past the PDL wait
+  kMarkFirstStage,  // the first stage landed
+  kMarkStreamed,    // every stage multiplied, the last multiply drained
+  kMarkSumsShared,  // the sums in shared memory, the (cluster) barrier passed
+  kMarkOutputs,     // this block's outputs written
+  kMarkDone,        // released by the cluster's last barrier (split launches)
 };
 
 __global__ void __launch_bounds__(kThreads, 1)
@@ -95,6 +110,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
   uint64_t* full = reinterpret_cast<uint64_t*>(ring + kRingBytes);
   uint64_t* empty = full + kStages;
+  cuda::PhaseTrace trace(cuda::phase_trace_records(a));
 
   const int tile = static_cast<int>(blockIdx.x) / a.splits;
   const int split = static_cast<int>(blockIdx.x) % a.splits;
@@ -150,6 +166,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // The consumers. The bias, the residual and y may belong to the kernel before this one.
   cuda::pdl_wait();
   cuda::pdl_launch_dependents();
+  trace.mark(kMarkWait);
   float acc[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
@@ -157,6 +174,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int i = 0; i < chunks; ++i) {
     const int s = i % kStages;
     cuda::mbarrier_wait(&full[s], static_cast<unsigned>((i / kStages) & 1));
+    if (i == 0) trace.mark(kMarkFirstStage);
     const unsigned w_addr = ring_addr + s * kStageBytes;
     const unsigned x_addr = w_addr + kWBytes;
     cuda::fence_registers(acc);
@@ -173,6 +191,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   cuda::wgmma_wait<0>();
   cuda::fence_registers(acc);
+  trace.mark(kMarkStreamed);
 
   // The sums into the consumed ring: the m16n8 accumulator layout per warp, D[token][weight row].
   // Every stage's copies have landed (the consumers waited on each) and every multiply is done.
@@ -193,6 +212,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   } else {
     cuda::named_barrier_sync(kConsumerBarrier, kConsumers);
   }
+  trace.mark(kMarkSumsShared);
 
   // This block's share of the tile's outputs: items of 4 columns of one row, split evenly.
   const int items = a.m * (kTileN / 4);
@@ -227,7 +247,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       a.y[row_offset + col] = __float2bfloat16_rn(out);
     }
   }
+  trace.mark(kMarkOutputs);
   if (a.splits > 1) cuda::cluster_sync();  // no block's sums vanish while another reads them
+  trace.mark(kMarkDone);
+  trace.finish();
 }
 
 void configure_kernel() {
@@ -252,6 +275,13 @@ void encode_rows(CUtensorMap* map, const void* base, int64_t rows, int64_t k, ui
 }
 
 }  // namespace
+
+#if defined(ROOFLINE_PHASE_TRACE)
+PhaseTraceRecorder& matmul_wide_phase_trace() {
+  static PhaseTraceRecorder recorder;
+  return recorder;
+}
+#endif
 
 MatmulWideLaunch matmul_wide_cuda_launch(int64_t m, int64_t n, int64_t k, int requested_splits) {
   int device = 0;
@@ -294,6 +324,9 @@ void matmul_wide_cuda(const MatmulParams& p, MatmulEpilogue epilogue,
   a.num_chunks = static_cast<int>(launch.num_chunks);
   a.chunks_per_split = static_cast<int>(launch.chunks_per_split);
   a.splits = launch.splits;
+#if defined(ROOFLINE_PHASE_TRACE)
+  a.trace = matmul_wide_phase_trace().next(static_cast<int>(launch.grid));
+#endif
   cuda::launch_pdl_clustered(matmul_wide_kernel, dim3(static_cast<unsigned>(launch.grid)),
                              dim3(kThreads), static_cast<size_t>(kSmemBytes),
                              static_cast<cudaStream_t>(stream),
