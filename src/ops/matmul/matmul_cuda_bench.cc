@@ -501,10 +501,11 @@ int main(int argc, char** argv) {
   }
   if (argc == 5 && std::string(argv[1]) == "wide") {
     const long long n = std::atoll(argv[2]), k = std::atoll(argv[3]), m = std::atoll(argv[4]);
-    if (n < 1 || k < 1 || k % 8 != 0 || m < 1 || m > 64) {
+    // The weight (rotated over copies) must fit the device: at most 4 GiB of it.
+    if (n < 1 || k < 1 || k % 8 != 0 || m < 1 || m > 64 || n > (int64_t{1} << 31) / k) {
       std::fprintf(stderr,
-                   "usage: matmul_cuda_bench wide N K M (n, k >= 1, k a multiple of 8, "
-                   "m in 1..64)\n");
+                   "usage: matmul_cuda_bench wide N K M (n, k >= 1, k a multiple of 8, n·k at "
+                   "most 2^31, m in 1..64)\n");
       return 2;
     }
     int devices = 0;
