@@ -2,7 +2,8 @@
 // (a producer's copies complete a phase, consumers wait on its parity), named barriers (a subset
 // of the block's warps syncs or only arrives), and the register reallocation between warpgroups
 // (setmaxnreg); the grid-level arrival count of kernels whose last block merges the others'
-// partials; and the cluster barrier and distributed-shared-memory loads of clustered launches.
+// partials; and the cluster barrier, distributed-shared-memory loads and stores and the bulk copy
+// between blocks' shared memories of clustered launches.
 // Include only from .cu files.
 #pragma once
 
@@ -162,6 +163,24 @@ __device__ __forceinline__ void cluster_store_f32x4(float* local, unsigned rank,
   asm volatile(
       "st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(cluster_smem_addr(local, rank)),
       "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
+      : "memory");
+#endif
+}
+
+// A bulk copy by the copy engine from this block's shared memory (`src`) into block `rank`'s, at
+// the address `dst` has in this block's, completing `bytes` on block `rank`'s mbarrier at the
+// address `bar` has in this block (its owner raised the expected bytes before, e.g. ahead of a
+// cluster barrier the issuer waited on). Addresses 16-byte aligned, bytes a multiple of 16. The
+// threads that wrote `src` fence it first (fence_proxy_async_shared), and `src` must stay as it is
+// until the receiver has waited (e.g. until a later cluster barrier). Issued by one thread.
+__device__ __forceinline__ void cluster_bulk_copy(void* dst, unsigned rank, const void* src,
+                                                  unsigned bytes, uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, "
+      "[%3];\n" ::"r"(cluster_smem_addr(dst, rank)),
+      "r"(static_cast<uint32_t>(__cvta_generic_to_shared(src))), "r"(bytes),
+      "r"(cluster_smem_addr(bar, rank))
       : "memory");
 #endif
 }

@@ -359,8 +359,9 @@ struct ResidualProblem {
 };
 
 TEST(MatmulCudaWideTest, EverySplitCountGivesTheSameBitsEveryRun) {
-  // The wide kernel forced to 1, 2, 3, 5 and 8 K splits (clusters of that many blocks, merged over
-  // distributed shared memory) on Llama-3-8B's o projection, Qwen2.5-0.5B's down and odd shapes
+  // The wide kernel forced to 1, 2, 3, 5 and 8 K splits (clusters of that many blocks, merged by
+  // bulk copies between their shared memories, each block finishing a run of the rows; m = 17 and
+  // 64 give every block odd rows) on Llama-3-8B's o projection, Qwen2.5-0.5B's down and odd shapes
   // (n not a multiple of the 128-row tile, K not of the 64-wide chunk, a K shorter than the
   // splits asked): each matches the CPU twin with the residual added in place, and each gives the
   // same bits in three runs (the splits are summed in split order).

@@ -12,20 +12,23 @@
 // half the weight bytes at m = 64, from L2), multiplied by wgmma.m64n128k16 straight from
 // shared memory that the bulk tensor copy engine (TMA) fills, one 64-wide K chunk per stage.
 //
-// Where it stands (H200, bench/results/2026-12-01-wide-decode-gemm.md and
-// 2026-12-01-wide-stream-k.md): with x's box cut to its m rows (a 64-row box past the tensor made
-// the copy engine fill zeros, slowly), m = 1: q|k|v 78 %, o 71 %, gate_up 92 %, down 86 % of the
-// copy ceiling — o 14 % faster than cuBLASLt, the rest within 1-5 % of it, all below the skinny
-// kernel; m = 64 (no fill): 57-81 %, at or below cuBLASLt. The stage loop alone (no merge, no
-// epilogue) streams gate_up at 96 % and down at 89 % at m = 64, so what is left is in the kernel
-// around the loop, not in the copy pattern; a stream-K version (every SM a balanced range, parts
-// merged through L2) measured slower and is not kept. Not a candidate of the default selection
-// (the decode steps are level with it: ROOFLINE_MATMUL_WIDE=1 makes it one;
-// ROOFLINE_MATMUL_IMPL=wide forces it).
+// Where it stands (H200, bench/results/2026-12-01-wide-decode-gemm.md, 2026-12-01-wide-stream-k.md
+// and 2026-12-01-wide-merge.md): with x's box cut to its m rows (a 64-row box past the tensor made
+// the copy engine fill zeros, slowly), y written 16 bytes at a time and the split merge moved by
+// bulk copies, m = 1: q|k|v 75 %, o 67 %, gate_up 91 %, down 84 % of the copy ceiling — o 7 %
+// faster than cuBLASLt, the rest within 1-4 % of it, all below the skinny kernel; m = 64: q|k|v
+// 68 %, o 60 %, gate_up 83 %, down 78 % — down 1 % faster than cuBLASLt, gate_up level, q|k|v and
+// o 7-10 % slower. The stage loop alone (no merge, no epilogue) streams gate_up at 96 % and down at
+// 89 % at m = 64; what is left is each block's fixed cost around the stream (~1 µs to the first
+// stage, ~3.5 µs of merge and outputs at m = 64), a third of o's 13 µs. A stream-K version (every
+// SM a balanced range, parts merged through L2) measured slower and is not kept. Not a candidate
+// of the default selection (the decode steps are level with it: ROOFLINE_MATMUL_WIDE=1 makes it
+// one; ROOFLINE_MATMUL_IMPL=wide forces it).
 //
 // Tiling: a tile is 128 weight rows (output columns) × one K split; a split is a run of
 // kMatmulWideChunkK-wide K chunks. Splits of one tile form a thread-block cluster and merge their
-// fp32 sums over distributed shared memory (no workspace, no second kernel). One block per SM
+// fp32 sums through their shared memories (each block finishes a run of the tile's rows and the
+// others send it theirs by bulk copy: no workspace, no second kernel). One block per SM
 // (its ring takes most of the shared memory), one tile per block.
 #pragma once
 
@@ -42,7 +45,8 @@
 
 namespace roofline {
 
-// Most rows (tokens): one m64 wgmma tile. Rows past m are zeros the copy engine fills in.
+// Most rows (tokens): one m64 wgmma tile. The wgmma rows past m multiply stale shared memory into
+// sums that are never read (x's copies are its m rows).
 inline constexpr int64_t kMatmulWideMaxM = 64;
 // Weight rows per tile: the wgmma's n (the accumulators of one warpgroup: 64 f32 per thread).
 inline constexpr int64_t kMatmulWideTileN = 128;

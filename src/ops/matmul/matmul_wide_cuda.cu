@@ -19,11 +19,12 @@
 // still runs; x is that kernel's output, so its boxes follow the wait (the stage's mbarrier
 // expects both). The consumers wait too before they read the bias or residual or write y.
 //   Splits: the K splits of a tile are one thread-block cluster. After its K loop each block
-// leaves its fp32 sums [64][128] in its own shared memory (the consumed ring), one cluster barrier
-// publishes them, each block finishes an equal share of the tile's m × 128 outputs by summing the
-// splits' sums over distributed shared memory in split order (deterministic), and a second cluster
-// barrier keeps every block's sums alive until all are read. Unsplit, the block finishes the tile
-// from its own sums.
+// leaves its fp32 sums [64][128] in its own shared memory (the consumed ring); each block
+// finishes an equal share of the tile's m rows; after one cluster barrier every block sends each
+// other block that block's rows of its sums by a bulk copy between shared memories, and each adds
+// the parts it received to its own in split order (deterministic); a second cluster barrier keeps
+// every block's sums alive until the copies out of them have landed. Unsplit, the block finishes
+// the tile from its own sums.
 //
 // Numerics: products of bf16 values are exact in fp32; sums in fp32 (tensor-core order within a
 // wgmma, K order within a split, split order across splits); bias or residual added in fp32; one
@@ -69,8 +70,11 @@ constexpr int kSumBytes = kTileM * kSumStride * 4;
 // then the mbarriers.
 constexpr int kStages = kMatmulWideStages;
 constexpr int kRingBytes = kStages * kStageBytes;
-constexpr int kSmemBytes = 1024 + kRingBytes + 2 * kStages * 8;
-static_assert(kSumBytes <= kRingBytes, "the merge's sums reuse the ring");
+constexpr int kSmemBytes = 1024 + kRingBytes + (2 * kStages + 1) * 8;
+// The merge's receive area follows the sums: a slot of ceil(m / splits) rows per split, at most
+// kTileM + kMatmulWideMaxSplits - 1 rows in all.
+static_assert(kSumBytes + (kTileM + kMatmulWideMaxSplits) * kSumStride * 4 <= kRingBytes,
+              "the merge's sums and receive area reuse the ring");
 static_assert(kChunkK * 2 == 128, "a stage row is one 128-byte swizzle row");
 static_assert(kWBytes % 1024 == 0 && kXBytes % 1024 == 0, "boxes start 1024-byte aligned");
 // The named barrier of the consumer warpgroup (0 is __syncthreads).
@@ -83,6 +87,7 @@ struct WideArgs {
   int m;
   int n;
   int64_t y_row_stride;
+  bool vector_io;  // y, the residual and the bias take 16-byte accesses at every 8th column
   int num_chunks;
   int chunks_per_split;
   int splits;
@@ -110,6 +115,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
   uint64_t* full = reinterpret_cast<uint64_t*>(ring + kRingBytes);
   uint64_t* empty = full + kStages;
+  uint64_t* received = empty + kStages;  // the other splits' parts of this block's rows
   cuda::PhaseTrace trace(cuda::phase_trace_records(a));
 
   const int tile = static_cast<int>(blockIdx.x) / a.splits;
@@ -124,6 +130,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       cuda::mbarrier_init(&full[s], 1);
       cuda::mbarrier_init(&empty[s], kConsumers / 32);
     }
+    cuda::mbarrier_init(received, 1);
     cuda::fence_mbarrier_init_cluster();  // visible to the copy engine (the async proxy)
   }
   __syncthreads();
@@ -207,44 +214,144 @@ __global__ void __launch_bounds__(kThreads, 1)
           make_float2(acc[4 * j + 2], acc[4 * j + 3]);
     }
   }
+  // The K splits' merge. Block `split` finishes rows [row0, row1) of the tile's m rows; every
+  // other block of the cluster sends it those rows of its sums in one bulk copy (the copy engine
+  // moves them SM to SM) into slot `sender` of the receive area past the sums, completing on the
+  // block's `received` mbarrier. The consumers then add the parts from their own shared memory.
+  // Loaded thread by thread over distributed shared memory instead, the parts took 2.0-2.8 µs per
+  // block at m = 64 (bench/results/2026-12-01-wide-merge.md).
+  const int row0 = a.m * split / a.splits;
+  const int row1 = a.m * (split + 1) / a.splits;
+  const int slot_rows = (a.m + a.splits - 1) / a.splits;
+  float* slots = sums + kTileM * kSumStride;
   if (a.splits > 1) {
-    cuda::cluster_sync();  // every split's sums written and visible to the cluster
+    cuda::fence_proxy_async_shared();  // the copy engine reads the sums written above
+    if (threadIdx.x == 0)
+      cuda::mbarrier_arrive_expect_tx(
+          received, static_cast<unsigned>((a.splits - 1) * (row1 - row0) * kSumStride * 4));
+    cuda::cluster_sync();  // every block's sums written, its ring consumed, its receipt expected
+    if (threadIdx.x == 0) {
+      for (int i = 1; i < a.splits; ++i) {  // receivers in turn from the next block on
+        const int r = (split + i) % a.splits;
+        const int r0 = a.m * r / a.splits;
+        const int r1 = a.m * (r + 1) / a.splits;
+        if (r1 > r0)
+          cuda::cluster_bulk_copy(slots + split * slot_rows * kSumStride, static_cast<unsigned>(r),
+                                  sums + r0 * kSumStride,
+                                  static_cast<unsigned>((r1 - r0) * kSumStride * 4), received);
+      }
+    }
+    cuda::mbarrier_wait(received, 0);
   } else {
     cuda::named_barrier_sync(kConsumerBarrier, kConsumers);
   }
   trace.mark(kMarkSumsShared);
 
-  // This block's share of the tile's outputs: items of 4 columns of one row, split evenly.
-  const int items = a.m * (kTileN / 4);
-  const int begin = items * split / a.splits;
-  const int end = items * (split + 1) / a.splits;
+  // This block's outputs: items of 8 columns of one of its rows (16 bytes of y). A thread takes
+  // kBatch items at a time and issues all their loads (each split's part, then the bias and
+  // residual) before it adds or stores any, and writes y 16 bytes at a time where the addresses
+  // allow. Items walked one at a time, with four 2-byte stores each, took 2.6 µs per block at
+  // m = 64 against 0.3 µs at m = 1 (bench/results/2026-12-01-wide-stream-k.md, run 8).
+  constexpr int kItemCols = 8;
+  constexpr int kRowItems = kTileN / kItemCols;
+  constexpr int kBatch = 4;
+  const int begin = row0 * kRowItems;
+  const int end = row1 * kRowItems;
   const int col_base = tile * kTileN;
-  for (int item = begin + static_cast<int>(threadIdx.x); item < end; item += kConsumers) {
-    const int row = item / (kTileN / 4);
-    const int c = (item % (kTileN / 4)) * 4;
-    float4 v;
-    if (a.splits > 1) {
-      v = cuda::cluster_load_f32x4(sums + row * kSumStride + c, 0);
-      for (int sp = 1; sp < a.splits; ++sp) {
-        const float4 o = cuda::cluster_load_f32x4(sums + row * kSumStride + c, sp);
-        v.x += o.x;
-        v.y += o.y;
-        v.z += o.z;
-        v.w += o.w;
-      }
-    } else {
-      v = *reinterpret_cast<const float4*>(sums + row * kSumStride + c);
-    }
-    const float vals[4] = {v.x, v.y, v.z, v.w};
-    const int64_t row_offset = static_cast<int64_t>(row) * a.y_row_stride;
+  for (int first = begin + static_cast<int>(threadIdx.x); first < end;
+       first += kBatch * kConsumers) {
+    // An item's offset in a part; items past the end read the last item again (loads without
+    // branches) and are never stored. Threads 4-7 of every 8 read an item's halves in the other
+    // order, so that a quarter warp's 16-byte loads meet every bank once.
+    int at[kBatch][2];  // the offsets of the halves a thread loads first and second
+    bool swapped[kBatch];
 #pragma unroll
-    for (int t = 0; t < 4; ++t) {
-      const int col = col_base + c + t;
-      if (col >= a.n) break;
-      float out = vals[t];
-      if (a.bias != nullptr) out += __bfloat162float(a.bias[col]);
-      if (a.residual != nullptr) out += __bfloat162float(a.residual[row_offset + col]);
-      a.y[row_offset + col] = __float2bfloat16_rn(out);
+    for (int b = 0; b < kBatch; ++b) {
+      const int item = min(first + b * kConsumers, end - 1);
+      swapped[b] = ((item >> 2) & 1) != 0;
+      const int offset = (item / kRowItems - row0) * kSumStride + (item % kRowItems) * kItemCols;
+      at[b][0] = offset + (swapped[b] ? 4 : 0);
+      at[b][1] = offset + (swapped[b] ? 0 : 4);
+    }
+    float4 v[kBatch][2];
+    for (int sp = 0; sp < a.splits; ++sp) {  // split order: the sum is deterministic
+      const float* part_base =
+          sp == split ? sums + row0 * kSumStride : slots + sp * slot_rows * kSumStride;
+      float4 part[kBatch][2];
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        part[b][0] = *reinterpret_cast<const float4*>(part_base + at[b][0]);
+        part[b][1] = *reinterpret_cast<const float4*>(part_base + at[b][1]);
+      }
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          if (sp == 0) {
+            v[b][h] = part[b][h];
+          } else {
+            v[b][h].x += part[b][h].x;
+            v[b][h].y += part[b][h].y;
+            v[b][h].z += part[b][h].z;
+            v[b][h].w += part[b][h].w;
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const float4 lo = swapped[b] ? v[b][1] : v[b][0];
+      const float4 hi = swapped[b] ? v[b][0] : v[b][1];
+      v[b][0] = lo;
+      v[b][1] = hi;
+    }
+    // The bias and residual of every item before any store: the residual may be y itself (each
+    // element is read and then written by this thread only).
+    uint4 bias8[kBatch];
+    uint4 res8[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int item = first + b * kConsumers;
+      const int row = item / kRowItems;
+      const int col = col_base + (item % kRowItems) * kItemCols;
+      const bool whole = a.vector_io && item < end && col + kItemCols <= a.n;
+      if (whole && a.bias != nullptr) bias8[b] = *reinterpret_cast<const uint4*>(a.bias + col);
+      if (whole && a.residual != nullptr)
+        res8[b] = *reinterpret_cast<const uint4*>(a.residual +
+                                                  static_cast<int64_t>(row) * a.y_row_stride + col);
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int item = first + b * kConsumers;
+      if (item >= end) break;
+      const int row = item / kRowItems;
+      const int col = col_base + (item % kRowItems) * kItemCols;
+      const int64_t offset = static_cast<int64_t>(row) * a.y_row_stride + col;
+      float out[kItemCols] = {v[b][0].x, v[b][0].y, v[b][0].z, v[b][0].w,
+                              v[b][1].x, v[b][1].y, v[b][1].z, v[b][1].w};
+      if (a.vector_io && col + kItemCols <= a.n) {
+        const __nv_bfloat16* bias = reinterpret_cast<const __nv_bfloat16*>(&bias8[b]);
+        const __nv_bfloat16* res = reinterpret_cast<const __nv_bfloat16*>(&res8[b]);
+        uint4 packed;
+        __nv_bfloat16* y8 = reinterpret_cast<__nv_bfloat16*>(&packed);
+#pragma unroll
+        for (int t = 0; t < kItemCols; ++t) {
+          if (a.bias != nullptr) out[t] += __bfloat162float(bias[t]);
+          if (a.residual != nullptr) out[t] += __bfloat162float(res[t]);
+          y8[t] = __float2bfloat16_rn(out[t]);
+        }
+        *reinterpret_cast<uint4*>(a.y + offset) = packed;
+      } else {
+        // The last item of an n that is not a multiple of 8, or addresses 16 bytes cannot take.
+#pragma unroll
+        for (int t = 0; t < kItemCols; ++t) {
+          if (col + t >= a.n) break;
+          float o = out[t];
+          if (a.bias != nullptr) o += __bfloat162float(a.bias[col + t]);
+          if (a.residual != nullptr) o += __bfloat162float(a.residual[offset + t]);
+          a.y[offset + t] = __float2bfloat16_rn(o);
+        }
+      }
     }
   }
   trace.mark(kMarkOutputs);
@@ -321,6 +428,10 @@ void matmul_wide_cuda(const MatmulParams& p, MatmulEpilogue epilogue,
   a.m = static_cast<int>(p.m);
   a.n = static_cast<int>(p.n);
   a.y_row_stride = p.y_row_stride;
+  const auto aligned16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  a.vector_io = p.y_row_stride % 8 == 0 && aligned16(a.y) &&
+                (a.bias == nullptr || aligned16(a.bias)) &&
+                (a.residual == nullptr || aligned16(a.residual));
   a.num_chunks = static_cast<int>(launch.num_chunks);
   a.chunks_per_split = static_cast<int>(launch.chunks_per_split);
   a.splits = launch.splits;
