@@ -20,8 +20,9 @@
 // 68 %, o 60 %, gate_up 83 %, down 78 % — down 1 % faster than cuBLASLt, gate_up level, q|k|v and
 // o 7-10 % slower. The stage loop alone (no merge, no epilogue) streams gate_up at 96 % and down at
 // 89 % at m = 64; what is left is each block's fixed cost around the stream (~1 µs to the first
-// stage, ~3.5 µs of merge and outputs at m = 64), a third of o's 13 µs. A stream-K version (every
-// SM a balanced range, parts merged through L2) measured slower and is not kept. Not a candidate
+// stage, ~3.5 µs of merge and outputs at m = 64), a third of o's 13 µs. Measured slower and not
+// kept: a stream-K version (every SM a balanced range, parts merged through L2), and a ring of 3
+// or 4 stages that let the next kernel's blocks start beside this one's. Not a candidate
 // of the default selection (the decode steps are level with it: ROOFLINE_MATMUL_WIDE=1 makes it
 // one; ROOFLINE_MATMUL_IMPL=wide forces it).
 //
