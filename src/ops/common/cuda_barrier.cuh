@@ -140,17 +140,6 @@ __device__ __forceinline__ float cluster_load_f32(const float* local, unsigned r
   return v;
 }
 
-__device__ __forceinline__ float4 cluster_load_f32x4(const float* local, unsigned rank) {
-  float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(cluster_smem_addr(local, rank))
-               : "memory");
-#endif
-  return v;
-}
-
 // Stores into another block's shared memory (the address `local` has in this block's).
 __device__ __forceinline__ void cluster_store_f32(float* local, unsigned rank, float v) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
