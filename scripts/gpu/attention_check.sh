@@ -4,7 +4,8 @@
 # every element, and within 2x a naive bf16 implementation's error), the prefill and decode
 # benchmarks, torch SDPA on the same shapes (bench/peers), Nsight Compute profiles (the
 # hottest SASS instructions) of one L=8192 prefill launch and one B=1 L=4096 decode launch, and
-# (decode) the decode kernel's phases at B=1 (attention_decode_trace_bench, phase_trace.h). One
+# the kernels' phases (attention_trace_bench, phase_trace.h): prefill at L=2048 and 8192 with how
+# its blocks fill the SMs, decode at B=1. One
 # log per step, a short table last. Carry .staged
 # (scripts/stage_deps.sh) with the call.
 #   scripts/gpu/attention_check.sh OUTDIR [prefill|decode|all]   (default: prefill)
@@ -18,8 +19,7 @@ start=$(date +%s)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/gpu.txt"
 
 cmake --preset cuda -DROOFLINE_WERROR=OFF -DROOFLINE_DEPS_DIR="$PWD/.staged" > "$out/configure.log" 2>&1
-targets="attention_cuda_test attention_cuda_bench"
-[ "$what" = prefill ] || targets="$targets attention_decode_trace_bench"
+targets="attention_cuda_test attention_cuda_bench attention_trace_bench"
 cmake --build build/cuda -j16 --target $targets > "$out/build.log" 2>&1
 build_rc=$?
 [ "$build_rc" -eq 0 ] || tail -n 40 "$out/build.log"
@@ -34,6 +34,11 @@ if [ "$what" != decode ]; then
   timeout 200 "$bench" prefill > "$out/prefill_bench.txt" 2>&1 || echo "(exit $?)" >> "$out/prefill_bench.txt"
   timeout 200 python3 bench/peers/attention_prefill_sdpa.py > "$out/prefill_peers.txt" 2>&1 \
     || echo "(exit $?)" >> "$out/prefill_peers.txt"
+  # Where a launch's time goes: each block's phases, its fixed cost beside its cost per K/V
+  # tile, and the time the SMs wait between blocks.
+  for len in 2048 8192; do
+    timeout 120 build/cuda/src/ops/attention_trace_bench trace prefill $len
+  done > "$out/prefill_trace.txt" 2>&1 || echo "(exit $?)" >> "$out/prefill_trace.txt"
   if command -v ncu > /dev/null; then
     # One L=8192 prefill launch, after two warm-up launches: the summary sections, then the
     # hottest SASS instructions by warp-stall samples (scripts/gpu/ncu_hot.py).
@@ -53,7 +58,7 @@ if [ "$what" != prefill ]; then
   # Where a B=1 call's time goes, phase by phase: llama3-8b's heads at 512 and 4096 keys,
   # qwen2.5-0.5b's at 512.
   for shape in "1 512" "1 4096" "1 512 14 2 64"; do
-    timeout 60 build/cuda/src/ops/attention_decode_trace_bench trace $shape
+    timeout 60 build/cuda/src/ops/attention_trace_bench trace $shape
   done > "$out/decode_trace.txt" 2>&1 || echo "(exit $?)" >> "$out/decode_trace.txt"
   timeout 200 python3 bench/peers/attention_decode_sdpa.py > "$out/decode_peers.txt" 2>&1 \
     || echo "(exit $?)" >> "$out/decode_peers.txt"

@@ -10,9 +10,11 @@
 // Method: 16 back-to-back launches per sample, each on the next of `rotation_count` copies of the
 // caches so L2 does not serve K/V; median of 50 samples after warm-up.
 //
-// Built as attention_decode_trace_bench (ROOFLINE_PHASE_TRACE: the decode kernel with its phase
-// marks, phase_trace.h), `trace B L [heads kv_heads head_dim]` times one decode shape, then traces
-// one more sample of 16 launches and prints where each launch's time goes, phase by phase.
+// Built as attention_trace_bench (ROOFLINE_PHASE_TRACE: the decode and prefill kernels with their
+// phase marks, phase_trace.h), `trace B L [heads kv_heads head_dim]` times one decode shape, then
+// traces one more sample of 16 launches and prints where each launch's time goes, phase by phase;
+// `trace prefill L` does the same for a causal prefill of L tokens and adds how its blocks fill the
+// SMs (each block's fixed cost beside its cost per K/V tile, the time SMs wait between blocks).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -29,6 +31,7 @@
 #include "core/cuda_check.h"
 #include "ops/attention/attention.h"
 #include "ops/attention/attention_decode_plan.h"
+#include "ops/attention/attention_prefill_plan.h"
 #include "ops/attention/attention_shapes.h"
 #include "ops/testing/gpu_bench_buffers.h"
 #include "ops/testing/gpu_bench_util.h"
@@ -43,9 +46,17 @@ using bench::random_bf16;
 
 // Median ms of one launch over the shape, its pages scattered, its K/V rotated over copies.
 // kv_bytes receives the compulsory K+V bytes of one launch.
-// With trace_names (trace builds), also traces one sample and prints its phases under those names.
+// What to trace (trace builds): the kernel's recorder, its marks' names, and whether to add the
+// occupancy of one launch (phase_trace_occupancy).
+struct TraceRequest {
+  PhaseTraceRecorder* recorder;
+  const std::vector<std::string>* names;
+  bool occupancy;
+};
+
+// With a trace request (trace builds), also traces one sample and prints its phases.
 double time_attention(const AttentionShape& shape, cudaStream_t stream, double* kv_bytes,
-                      [[maybe_unused]] const std::vector<std::string>* trace_names = nullptr) {
+                      [[maybe_unused]] const TraceRequest* trace = nullptr) {
   const int64_t slot_elems = shape.num_kv_heads * shape.head_dim;
   int64_t pages = 0, num_tokens = 0, max_pages = 0, context = 0;
   for (const auto& s : shape.seqs) {
@@ -122,14 +133,14 @@ double time_attention(const AttentionShape& shape, cudaStream_t stream, double* 
   };
   const double ms = bench::median_ms(sample, 3, 50, stream);
 #if defined(ROOFLINE_PHASE_TRACE)
-  if (trace_names != nullptr) {
+  if (trace != nullptr) {
     // Every block of 16 launches, whatever the plan (at most kDecodeMaxSplitBlocks split blocks
     // and one per (sequence, KV head, row chunk) otherwise).
     const int64_t capacity = kLaunchesPerSample * (kDecodeMaxSplitBlocks + 65536);
     bench::GpuArray records(static_cast<size_t>(capacity * kPhaseTraceWords) * 8);
     ROOFLINE_CUDA_CHECK(cudaMemset(records.get(), 0, records.bytes()));
     bench::settle();
-    PhaseTraceRecorder& recorder = decode_attention_phase_trace();
+    PhaseTraceRecorder& recorder = *trace->recorder;
     recorder.arm(static_cast<uint64_t*>(records.get()), capacity);
     sample(0);
     ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -138,16 +149,21 @@ double time_attention(const AttentionShape& shape, cudaStream_t stream, double* 
     ROOFLINE_CUDA_CHECK(
         cudaMemcpy(host.data(), records.get(), host.size() * 8, cudaMemcpyDeviceToHost));
     std::printf("%s",
-                phase_trace_report(phase_trace_analyse(host, launches), *trace_names).c_str());
+                phase_trace_report(phase_trace_analyse(host, launches), *trace->names).c_str());
+    if (trace->occupancy && launches.size() > 1) {  // the second launch: one that followed another
+      std::printf("%s",
+                  phase_trace_occupancy_report(phase_trace_occupancy(host, launches[1])).c_str());
+    }
   }
 #endif
   return ms / kLaunchesPerSample;
 }
 
 // Times one causal prefill shape and prints its TFLOP/s over the attended (query, key) pairs.
-void print_prefill(const AttentionShape& shape, const std::string& name, cudaStream_t stream) {
+void print_prefill(const AttentionShape& shape, const std::string& name, cudaStream_t stream,
+                   const TraceRequest* trace = nullptr) {
   double kv_bytes = 0;
-  const double ms = time_attention(shape, stream, &kv_bytes);
+  const double ms = time_attention(shape, stream, &kv_bytes, trace);
   double pairs = 0;
   for (const auto& s : shape.seqs) {  // query j of q_len attends seq_len - q_len + j + 1 keys
     const double q = static_cast<double>(s.q_len), ctx = static_cast<double>(s.seq_len - s.q_len);
@@ -204,8 +220,36 @@ int run_trace(int64_t batch, int64_t seq_len, int64_t heads, int64_t kv_heads, i
                            " L=" + std::to_string(seq_len);
   std::printf("%s (phase marks compiled in: the times below are a trace build's)\n", name.c_str());
   double kv_bytes = 0;
-  const double ms = time_attention(shape, stream, &kv_bytes, &kNames);
+  const TraceRequest trace{&decode_attention_phase_trace(), &kNames, false};
+  const double ms = time_attention(shape, stream, &kv_bytes, &trace);
   bench::print_bandwidth(name.c_str(), ms, kv_bytes);
+  ROOFLINE_CUDA_CHECK(cudaStreamDestroy(stream));
+  return 0;
+}
+
+// trace prefill L: the causal prefill of L tokens (Llama-3-8B's heads), timed, then one sample
+// traced, with how one launch's blocks fill the SMs.
+int run_prefill_trace(int64_t seq_len) {
+  static const std::vector<std::string> kNames = {"entry",
+                                                  "rows known, barriers set",
+                                                  "Q landed (consumer 0)",
+                                                  "first K tile landed",
+                                                  "tile 0: Q.K^T + softmax",
+                                                  "the other tiles but the last P.V",
+                                                  "last P.V",
+                                                  "out staged (this thread)",
+                                                  "out staged (warpgroup barrier)",
+                                                  "out written"};
+  cudaStream_t stream;
+  ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  bench::settle();
+  const std::string name = "prefill 32/8 heads d128 L=" + std::to_string(seq_len);
+  std::printf(
+      "%s (phase marks compiled in: the times below are a trace build's; a unit is one "
+      "K/V tile)\n",
+      name.c_str());
+  const TraceRequest trace{&prefill_attention_phase_trace(), &kNames, true};
+  print_prefill(attention_cuda_prefill_bench_shape(seq_len), name, stream, &trace);
   ROOFLINE_CUDA_CHECK(cudaStreamDestroy(stream));
   return 0;
 }
@@ -254,6 +298,14 @@ int main(int argc, char** argv) {
   if (argc == 2 && std::string(argv[1]) == "prefill") return roofline::run(/*decode=*/false);
   if (argc >= 2 && std::string(argv[1]) == "trace") {
 #if defined(ROOFLINE_PHASE_TRACE)
+    if (argc == 4 && std::string(argv[2]) == "prefill") {
+      const long long seq_len = std::atoll(argv[3]);
+      if (seq_len < 1 || seq_len > (1 << 20)) {
+        std::fprintf(stderr, "usage: attention_trace_bench trace prefill L  (1 <= L <= 2^20)\n");
+        return 2;
+      }
+      return roofline::run_prefill_trace(seq_len);
+    }
     const long long batch = argc > 2 ? std::atoll(argv[2]) : 0;
     const long long seq_len = argc > 3 ? std::atoll(argv[3]) : 0;
     const long long heads = argc > 4 ? std::atoll(argv[4]) : 32;
@@ -264,16 +316,16 @@ int main(int argc, char** argv) {
         heads / kv_heads > 64 ||
         (head_dim != 32 && head_dim != 64 && head_dim != 128 && head_dim != 256)) {
       std::fprintf(stderr,
-                   "usage: attention_decode_trace_bench trace B L [heads kv_heads head_dim]  "
-                   "(1 <= B <= 4096, 1 <= L <= 2^20, heads a multiple of kv_heads, head_dim 32, "
-                   "64, 128 or 256)\n");
+                   "usage: attention_trace_bench trace B L [heads kv_heads head_dim] | trace "
+                   "prefill L  (1 <= B <= 4096, 1 <= L <= 2^20, heads a multiple of kv_heads, "
+                   "head_dim 32, 64, 128 or 256)\n");
       return 2;
     }
     return roofline::run_trace(batch, seq_len, heads, kv_heads, head_dim);
 #else
     std::fprintf(stderr,
                  "attention_cuda_bench: `trace` needs the phase marks compiled in: run "
-                 "attention_decode_trace_bench trace B L\n");
+                 "attention_trace_bench trace B L (or trace prefill L)\n");
     return 2;
 #endif
   }

@@ -122,7 +122,7 @@ struct DecodeArgs {
 #endif
 };
 
-// The phase marks of a trace build (attention_decode_trace_bench; phase_trace.h), in order.
+// The phase marks of a trace build (attention_trace_bench; phase_trace.h), in order.
 enum DecodeMark : int {
   kMarkMetadata = 1,  // query_start / seq_lens read, the split known
   kMarkTable,         // the first stages' block-table entries landed

@@ -101,7 +101,7 @@ void paged_attention_decode_cuda(const PagedAttentionParams& p, int64_t max_q_le
 
 #if defined(ROOFLINE_PHASE_TRACE)
 // The decode kernel's phase records (phase_trace.h), in trace builds only
-// (attention_decode_trace_bench): armed, every launch writes one record per block.
+// (attention_trace_bench): armed, every launch writes one record per block.
 PhaseTraceRecorder& decode_attention_phase_trace();
 #endif
 

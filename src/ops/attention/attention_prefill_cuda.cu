@@ -54,6 +54,7 @@
 #include "ops/common/cuda_async.cuh"
 #include "ops/common/cuda_barrier.cuh"
 #include "ops/common/cuda_mma.cuh"
+#include "ops/common/cuda_phase_trace.cuh"
 #include "ops/common/cuda_wgmma.cuh"
 
 // The head_dim 128 kernel is built on wgmma, which only sm_90a has (CMakePresets.json builds 90a).
@@ -91,6 +92,9 @@ struct PrefillArgs {
   int max_blocks_per_seq;
   int sliding_window;  // 0: unlimited
   float scale_log2;    // scale · log2(e)
+#if defined(ROOFLINE_PHASE_TRACE)
+  uint64_t* trace;  // the launch's phase records, or nullptr
+#endif
 };
 
 // ---- What both kernels share: the block's rows and key range, the Q and K/V gathers, and the
@@ -533,6 +537,22 @@ constexpr int kWsConsumerRegs = 232;
 constexpr int kWsTurnBarrier = 1;
 constexpr int kWsLocalBarrier = 3;
 
+// The phase marks of a trace build (attention_trace_bench; phase_trace.h), in order, recorded by
+// consumer 0's first thread; the block's K/V tiles go to the record's sink word.
+enum PrefillMark : int {
+  kMarkRows = 1,   // the block's rows and keys known, barriers initialised
+  kMarkQ,          // consumer 0's Q rows landed
+  kMarkFirstK,     // the first K tile landed
+  kMarkFirstTile,  // tile 0's Q·Kᵀ and softmax done
+  kMarkLoop,       // every tile's Q·Kᵀ and softmax done, the last P·V not yet issued
+  kMarkLastPv,     // the last P·V done
+  kMarkStaged,     // this thread's normalised rows in shared memory
+  kMarkStagedAll,  // the warpgroup's
+  kMarkStored,     // out written
+};
+// Consumer 0's first thread.
+constexpr unsigned kWsTraceOwner = 128;
+
 struct WsBarriers {
   uint64_t full_k[kWsStages];  // a K tile has landed (128 producer arrivals)
   uint64_t full_v[kWsStages];
@@ -606,7 +626,8 @@ __device__ __forceinline__ void ws_produce(const PrefillArgs& a, const BlockRows
 // warpgroup, and tile j's softmax runs while both MMAs (and then the other warpgroup's) execute.
 __device__ __forceinline__ void ws_consume(const PrefillArgs& a, const BlockRows& b, int w, int tid,
                                            int num_tiles, unsigned char* q_s, unsigned q_addr,
-                                           unsigned k_addr, unsigned v_addr, WsBarriers* bars) {
+                                           unsigned k_addr, unsigned v_addr, WsBarriers* bars,
+                                           cuda::PhaseTraceThrough& trace) {
   constexpr int kChunks = kWgHeadDim / 8;
   constexpr int kKeyTiles = kWsKeys / 8;  // n8 tiles of S per warp
   constexpr int kDimTiles = kWgHeadDim / 8;
@@ -623,6 +644,7 @@ __device__ __forceinline__ void ws_consume(const PrefillArgs& a, const BlockRows
   cuda::cp_async_wait_all();
   cuda::fence_proxy_async_shared();
   cuda::named_barrier_sync(kWsLocalBarrier + w, 128);
+  trace.mark(kMarkQ);
   if (w == 0) cuda::named_barrier_arrive(turn, 256);  // consumer 0 takes the first turn
 
   float m[2] = {-INFINITY, -INFINITY};
@@ -700,6 +722,7 @@ __device__ __forceinline__ void ws_consume(const PrefillArgs& a, const BlockRows
   // Tile 0: Q·Kᵀ alone.
   float alpha[2];
   cuda::mbarrier_wait(&bars->full_k[0], 0);
+  trace.mark(kMarkFirstK);
   cuda::fence_proxy_async_shared();
   issue_qk(0);
   wgmma_wait<0>();
@@ -707,6 +730,7 @@ __device__ __forceinline__ void ws_consume(const PrefillArgs& a, const BlockRows
   release(&bars->empty_k[0]);
   softmax(0, alpha);
   rescale_and_pack(alpha);
+  trace.mark(kMarkFirstTile);
 
   for (int j = 1; j < num_tiles; ++j) {
     const int stage = j % kWsStages;
@@ -729,6 +753,7 @@ __device__ __forceinline__ void ws_consume(const PrefillArgs& a, const BlockRows
     rescale_and_pack(alpha);
   }
   // The last tile's P·V.
+  trace.mark(kMarkLoop);
   const int last = (num_tiles - 1) % kWsStages;
   cuda::mbarrier_wait(&bars->full_v[last], ((num_tiles - 1) / kWsStages) & 1);
   cuda::fence_proxy_async_shared();
@@ -736,6 +761,7 @@ __device__ __forceinline__ void ws_consume(const PrefillArgs& a, const BlockRows
   wgmma_wait<0>();
   fence_registers(o_flat);
   release(&bars->empty_v[last]);
+  trace.mark(kMarkLastPv);
 
   // Normalise; stage the warpgroup's rows in its own rows of the Q tile (same swizzle; its
   // Q·Kᵀ reads are complete), then 16-byte row chunks out.
@@ -750,12 +776,15 @@ __device__ __forceinline__ void ws_consume(const PrefillArgs& a, const BlockRows
           __floats2bfloat162_rn(o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
     }
   }
+  trace.mark(kMarkStaged);
   cuda::named_barrier_sync(kWsLocalBarrier + w, 128);
+  trace.mark(kMarkStagedAll);
   for (int idx = tid; idx < 64 * kChunks; idx += 128) {
     store_out_row<kWgHeadDim>(a, b, w * 64 + idx / kChunks, idx % kChunks, [&](int row, int chunk) {
       return q_s + swizzled_chunk(row, chunk, kWsRows);
     });
   }
+  trace.mark(kMarkStored);
 }
 
 __global__ void __launch_bounds__(kWsThreads, 1) flash_prefill_ws_kernel(const PrefillArgs a) {
@@ -768,8 +797,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) flash_prefill_ws_kernel(const P
   unsigned char* v_s = k_s + kWsStages * kWsTileBytes;
   auto* bars = reinterpret_cast<WsBarriers*>(v_s + kWsStages * kWsTileBytes);
 
+  cuda::PhaseTraceThrough trace(cuda::phase_trace_records(a), kWsTraceOwner);
   BlockRows b;
-  if (!block_rows<kWsRows>(a, &b)) return;  // uniform: the whole block leaves
+  if (!block_rows<kWsRows>(a, &b)) return trace.finish();  // uniform: the whole block leaves
   const int tid = static_cast<int>(threadIdx.x);
   if (tid == 0) {
     for (int st = 0; st < kWsStages; ++st) {
@@ -781,6 +811,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) flash_prefill_ws_kernel(const P
   }
   __syncthreads();
   const int num_tiles = (b.kv_end - b.kv_begin + kWsKeys - 1) / kWsKeys;
+  trace.mark_after(kMarkRows, static_cast<uint32_t>(num_tiles));
   const int wg = tid / 128;
   if (wg == 0) {
     cuda::setmaxnreg_dec<kWsProducerRegs>();
@@ -788,8 +819,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) flash_prefill_ws_kernel(const P
   } else {
     cuda::setmaxnreg_inc<kWsConsumerRegs>();
     ws_consume(a, b, wg - 1, tid % 128, num_tiles, q_s, smem_addr(q_s), smem_addr(k_s),
-               smem_addr(v_s), bars);
+               smem_addr(v_s), bars, trace);
   }
+  trace.finish();
 }
 
 // The opt-in shared-memory limit of the current device, read once per device.
@@ -867,11 +899,24 @@ void launch(const PagedAttentionParams& p, int64_t max_q_len, cudaStream_t strea
   ROOFLINE_CHECK(p.num_kv_heads <= 65535 && p.num_seqs <= 65535);
   const dim3 grid(static_cast<unsigned>(row_tiles), static_cast<unsigned>(p.num_kv_heads),
                   static_cast<unsigned>(p.num_seqs));
+#if defined(ROOFLINE_PHASE_TRACE)
+  a.trace =
+      kTile.wgmma
+          ? prefill_attention_phase_trace().next(static_cast<int64_t>(grid.x) * grid.y * grid.z)
+          : nullptr;
+#endif
   kernel<<<grid, static_cast<unsigned>(32 * kTile.warps), static_cast<size_t>(kSmem), stream>>>(a);
   ROOFLINE_CUDA_LAUNCH_CHECK(stream);
 }
 
 }  // namespace
+
+#if defined(ROOFLINE_PHASE_TRACE)
+PhaseTraceRecorder& prefill_attention_phase_trace() {
+  static PhaseTraceRecorder recorder;
+  return recorder;
+}
+#endif
 
 void paged_attention_prefill_cuda(const PagedAttentionParams& p, int64_t max_q_len,
                                   CudaStream stream) {

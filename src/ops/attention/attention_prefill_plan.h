@@ -14,6 +14,7 @@
 
 #include "core/cuda_stream.h"
 #include "ops/attention/attention.h"
+#include "ops/common/phase_trace.h"
 
 namespace roofline {
 
@@ -103,5 +104,12 @@ constexpr int64_t prefill_row_tiles(const PrefillTile& t, int64_t max_q_len, int
 // sequence's q_len.
 void paged_attention_prefill_cuda(const PagedAttentionParams& p, int64_t max_q_len,
                                   CudaStream stream);
+
+#if defined(ROOFLINE_PHASE_TRACE)
+// The head_dim 128 prefill kernel's phase records (phase_trace.h), in trace builds only
+// (attention_trace_bench): armed, every launch writes one record per block, its K/V tiles in the
+// sink word.
+PhaseTraceRecorder& prefill_attention_phase_trace();
+#endif
 
 }  // namespace roofline

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 
 namespace roofline {
 namespace {
@@ -153,6 +154,103 @@ std::string phase_trace_report(const PhaseTraceSummary& s, const std::vector<std
                 s.critical_ns.empty() ? 0.0 : s.critical_ns[0] * 1e-3);
   out += line;
   return out;
+}
+
+PhaseTraceOccupancy phase_trace_occupancy(const std::vector<uint64_t>& records,
+                                          const PhaseTraceRecorder::Launch& launch) {
+  PhaseTraceOccupancy o;
+  struct Life {
+    uint64_t start, end;
+    double units;
+  };
+  std::map<uint64_t, std::vector<Life>> by_sm;
+  uint64_t first = UINT64_MAX, last = 0;
+  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (int64_t b = 0; b < launch.blocks; ++b) {
+    const size_t at = static_cast<size_t>(launch.first_record + b) * kPhaseTraceWords;
+    if (at + kPhaseTraceWords > records.size()) continue;
+    const uint64_t* r = records.data() + at;
+    const uint64_t units = r[kPhaseTraceSinkWord];
+    if (r[0] == 0 || r[1] < r[0] || units == 0) continue;
+    const double x = static_cast<double>(units), y = static_cast<double>(r[1] - r[0]);
+    by_sm[r[2]].push_back({r[0], r[1], x});
+    first = std::min(first, r[0]);
+    last = std::max(last, r[1]);
+    n += 1;
+    sx += x;
+    sy += y;
+    sxx += x * x;
+    sxy += x * y;
+  }
+  if (n == 0) return o;
+  o.blocks = static_cast<int64_t>(n);
+  o.sms = static_cast<int64_t>(by_sm.size());
+  o.span_ns = static_cast<double>(last - first);
+  o.units_mean = sx / n;
+  const double var = sxx - sx * sx / n;
+  if (var > 0) {
+    o.per_unit_ns = (sxy - sx * sy / n) / var;
+    o.fixed_ns = (sy - o.per_unit_ns * sx) / n;
+    double ss_res = 0, ss_tot = 0;
+    for (const auto& [sm, lives] : by_sm) {
+      for (const Life& l : lives) {
+        const double y = static_cast<double>(l.end - l.start);
+        const double e = y - (o.fixed_ns + o.per_unit_ns * l.units);
+        ss_res += e * e;
+        ss_tot += (y - sy / n) * (y - sy / n);
+      }
+    }
+    o.r2 = ss_tot > 0 ? 1.0 - ss_res / ss_tot : 0.0;
+  } else {
+    o.fixed_ns = sy / n;  // one amount of work: the mean lifetime, nothing to split it by
+  }
+  std::vector<double> gaps;
+  double busy = 0, gap_sum = 0, head = 0, tail = 0;
+  for (auto& [sm, lives] : by_sm) {
+    std::sort(lives.begin(), lives.end(),
+              [](const Life& a, const Life& b) { return a.start < b.start; });
+    uint64_t sm_last = 0;
+    for (size_t i = 0; i < lives.size(); ++i) {
+      busy += static_cast<double>(lives[i].end - lives[i].start);
+      if (i > 0) {
+        // Blocks that overlap on the SM (two resident at once) leave no gap.
+        const double g =
+            lives[i].start > sm_last ? static_cast<double>(lives[i].start - sm_last) : 0.0;
+        gaps.push_back(g);
+        gap_sum += g;
+      }
+      sm_last = std::max(sm_last, lives[i].end);
+    }
+    head += static_cast<double>(lives.front().start - first);
+    tail += static_cast<double>(last - sm_last);
+  }
+  const double area = static_cast<double>(o.sms) * o.span_ns;
+  o.busy_fraction = area > 0 ? busy / area : 0.0;
+  o.gap_fraction = area > 0 ? gap_sum / area : 0.0;
+  o.gap_median_ns = median(gaps);
+  o.gap_mean_ns = gaps.empty() ? 0.0 : gap_sum / static_cast<double>(gaps.size());
+  o.head_mean_ns = head / static_cast<double>(o.sms);
+  o.tail_mean_ns = tail / static_cast<double>(o.sms);
+  return o;
+}
+
+std::string phase_trace_occupancy_report(const PhaseTraceOccupancy& o) {
+  char line[512];
+  std::snprintf(
+      line, sizeof(line),
+      "  occupancy: %lld blocks on %lld SMs over %.1f us; SMs busy %.1f %% of it, between blocks "
+      "%.1f %% (gap median %.2f us, mean %.2f us), first entry %.2f us and last exit %.2f us from "
+      "the launch's (mean over SMs)\n"
+      "  a block's lifetime = %.2f us + %.3f us per unit (R^2 %.3f; %.1f units a block on average: "
+      "the fixed part is %.1f %% of a mean block)\n",
+      static_cast<long long>(o.blocks), static_cast<long long>(o.sms), o.span_ns * 1e-3,
+      100.0 * o.busy_fraction, 100.0 * o.gap_fraction, o.gap_median_ns * 1e-3, o.gap_mean_ns * 1e-3,
+      o.head_mean_ns * 1e-3, o.tail_mean_ns * 1e-3, o.fixed_ns * 1e-3, o.per_unit_ns * 1e-3, o.r2,
+      o.units_mean,
+      o.fixed_ns + o.per_unit_ns * o.units_mean > 0
+          ? 100.0 * o.fixed_ns / (o.fixed_ns + o.per_unit_ns * o.units_mean)
+          : 0.0);
+  return line;
 }
 
 }  // namespace roofline

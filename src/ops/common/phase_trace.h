@@ -2,7 +2,7 @@
 // block, which neither CUPTI (one interval per kernel) nor Nsight Compute (stall samples, not a
 // timeline; its own clocks) shows. A kernel under study marks its phases with cuda::PhaseTrace
 // (cuda_phase_trace.cuh); the marks compile in only where ROOFLINE_PHASE_TRACE is defined — a bench
-// target of its own (attention_decode_trace_bench) — so the library's kernels carry none of them.
+// target of its own (attention_trace_bench) — so the library's kernels carry none of them.
 //
 // One record per block of a traced launch, kPhaseTraceWords 64-bit words: [0] %globaltimer at the
 // block's entry and [1] at its exit (ns, one clock for every SM, so blocks and launches line up),
@@ -87,6 +87,35 @@ struct PhaseTraceSummary {
 // is 0 (a block that never ran its trace) is skipped.
 PhaseTraceSummary phase_trace_analyse(const std::vector<uint64_t>& records,
                                       const std::vector<PhaseTraceRecorder::Launch>& launches);
+
+// How one long launch's blocks fill the SMs (far more blocks than SMs, e.g. prefill attention):
+// each block's lifetime fitted by least squares to its work — the units a kernel stores in its
+// record's sink word (mark_after's store, e.g. its K/V tiles) — as fixed + per_unit · units, and
+// where the SMs idle within the launch: between one block's exit and the next block's entry on
+// the same SM (gaps), before an SM's first entry (head) and after its last exit (tail).
+struct PhaseTraceOccupancy {
+  int64_t blocks = 0;        // records with an entry, an exit and at least one work unit
+  int64_t sms = 0;           // SMs that ran any of them
+  double span_ns = 0;        // last exit - first entry
+  double busy_fraction = 0;  // Σ lifetimes / (sms · span)
+  double gap_median_ns = 0;  // between consecutive blocks on one SM
+  double gap_mean_ns = 0;
+  double gap_fraction = 0;  // Σ gaps / (sms · span)
+  double head_mean_ns = 0;  // an SM's first entry - the launch's first entry, mean over SMs
+  double tail_mean_ns = 0;  // the launch's last exit - an SM's last exit, mean over SMs
+  double fixed_ns = 0;      // least squares: lifetime = fixed + per_unit · units
+  double per_unit_ns = 0;
+  double r2 = 0;          // of that fit
+  double units_mean = 0;  // per block
+};
+
+// Analyses one launch's records (the layout above); blocks that stored no work units (0 in the
+// sink word, e.g. a block with no rows) are left out.
+PhaseTraceOccupancy phase_trace_occupancy(const std::vector<uint64_t>& records,
+                                          const PhaseTraceRecorder::Launch& launch);
+
+// The occupancy as text, a few lines.
+std::string phase_trace_occupancy_report(const PhaseTraceOccupancy& o);
 
 // The summary as text: one line per phase with its name (names[i] for mark i; "mark i" past the
 // list), then the critical path.

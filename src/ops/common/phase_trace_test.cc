@@ -83,6 +83,43 @@ TEST(PhaseTraceTest, SkipsMissingRecords) {
   EXPECT_DOUBLE_EQ(s.entry_after_prev_ns, 50.0);
 }
 
+// Two SMs, two blocks each, lifetimes exactly 200 ns + 200 ns per unit; a block that stored no
+// units (a block with no rows) and a record past the launch are left out.
+TEST(PhaseTraceTest, OccupancyFitsLifetimesAndFindsTheIdleTime) {
+  std::vector<uint64_t> records;
+  const auto put = [&](int64_t index, uint64_t sm, uint64_t start, uint64_t end, uint64_t units) {
+    put_block(&records, index, start, end, {0});
+    uint64_t* r = records.data() + index * kPhaseTraceWords;
+    r[2] = sm;
+    r[kPhaseTraceSinkWord] = units;
+  };
+  put(0, 0, 100, 1100, 4);
+  put(1, 1, 150, 950, 3);
+  put(2, 0, 1200, 1800, 2);
+  put(3, 1, 1000, 1400, 1);
+  put(4, 1, 1400, 1450, 0);
+  put(5, 2, 5000, 9000, 9);  // another launch's
+  const PhaseTraceOccupancy o = phase_trace_occupancy(records, {0, 5});
+  EXPECT_EQ(o.blocks, 4);
+  EXPECT_EQ(o.sms, 2);
+  EXPECT_DOUBLE_EQ(o.span_ns, 1700.0);
+  EXPECT_DOUBLE_EQ(o.busy_fraction, 2800.0 / 3400.0);
+  EXPECT_DOUBLE_EQ(o.gap_median_ns, 75.0);  // 100 on SM 0, 50 on SM 1
+  EXPECT_DOUBLE_EQ(o.gap_mean_ns, 75.0);
+  EXPECT_DOUBLE_EQ(o.gap_fraction, 150.0 / 3400.0);
+  EXPECT_DOUBLE_EQ(o.head_mean_ns, 25.0);   // 0 and 50
+  EXPECT_DOUBLE_EQ(o.tail_mean_ns, 200.0);  // 0 and 400
+  EXPECT_NEAR(o.fixed_ns, 200.0, 1e-9);
+  EXPECT_NEAR(o.per_unit_ns, 200.0, 1e-9);
+  EXPECT_NEAR(o.r2, 1.0, 1e-12);
+  EXPECT_DOUBLE_EQ(o.units_mean, 2.5);
+  const std::string report = phase_trace_occupancy_report(o);
+  EXPECT_NE(report.find("4 blocks on 2 SMs"), std::string::npos);
+  EXPECT_NE(report.find("0.20 us + 0.200 us per unit"), std::string::npos);
+
+  EXPECT_EQ(phase_trace_occupancy(records, {4, 1}).blocks, 0);  // nothing with work: all zero
+}
+
 TEST(PhaseTraceTest, RecorderHandsOutSpaceInLaunchOrderUntilFull) {
   PhaseTraceRecorder recorder;
   EXPECT_EQ(recorder.next(4), nullptr);  // not armed
