@@ -8,8 +8,11 @@ FlashAttention-2. K/V are expanded to the 32 query heads (the FA2 backend has no
 FLOPs are the same). SDPA has no ragged (varlen) entry point, so the ragged batch is one call per
 prompt, timed together. TFLOP/s counts the attended (query, key) pairs only, 4·d·heads each, as
 attention_cuda_bench does.
-Method as attention_cuda_bench: several back-to-back launches per sample, CUDA events, median of
-the samples after warm-up.
+Method as attention_cuda_bench: 16 back-to-back launches per sample, CUDA events, median of 50
+samples after 3 warm-up ones. The H200 holds these shapes at its 700 W power cap, so a figure
+depends on how long the load lasts: short samples (4 launches, 10 of them, this script's method
+until 2026-12-02) caught cuDNN partly at boost clocks, 596-601 TFLOP/s at L=8192, where sustained
+samples measure 547-549 on the same host (bench/results/2026-12-02-prefill-block-phases.md).
   python3 bench/peers/attention_prefill_sdpa.py
 """
 import statistics
@@ -27,7 +30,7 @@ def flops(lengths):
     return sum(4.0 * D * HEADS * L * (L + 1) / 2 for L in lengths)
 
 
-def time_lengths(lengths, backend, launches=4, samples=10):
+def time_lengths(lengths, backend, launches=16, samples=50, warmup=3):
     qkv = []
     for L in lengths:
         q = torch.randn(1, HEADS, L, D, device="cuda", dtype=torch.bfloat16)
@@ -36,7 +39,7 @@ def time_lengths(lengths, backend, launches=4, samples=10):
         qkv.append((q, k, v))
     times = []
     with sdpa_kernel([backend]):
-        for sample in range(samples + 2):
+        for sample in range(samples + warmup):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             for _ in range(launches):
@@ -44,7 +47,7 @@ def time_lengths(lengths, backend, launches=4, samples=10):
                     F.scaled_dot_product_attention(q, k, v, is_causal=True)
             end.record()
             end.synchronize()
-            if sample >= 2:
+            if sample >= warmup:
                 times.append(start.elapsed_time(end) / launches)
     return statistics.median(times)
 

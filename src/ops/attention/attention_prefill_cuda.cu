@@ -27,8 +27,8 @@
 //   tile j's Q·Kᵀ and tile j-1's P·V are issued together and the turn passes to the other
 //   warpgroup (named barriers), so each softmax runs while the tensor cores work for the other
 //   warpgroup or on this one's P·V.
-// - Epilogue: O / rowsum, rounded to bf16, staged through shared memory (the Q tile), written
-//   as 16-byte row chunks.
+// - Epilogue: O / rowsum, rounded to bf16, staged through shared memory (the Q tile; stmatrix in
+//   the wgmma kernel), written as 16-byte row chunks.
 //
 // Numerics: f32 scores and softmax state, P rounded to bf16 for the P·V MMA (as FlashAttention
 // does: a relative error <= 2^-9 per probability, so |out - exact| grows by at most 2^-9·max|v|),
@@ -619,6 +619,52 @@ __device__ __forceinline__ void ws_produce(const PrefillArgs& a, const BlockRows
   cuda::cp_async_wait_all();  // nothing in flight from a thread that has left
 }
 
+// The 16-byte chunks of consumer warpgroup w's 64 rows of a [rows][128] bf16 tile (its Q rows in,
+// its output rows out) that thread tid moves: chunk tid % 16 of rows 64w + tid / 16 + 8i, i < 8.
+// Every one of its rows has the same row % 8, so its chunks sit 1 KiB apart in the swizzled tile;
+// and 8 rows on is 8 / group tokens and 8 % group heads on (one token more where the head passes
+// the group), so its global offsets step by one of two constants. The per-row integer divisions of
+// the general walk made these loops issue-bound: ~2.8 us to land Q and ~1.9 us to store out per
+// block, one warp per scheduler each (bench/results/2026-12-02-prefill-block-phases.md).
+struct WsRowWalk {
+  int smem0;       // byte offset of row 0's chunk in the swizzled tile
+  int row0;        // the block's row of i = 0
+  int head;        // head within the group of the current row
+  int64_t offset;  // element offset of the current row's chunk in q / out
+};
+
+// Calls f(i, smem_offset, global_offset, valid) for i < 8 (valid: row 64w + tid/16 + 8i is one
+// of the sequence's rows). Each walk derives its constants from an opaque copy of the group size:
+// the compiler would otherwise keep the Q walk's across the key loop for the output's, and spill.
+template <typename F>
+__device__ __forceinline__ void ws_for_each_row(const PrefillArgs& a, const BlockRows& b, int w,
+                                                int tid, F&& f) {
+  int group = a.group;
+  asm volatile("" : "+r"(group));
+  WsRowWalk r;
+  const int chunk = tid % 16;
+  r.row0 = w * 64 + tid / 16;
+  r.smem0 = swizzled_chunk(r.row0, chunk, kWsRows);
+  const int token = (b.r0 + r.row0) / group;
+  r.head = b.r0 + r.row0 - token * group;
+  r.offset = (static_cast<int64_t>(b.q_begin + token) * a.num_heads + b.kv_head * group + r.head) *
+                 kWgHeadDim +
+             chunk * 8;
+  const int dh = 8 % group;
+  const int64_t step = (static_cast<int64_t>(8 / group) * a.num_heads + dh) * kWgHeadDim;
+  const int64_t wrap = static_cast<int64_t>(a.num_heads - group) * kWgHeadDim;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    f(i, r.smem0 + i * 1024, r.offset, b.r0 + r.row0 + 8 * i < b.rows_total);
+    r.head += dh;
+    r.offset += step;
+    if (r.head >= group) {
+      r.head -= group;
+      r.offset += wrap;
+    }
+  }
+}
+
 // Consumer warpgroup w (rows 64w ... of the block; tid its thread in the warpgroup): Q from
 // shared memory, then for each K/V tile
 // S = Q·Kᵀ, the masked online softmax, O += P·V, FlashAttention-3's order: tile j's Q·Kᵀ and tile
@@ -628,7 +674,6 @@ __device__ __forceinline__ void ws_consume(const PrefillArgs& a, const BlockRows
                                            int num_tiles, unsigned char* q_s, unsigned q_addr,
                                            unsigned k_addr, unsigned v_addr, WsBarriers* bars,
                                            cuda::PhaseTraceThrough& trace) {
-  constexpr int kChunks = kWgHeadDim / 8;
   constexpr int kKeyTiles = kWsKeys / 8;  // n8 tiles of S per warp
   constexpr int kDimTiles = kWgHeadDim / 8;
   const int warp = tid / 32;
@@ -637,9 +682,10 @@ __device__ __forceinline__ void ws_consume(const PrefillArgs& a, const BlockRows
   const int turn = kWsTurnBarrier + w;
   const int other_turn = kWsTurnBarrier + (1 - w);
 
-  load_q_tile<64, kWgHeadDim, 128>(
-      a, b, tid, [&](int row, int chunk) { return q_s + swizzled_chunk(row, chunk, kWsRows); },
-      w * 64);
+  // Q: this thread's eight chunks, all in flight at once.
+  ws_for_each_row(a, b, w, tid, [&](int, int smem, int64_t offset, bool valid) {
+    cuda::cp_async_16(q_s + smem, valid ? a.q + offset : a.q, valid);
+  });
   cuda::cp_async_commit();
   cuda::cp_async_wait_all();
   cuda::fence_proxy_async_shared();
@@ -764,26 +810,32 @@ __device__ __forceinline__ void ws_consume(const PrefillArgs& a, const BlockRows
   trace.mark(kMarkLastPv);
 
   // Normalise; stage the warpgroup's rows in its own rows of the Q tile (same swizzle; its
-  // Q·Kᵀ reads are complete), then 16-byte row chunks out.
+  // Q·Kᵀ reads are complete) by stmatrix: each instruction stores the warp's 16 rows × 16 columns
+  // (dim tiles n and n + 1, fragment rows h = 0 and 1); lane L gives the address of row
+  // (L / 8) % 2 · 8 + L % 8 of dim tile n + L / 16. Then 16-byte row chunks out.
+  const float inv0 = row_normaliser(l[0], thread_row0, b);
+  const float inv1 = row_normaliser(l[1], thread_row0 + 8, b);
+  const int matrix = lane / 8;
+  const int staged_row = w * 64 + warp * 16 + (matrix % 2) * 8 + lane % 8;
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int gr = thread_row0 + 8 * h;
-    const float inv = row_normaliser(l[h], gr, b);
-#pragma unroll
-    for (int n = 0; n < kDimTiles; ++n) {
-      *reinterpret_cast<__nv_bfloat162*>(q_s + swizzled_chunk(gr - b.r0, n, kWsRows) +
-                                         (lane % 4) * 4) =
-          __floats2bfloat162_rn(o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
-    }
+  for (int n = 0; n < kDimTiles; n += 2) {
+    cuda::stmatrix_x4(q_s + swizzled_chunk(staged_row, n + matrix / 2, kWsRows),
+                      pack_bf16(o[n][0] * inv0, o[n][1] * inv0),
+                      pack_bf16(o[n][2] * inv1, o[n][3] * inv1),
+                      pack_bf16(o[n + 1][0] * inv0, o[n + 1][1] * inv0),
+                      pack_bf16(o[n + 1][2] * inv1, o[n + 1][3] * inv1));
   }
   trace.mark(kMarkStaged);
   cuda::named_barrier_sync(kWsLocalBarrier + w, 128);
   trace.mark(kMarkStagedAll);
-  for (int idx = tid; idx < 64 * kChunks; idx += 128) {
-    store_out_row<kWgHeadDim>(a, b, w * 64 + idx / kChunks, idx % kChunks, [&](int row, int chunk) {
-      return q_s + swizzled_chunk(row, chunk, kWsRows);
-    });
-  }
+  // This thread's eight chunks read from shared memory before the first store.
+  uint4 chunks[8];
+  ws_for_each_row(a, b, w, tid, [&](int i, int smem, int64_t, bool) {
+    chunks[i] = *reinterpret_cast<const uint4*>(q_s + smem);
+  });
+  ws_for_each_row(a, b, w, tid, [&](int i, int, int64_t offset, bool valid) {
+    if (valid) *reinterpret_cast<uint4*>(a.out + offset) = chunks[i];
+  });
   trace.mark(kMarkStored);
 }
 

@@ -23,6 +23,18 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
                : "r"(smem_addr(row)));
 }
 
+// The inverse of ldmatrix_x4 (sm_90): four 8×8 b16 matrices from fragments (lane t holds row t / 4,
+// columns 2·(t % 4) and + 1 of matrix i in r[i]: the m16n8 C layout packed to b16 pairs) into
+// shared memory; lanes 8i..8i+7 give the row addresses of matrix i. The stores follow the
+// generic proxy's ordering, as st.shared does.
+__device__ __forceinline__ void stmatrix_x4(void* row, uint32_t r0, uint32_t r1, uint32_t r2,
+                                            uint32_t r3) {
+  asm volatile(
+      "stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_addr(row)),
+      "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+      : "memory");
+}
+
 // The same, each matrix transposed on the way (columns of shared memory become fragment rows).
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
