@@ -171,15 +171,14 @@ __device__ __forceinline__ int64_t kv_row_offset(const PrefillArgs& a, const Blo
          static_cast<int64_t>(b.kv_head) * head_dim;
 }
 
-// Rows [row_begin, row_begin + kRows) of the block's Q tile -> shared memory with cp.async,
-// 16-byte chunks; dst(row, chunk) is the chunk's shared-memory address (row counted in the
-// block). Rows past the sequence's queries are zero-filled.
+// The block's Q tile (kRows rows) -> shared memory with cp.async, 16-byte chunks; dst(row, chunk)
+// is the chunk's shared-memory address. Rows past the sequence's queries are zero-filled.
 template <int kRows, int kHeadDim, int kThreads, typename Dst>
 __device__ __forceinline__ void load_q_tile(const PrefillArgs& a, const BlockRows& b, int tid,
-                                            Dst dst, int row_begin = 0) {
+                                            Dst dst) {
   constexpr int kChunks = kHeadDim / 8;
   for (int idx = tid; idx < kRows * kChunks; idx += kThreads) {
-    const int row = row_begin + idx / kChunks;
+    const int row = idx / kChunks;
     const int chunk = idx % kChunks;
     const int gr = b.r0 + row;
     const bool valid = gr < b.rows_total;
@@ -619,48 +618,41 @@ __device__ __forceinline__ void ws_produce(const PrefillArgs& a, const BlockRows
   cuda::cp_async_wait_all();  // nothing in flight from a thread that has left
 }
 
-// The 16-byte chunks of consumer warpgroup w's 64 rows of a [rows][128] bf16 tile (its Q rows in,
-// its output rows out) that thread tid moves: chunk tid % 16 of rows 64w + tid / 16 + 8i, i < 8.
+// Calls f(i, smem_offset, global_offset, valid) for the 16-byte chunks of consumer warpgroup w's
+// 64 rows of a [rows][128] bf16 tile (its Q rows in, its output rows out) that thread tid moves:
+// chunk tid % 16 of rows 64w + tid / 16 + 8i, i < 8 (valid: the row is one of the sequence's).
 // Every one of its rows has the same row % 8, so its chunks sit 1 KiB apart in the swizzled tile;
 // and 8 rows on is 8 / group tokens and 8 % group heads on (one token more where the head passes
 // the group), so its global offsets step by one of two constants. The per-row integer divisions of
 // the general walk made these loops issue-bound: ~2.8 us to land Q and ~1.9 us to store out per
-// block, one warp per scheduler each (bench/results/2026-12-02-prefill-block-phases.md).
-struct WsRowWalk {
-  int smem0;       // byte offset of row 0's chunk in the swizzled tile
-  int row0;        // the block's row of i = 0
-  int head;        // head within the group of the current row
-  int64_t offset;  // element offset of the current row's chunk in q / out
-};
-
-// Calls f(i, smem_offset, global_offset, valid) for i < 8 (valid: row 64w + tid/16 + 8i is one
-// of the sequence's rows). Each walk derives its constants from an opaque copy of the group size:
-// the compiler would otherwise keep the Q walk's across the key loop for the output's, and spill.
+// block, one warp per scheduler each (bench/results/2026-12-02-prefill-block-phases.md). Each
+// walk derives its constants from an opaque copy of the group size: the compiler would otherwise
+// keep the Q walk's across the key loop for the output's, and spill.
 template <typename F>
 __device__ __forceinline__ void ws_for_each_row(const PrefillArgs& a, const BlockRows& b, int w,
                                                 int tid, F&& f) {
   int group = a.group;
   asm volatile("" : "+r"(group));
-  WsRowWalk r;
   const int chunk = tid % 16;
-  r.row0 = w * 64 + tid / 16;
-  r.smem0 = swizzled_chunk(r.row0, chunk, kWsRows);
-  const int token = (b.r0 + r.row0) / group;
-  r.head = b.r0 + r.row0 - token * group;
-  r.offset = (static_cast<int64_t>(b.q_begin + token) * a.num_heads + b.kv_head * group + r.head) *
-                 kWgHeadDim +
-             chunk * 8;
+  const int row0 = w * 64 + tid / 16;  // the block's row of i = 0
+  const int smem0 = swizzled_chunk(row0, chunk, kWsRows);
+  const int token = (b.r0 + row0) / group;
+  int head = b.r0 + row0 - token * group;  // of the current row, within the group
+  int64_t offset =
+      (static_cast<int64_t>(b.q_begin + token) * a.num_heads + b.kv_head * group + head) *
+          kWgHeadDim +
+      chunk * 8;
   const int dh = 8 % group;
   const int64_t step = (static_cast<int64_t>(8 / group) * a.num_heads + dh) * kWgHeadDim;
   const int64_t wrap = static_cast<int64_t>(a.num_heads - group) * kWgHeadDim;
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
-    f(i, r.smem0 + i * 1024, r.offset, b.r0 + r.row0 + 8 * i < b.rows_total);
-    r.head += dh;
-    r.offset += step;
-    if (r.head >= group) {
-      r.head -= group;
-      r.offset += wrap;
+    f(i, smem0 + i * 1024, offset, b.r0 + row0 + 8 * i < b.rows_total);
+    head += dh;
+    offset += step;
+    if (head >= group) {
+      head -= group;
+      offset += wrap;
     }
   }
 }
