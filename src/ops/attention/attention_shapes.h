@@ -61,8 +61,10 @@ inline std::vector<AttentionShape> attention_bench_shapes() {
 // (around a 16-token page and the kernels' tiles); batches of 1, 3 and 7 mixing decode,
 // prefill and chunked prefill in one launch; decode-only batches (the kernel's decode
 // configuration); GQA ratios 1, 4 and 7 (32/8, 28/4, 14/2, 7/7) and 16 and 40 (query heads split
-// over several blocks); block sizes 1, 5, 16, 32 and 64; sliding windows; issue 5's prefill cases:
-// a 4097-token prompt, ragged chunked prefill over cached prefixes, head_dim 256 with a window.
+// over several blocks; 16 also at head_dim 128, where the prefill kernel's row walks step eight
+// rows within one token); block sizes 1, 5, 16, 32 and 64; sliding windows; issue 5's prefill
+// cases: a 4097-token prompt, ragged chunked prefill over cached prefixes, head_dim 256 with a
+// window.
 inline std::vector<AttentionShape> attention_cuda_test_shapes() {
   return {
       {{{1, 1}}, 32, 8, 128, 16, 0},
@@ -90,6 +92,7 @@ inline std::vector<AttentionShape> attention_cuda_test_shapes() {
       {{{1000, 1000}, {4097, 255}, {17, 17}, {255, 1}}, 28, 4, 128, 32, 0},
       {{{1000, 1000}, {2000, 300}}, 16, 8, 256, 64, 512},
       {{{255, 255}, {1000, 17}}, 8, 1, 64, 16, 0},
+      {{{300, 300}, {17, 5}}, 32, 2, 128, 16, 0},
   };
 }
 
