@@ -543,14 +543,26 @@ enum PrefillMark : int {
   kMarkQ,          // consumer 0's Q rows landed
   kMarkFirstK,     // the first K tile landed
   kMarkFirstTile,  // tile 0's Q·Kᵀ and softmax done
-  kMarkLoop,       // every tile's Q·Kᵀ and softmax done, the last P·V not yet issued
-  kMarkLastPv,     // the last P·V done
-  kMarkStaged,     // this thread's normalised rows in shared memory
-  kMarkStagedAll,  // the warpgroup's
-  kMarkStored,     // out written
+  // One tile in the middle of the block's (kTracedTile; blocks of 4 tiles or more), step by step:
+  kMarkTileK,        // its K tile landed (the tiles before it all done)
+  kMarkTileTurn,     // this warpgroup's turn on the tensor cores came
+  kMarkTileIssued,   // its Q·Kᵀ and the previous tile's P·V issued, the turn passed on
+  kMarkTileQk,       // its Q·Kᵀ done
+  kMarkTileSoftmax,  // its masked online softmax done
+  kMarkTilePv,       // the previous tile's P·V done
+  kMarkTilePacked,   // O rescaled, P packed: ready for the next tile
+  kMarkLoop,         // every tile's Q·Kᵀ and softmax done, the last P·V not yet issued
+  kMarkLastPv,       // the last P·V done
+  kMarkStaged,       // this thread's normalised rows in shared memory
+  kMarkStagedAll,    // the warpgroup's
+  kMarkStored,       // out written
 };
 // Consumer 0's first thread.
 constexpr unsigned kWsTraceOwner = 128;
+// The tile the kMarkTile* marks follow: the middle one, in blocks of 4 tiles or more.
+__device__ __forceinline__ int traced_tile(int num_tiles) {
+  return num_tiles >= 4 ? num_tiles / 2 : -1;
+}
 
 struct WsBarriers {
   uint64_t full_k[kWsStages];  // a K tile has landed (128 producer arrivals)
@@ -770,28 +782,37 @@ __device__ __forceinline__ void ws_consume(const PrefillArgs& a, const BlockRows
   rescale_and_pack(alpha);
   trace.mark(kMarkFirstTile);
 
+  const int traced = traced_tile(num_tiles);  // unused (dead) where trace marks compile to nothing
   for (int j = 1; j < num_tiles; ++j) {
     const int stage = j % kWsStages;
     const int prev = (j - 1) % kWsStages;
+    const bool mark = j == traced;
     cuda::mbarrier_wait(&bars->full_k[stage], (j / kWsStages) & 1);
+    if (mark) trace.mark(kMarkTileK);
     cuda::fence_proxy_async_shared();
     cuda::named_barrier_sync(turn, 256);
+    if (mark) trace.mark(kMarkTileTurn);
     issue_qk(stage);
     cuda::mbarrier_wait(&bars->full_v[prev], ((j - 1) / kWsStages) & 1);
     cuda::fence_proxy_async_shared();
     issue_pv(prev);
     cuda::named_barrier_arrive(other_turn, 256);
+    if (mark) trace.mark(kMarkTileIssued);
     wgmma_wait<1>();  // Q·Kᵀ done (groups complete in order); P·V still running
     fence_registers(s_flat);
+    if (mark) trace.mark(kMarkTileQk);
     release(&bars->empty_k[stage]);
     softmax(j, alpha);
+    if (mark) trace.mark_after(kMarkTileSoftmax, __float_as_uint(alpha[0]));
     wgmma_wait<0>();
     fence_registers(o_flat);
+    if (mark) trace.mark(kMarkTilePv);
     release(&bars->empty_v[prev]);
     rescale_and_pack(alpha);
+    if (mark) trace.mark_after(kMarkTilePacked, pa[kWsKeys / 16 - 1][3]);
   }
   // The last tile's P·V.
-  trace.mark(kMarkLoop);
+  trace.mark_after(kMarkLoop, static_cast<uint32_t>(num_tiles));  // the sink's tiles again
   const int last = (num_tiles - 1) % kWsStages;
   cuda::mbarrier_wait(&bars->full_v[last], ((num_tiles - 1) / kWsStages) & 1);
   cuda::fence_proxy_async_shared();

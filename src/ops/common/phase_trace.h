@@ -20,7 +20,7 @@
 
 namespace roofline {
 
-inline constexpr int kPhaseTraceMarks = 12;
+inline constexpr int kPhaseTraceMarks = 17;
 inline constexpr int kPhaseTraceSinkWord = 3;     // mark_after's store
 inline constexpr int kPhaseTraceHeaderWords = 4;  // start ns, end ns, SM, the sink
 inline constexpr int kPhaseTraceWords = kPhaseTraceHeaderWords + kPhaseTraceMarks;
