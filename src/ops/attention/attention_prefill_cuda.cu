@@ -543,7 +543,9 @@ enum PrefillMark : int {
   kMarkQ,          // consumer 0's Q rows landed
   kMarkFirstK,     // the first K tile landed
   kMarkFirstTile,  // tile 0's Q·Kᵀ and softmax done
-  // One tile in the middle of the block's (kTracedTile; blocks of 4 tiles or more), step by step:
+  // One tile in the middle of the block's (traced_tile(); blocks of 4 tiles or more), step by
+  // step (two of them wait for a value through the record's sink word; kMarkLoop puts the block's
+  // tile count back there for phase_trace_occupancy):
   kMarkTileK,        // its K tile landed (the tiles before it all done)
   kMarkTileTurn,     // this warpgroup's turn on the tensor cores came
   kMarkTileIssued,   // its Q·Kᵀ and the previous tile's P·V issued, the turn passed on
