@@ -5,8 +5,7 @@
 # benchmarks, torch SDPA on the same shapes (bench/peers), Nsight Compute profiles (the
 # hottest SASS instructions) of one L=8192 prefill launch and one B=1 L=4096 decode launch, and
 # the kernels' phases (attention_trace_bench, phase_trace.h): prefill at L=2048 and 8192 with how
-# its blocks fill the SMs, decode at B=1. One
-# log per step, a short table last. Carry .staged
+# its blocks fill the SMs, decode at B=1. One log per step, a short table last. Carry .staged
 # (scripts/stage_deps.sh) with the call.
 #   scripts/gpu/attention_check.sh OUTDIR [prefill|decode|all]   (default: prefill)
 set -uo pipefail
