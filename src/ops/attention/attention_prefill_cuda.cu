@@ -6,7 +6,8 @@
 // - One block per (sequence, KV head, tile of rows), a row being one (query token, query head of
 //   the GQA group) pair, token-major (attention_prefill_plan.h). The block's key range is [first
 //   attended position of its first token, position of its last token]; tiles are taken last-first
-//   so the longest causal rows start first.
+//   so the longest causal rows start first: one KV head at a time, or across all heads and
+//   sequences where the launch's K/V fit in L2 (PrefillBlockOrder).
 // - Q tile -> shared memory with cp.async; K/V tiles gathered through the block table with
 //   cp.async (16-byte chunks; positions past the block's range are zero-filled, never read),
 //   double-buffered (mma.sync kernel) or through a 3-stage ring (wgmma kernel): the next tiles
@@ -45,10 +46,13 @@
 
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <mutex>
+#include <string>
 
 #include "core/check.h"
 #include "core/cuda_check.h"
+#include "core/log.h"
 #include "ops/attention/attention.h"
 #include "ops/attention/attention_prefill_plan.h"
 #include "ops/common/cuda_async.cuh"
@@ -92,6 +96,7 @@ struct PrefillArgs {
   int max_blocks_per_seq;
   int sliding_window;  // 0: unlimited
   float scale_log2;    // scale · log2(e)
+  int longest_first;   // PrefillBlockOrder::kLongestFirst (block_rows)
 #if defined(ROOFLINE_PHASE_TRACE)
   uint64_t* trace;  // the launch's phase records, or nullptr
 #endif
@@ -114,13 +119,29 @@ struct BlockRows {
   const int32_t* table = nullptr;
 };
 
-// The rows of block (blockIdx.x counted from the last tile, so the longest causal rows start
-// first) for blocks of kRows rows; false when the block has none (it leaves). Traps on a broken
-// batch layout: the CPU twin's checks, on the device.
+// The rows of block for blocks of kRows rows, in the order the launch chose
+// (PrefillBlockOrder): head-major, the grid's own (blockIdx.x counted from the last tile, so the
+// longest causal rows start first), or longest first across all heads and sequences (the linear
+// block index read as rank = linear / (heads · seqs), then the sequence, then the KV head). False
+// when the block has no rows (it leaves). Traps on a broken batch layout: the CPU twin's checks,
+// on the device.
 template <int kRows>
 __device__ __forceinline__ bool block_rows(const PrefillArgs& a, BlockRows* b) {
-  const int seq = static_cast<int>(blockIdx.z);
-  const int tile = static_cast<int>(gridDim.x - 1 - blockIdx.x);
+  int seq = static_cast<int>(blockIdx.z);
+  int tile = static_cast<int>(gridDim.x - 1 - blockIdx.x);
+  int kv_head = static_cast<int>(blockIdx.y);
+  if (a.longest_first) {
+    const int64_t heads = gridDim.y;
+    const int64_t per_rank = heads * gridDim.z;
+    const int64_t linear =
+        blockIdx.x + static_cast<int64_t>(gridDim.x) *
+                         (blockIdx.y + static_cast<int64_t>(gridDim.y) * blockIdx.z);
+    const int64_t rank = linear / per_rank;
+    const int rest = static_cast<int>(linear - rank * per_rank);
+    seq = rest / static_cast<int>(heads);
+    kv_head = rest - seq * static_cast<int>(heads);
+    tile = static_cast<int>(gridDim.x - 1 - rank);
+  }
   b->q_begin = a.query_start[seq];
   const int q_len = a.query_start[seq + 1] - b->q_begin;
   const int seq_len = a.seq_lens[seq];
@@ -139,7 +160,7 @@ __device__ __forceinline__ bool block_rows(const PrefillArgs& a, BlockRows* b) {
   b->kv_end = a.tree_mask != nullptr ? seq_len : b->ctx0 + t_last + 1;
   b->window_clear = a.sliding_window > 0 ? max(0, b->ctx0 + t_last - a.sliding_window + 1) : 0;
   b->causal_clear = a.tree_mask != nullptr ? b->ctx0 : b->ctx0 + t_first + 1;
-  b->kv_head = static_cast<int>(blockIdx.y);
+  b->kv_head = kv_head;
   b->table = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks_per_seq;
   return true;
 }
@@ -904,6 +925,33 @@ int max_dynamic_smem_bytes(int device) {
   return limits[device];
 }
 
+// The order of p's blocks: the plan's for this device's L2 (prefill_block_order), unless
+// ROOFLINE_PREFILL_BLOCK_ORDER is `head` or `longest` (the GPU tests run every shape both ways).
+PrefillBlockOrder block_order(const PagedAttentionParams& p, int device) {
+  static const int forced = [] {  // -1: the plan's choice
+    const char* env = std::getenv("ROOFLINE_PREFILL_BLOCK_ORDER");
+    if (env == nullptr) return -1;
+    const std::string value = env;
+    if (value == "head") return static_cast<int>(PrefillBlockOrder::kHeadMajor);
+    if (value == "longest") return static_cast<int>(PrefillBlockOrder::kLongestFirst);
+    if (value != "auto") {
+      ROOFLINE_LOG(kWarning, "ROOFLINE_PREFILL_BLOCK_ORDER='"
+                                 << value
+                                 << "' is not 'auto', 'head' or 'longest': ignored (auto)");
+    }
+    return -1;
+  }();
+  if (forced >= 0) return static_cast<PrefillBlockOrder>(forced);
+  constexpr int kMaxDevices = 64;
+  static int l2_bytes[kMaxDevices] = {};
+  static std::once_flag once[kMaxDevices];
+  ROOFLINE_CHECK(device >= 0 && device < kMaxDevices);
+  std::call_once(once[device], [device] {
+    ROOFLINE_CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes[device], cudaDevAttrL2CacheSize, device));
+  });
+  return prefill_block_order(prefill_kv_bytes_bound(p), l2_bytes[device]);
+}
+
 // The kernel kPrefillTiles names for head_dim (only the chosen one is instantiated).
 template <int kHeadDim>
 auto prefill_kernel_for() {
@@ -959,6 +1007,7 @@ void launch(const PagedAttentionParams& p, int64_t max_q_len, cudaStream_t strea
   a.max_blocks_per_seq = static_cast<int>(p.max_blocks_per_seq);
   a.sliding_window = static_cast<int>(p.sliding_window);
   a.scale_log2 = p.scale * kLog2e;
+  a.longest_first = block_order(p, device) == PrefillBlockOrder::kLongestFirst ? 1 : 0;
   ROOFLINE_CHECK_MSG(p.scale > 0.0f, "paged_attention_cuda: scale must be positive");
 
   const int64_t row_tiles = prefill_row_tiles(kTile, max_q_len, a.group);

@@ -99,6 +99,32 @@ constexpr int64_t prefill_row_tiles(const PrefillTile& t, int64_t max_q_len, int
   return (max_q_len * group + prefill_rows(t) - 1) / prefill_rows(t);
 }
 
+// The order a launch's blocks take their (sequence, KV head, row tile) in (block_rows in
+// attention_prefill_cuda.cu; the hardware starts blocks in linear index order, x fastest).
+// - kHeadMajor, the grid's own order: one KV head's row tiles, longest causal rows first, then the
+//   next head's. Few heads' keys are in flight at a time, so the K/V tiles that every row tile of
+//   a head reads again stay in L2; but at short prompts the last head's long tiles start last and
+//   leave SMs idle at the end.
+// - kLongestFirst: row tiles of the same length across all heads and sequences together, longest
+//   first, which balances that tail; but every head's keys are in flight at once.
+// Measured on the H200 (bench/results/2026-12-02-prefill-block-order.md), llama3-8b heads,
+// longest first against head-major: L=1024 +26 %, 2048 +11 %, 4096 level, 8192 -1 %, 16384 -2 %,
+// a ragged batch of 16,384 tokens -5 %. So longest first is taken where all the K/V the launch can
+// read fits in a third of L2.
+enum class PrefillBlockOrder { kHeadMajor, kLongestFirst };
+
+// Bytes of K and V (bf16) a launch can read at most: every sequence at the longest length the
+// host knows (max_seq_len, or the block tables' reach when that is unknown).
+inline int64_t prefill_kv_bytes_bound(const PagedAttentionParams& p) {
+  const int64_t keys = p.max_seq_len > 0 ? p.max_seq_len : p.max_blocks_per_seq * p.block_size;
+  return p.num_seqs * keys * p.num_kv_heads * p.head_dim * 2 * 2;
+}
+
+constexpr PrefillBlockOrder prefill_block_order(int64_t kv_bytes_bound, int64_t l2_bytes) {
+  return 3 * kv_bytes_bound <= l2_bytes ? PrefillBlockOrder::kLongestFirst
+                                        : PrefillBlockOrder::kHeadMajor;
+}
+
 // The tensor-core prefill kernel, called by paged_attention_cuda for batches with a sequence of
 // more than kDecodeMaxQueries queries, and for every tree-masked batch; max_q_len bounds every
 // sequence's q_len.

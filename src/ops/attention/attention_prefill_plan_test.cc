@@ -78,5 +78,34 @@ TEST(PrefillPlanTest, RowTilesCoverTheLongestSequencesRows) {
   EXPECT_EQ(prefill_row_tiles(prefill_tile(128), 2048, 4), 64);
 }
 
+// Llama-3-8B's attention (8 KV heads of 128 dims) on the H200's 50 MiB of L2: a 2048-token prompt's
+// 8 MiB of K/V take the longest-first order, 8192 tokens (32 MiB) and a ragged batch whose longest
+// sequence bounds every one the head-major order; an unknown longest length counts the block
+// tables' reach.
+TEST(PrefillPlanTest, LongestFirstOnlyWhereTheKeysFitInAThirdOfL2) {
+  constexpr int64_t kL2 = 50 << 20;
+  PagedAttentionParams p;
+  p.num_seqs = 1;
+  p.num_kv_heads = 8;
+  p.head_dim = 128;
+  p.block_size = 16;
+  p.max_seq_len = 2048;
+  EXPECT_EQ(prefill_kv_bytes_bound(p), int64_t{8} << 20);
+  EXPECT_EQ(prefill_block_order(prefill_kv_bytes_bound(p), kL2), PrefillBlockOrder::kLongestFirst);
+  p.max_seq_len = 8192;
+  EXPECT_EQ(prefill_block_order(prefill_kv_bytes_bound(p), kL2), PrefillBlockOrder::kHeadMajor);
+  p.num_seqs = 8;
+  p.max_seq_len = 2048;
+  EXPECT_EQ(prefill_block_order(prefill_kv_bytes_bound(p), kL2), PrefillBlockOrder::kHeadMajor);
+  p.num_seqs = 1;
+  p.max_seq_len = 0;
+  p.max_blocks_per_seq = 1024;  // 16,384 keys
+  EXPECT_EQ(prefill_kv_bytes_bound(p), int64_t{64} << 20);
+  EXPECT_EQ(prefill_block_order(prefill_kv_bytes_bound(p), kL2), PrefillBlockOrder::kHeadMajor);
+  // The boundary: exactly a third of L2 still fits.
+  EXPECT_EQ(prefill_block_order(100, 300), PrefillBlockOrder::kLongestFirst);
+  EXPECT_EQ(prefill_block_order(101, 300), PrefillBlockOrder::kHeadMajor);
+}
+
 }  // namespace
 }  // namespace roofline
