@@ -10,6 +10,7 @@
 // warp-specialised: one producer warpgroup only gathers K/V, the other warpgroups only compute.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 
 #include "core/cuda_stream.h"
@@ -114,14 +115,19 @@ constexpr int64_t prefill_row_tiles(const PrefillTile& t, int64_t max_q_len, int
 enum class PrefillBlockOrder { kHeadMajor, kLongestFirst };
 
 // Bytes of K and V (bf16) a launch can read at most: every sequence at the longest length the
-// host knows (max_seq_len, or the block tables' reach when that is unknown).
+// host knows (max_seq_len, or the block tables' reach when that is unknown); INT64_MAX where the
+// product would not fit.
 inline int64_t prefill_kv_bytes_bound(const PagedAttentionParams& p) {
   const int64_t keys = p.max_seq_len > 0 ? p.max_seq_len : p.max_blocks_per_seq * p.block_size;
-  return p.num_seqs * keys * p.num_kv_heads * p.head_dim * 2 * 2;
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(p.num_seqs, keys, &bytes) ||
+      __builtin_mul_overflow(bytes, p.num_kv_heads * p.head_dim * 2 * 2, &bytes))
+    return INT64_MAX;
+  return bytes;
 }
 
 constexpr PrefillBlockOrder prefill_block_order(int64_t kv_bytes_bound, int64_t l2_bytes) {
-  return 3 * kv_bytes_bound <= l2_bytes ? PrefillBlockOrder::kLongestFirst
+  return kv_bytes_bound <= l2_bytes / 3 ? PrefillBlockOrder::kLongestFirst
                                         : PrefillBlockOrder::kHeadMajor;
 }
 

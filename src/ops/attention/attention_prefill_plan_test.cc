@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <climits>
+
 namespace roofline {
 namespace {
 
@@ -101,6 +103,13 @@ TEST(PrefillPlanTest, LongestFirstOnlyWhereTheKeysFitInAThirdOfL2) {
   p.max_seq_len = 0;
   p.max_blocks_per_seq = 1024;  // 16,384 keys
   EXPECT_EQ(prefill_kv_bytes_bound(p), int64_t{64} << 20);
+  EXPECT_EQ(prefill_block_order(prefill_kv_bytes_bound(p), kL2), PrefillBlockOrder::kHeadMajor);
+  // A batch whose bound does not fit 64 bits saturates (head-major) instead of wrapping.
+  p.num_seqs = 65535;
+  p.max_seq_len = int64_t{1} << 31;
+  p.num_kv_heads = 65535;
+  p.head_dim = 256;
+  EXPECT_EQ(prefill_kv_bytes_bound(p), INT64_MAX);
   EXPECT_EQ(prefill_block_order(prefill_kv_bytes_bound(p), kL2), PrefillBlockOrder::kHeadMajor);
   // The boundary: exactly a third of L2 still fits.
   EXPECT_EQ(prefill_block_order(100, 300), PrefillBlockOrder::kLongestFirst);
