@@ -59,6 +59,7 @@
 #include "ops/common/cuda_barrier.cuh"
 #include "ops/common/cuda_mma.cuh"
 #include "ops/common/cuda_phase_trace.cuh"
+#include "ops/common/cuda_vector.cuh"
 #include "ops/common/cuda_wgmma.cuh"
 
 // The head_dim 128 kernel is built on wgmma, which only sm_90a has (CMakePresets.json builds 90a).
@@ -925,9 +926,9 @@ int max_dynamic_smem_bytes(int device) {
   return limits[device];
 }
 
-// The order of p's blocks: the plan's for this device's L2 (prefill_block_order), unless
+// The order of p's blocks: the plan's for the current device's L2 (prefill_block_order), unless
 // ROOFLINE_PREFILL_BLOCK_ORDER is `head` or `longest` (the GPU tests run every shape both ways).
-PrefillBlockOrder block_order(const PagedAttentionParams& p, int device) {
+PrefillBlockOrder block_order(const PagedAttentionParams& p) {
   static const int forced = [] {  // -1: the plan's choice
     const char* env = std::getenv("ROOFLINE_PREFILL_BLOCK_ORDER");
     if (env == nullptr) return -1;
@@ -942,14 +943,7 @@ PrefillBlockOrder block_order(const PagedAttentionParams& p, int device) {
     return -1;
   }();
   if (forced >= 0) return static_cast<PrefillBlockOrder>(forced);
-  constexpr int kMaxDevices = 64;
-  static int l2_bytes[kMaxDevices] = {};
-  static std::once_flag once[kMaxDevices];
-  ROOFLINE_CHECK(device >= 0 && device < kMaxDevices);
-  std::call_once(once[device], [device] {
-    ROOFLINE_CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes[device], cudaDevAttrL2CacheSize, device));
-  });
-  return prefill_block_order(prefill_kv_bytes_bound(p), l2_bytes[device]);
+  return prefill_block_order(prefill_kv_bytes_bound(p), cuda::device_l2_bytes());
 }
 
 // The kernel kPrefillTiles names for head_dim (only the chosen one is instantiated).
@@ -1007,7 +1001,7 @@ void launch(const PagedAttentionParams& p, int64_t max_q_len, cudaStream_t strea
   a.max_blocks_per_seq = static_cast<int>(p.max_blocks_per_seq);
   a.sliding_window = static_cast<int>(p.sliding_window);
   a.scale_log2 = p.scale * kLog2e;
-  a.longest_first = block_order(p, device) == PrefillBlockOrder::kLongestFirst ? 1 : 0;
+  a.longest_first = block_order(p) == PrefillBlockOrder::kLongestFirst ? 1 : 0;
   ROOFLINE_CHECK_MSG(p.scale > 0.0f, "paged_attention_cuda: scale must be positive");
 
   const int64_t row_tiles = prefill_row_tiles(kTile, max_q_len, a.group);

@@ -125,11 +125,18 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 inline int64_t round_up_to_warp(int64_t n) { return ceil_div(n, 32) * 32; }
 
-// Multiprocessor count and resident-thread limit of the current device (read, never assumed).
+// Multiprocessor count, L2 bytes and resident-thread limit of the current device (read, never
+// assumed).
 inline int device_sm_count() {
   int device = 0, value = 0;
   ROOFLINE_CUDA_CHECK(cudaGetDevice(&device));
   ROOFLINE_CUDA_CHECK(cudaDeviceGetAttribute(&value, cudaDevAttrMultiProcessorCount, device));
+  return value;
+}
+inline int device_l2_bytes() {
+  int device = 0, value = 0;
+  ROOFLINE_CUDA_CHECK(cudaGetDevice(&device));
+  ROOFLINE_CUDA_CHECK(cudaDeviceGetAttribute(&value, cudaDevAttrL2CacheSize, device));
   return value;
 }
 inline int device_max_threads_per_sm() {
