@@ -98,6 +98,7 @@ struct PrefillArgs {
   int sliding_window;  // 0: unlimited
   float scale_log2;    // scale · log2(e)
   int longest_first;   // PrefillBlockOrder::kLongestFirst (block_rows)
+  int slot_shift;      // prefill_slot_shift: log2(num_kv_heads · head_dim), or -1
 #if defined(ROOFLINE_PHASE_TRACE)
   uint64_t* trace;  // the launch's phase records, or nullptr
 #endif
@@ -173,11 +174,10 @@ __device__ __forceinline__ bool tile_needs_mask(const BlockRows& b, int tile_sta
          tile_start + kKeys > b.kv_end;
 }
 
-// Element offset of position kp's K/V row for the block's KV head, through the block table. A
-// power-of-two block size takes a shift and a mask instead of an integer division (the gather
-// computes this for every 16-byte chunk it issues).
-__device__ __forceinline__ int64_t kv_row_offset(const PrefillArgs& a, const BlockRows& b, int kp,
-                                                 int head_dim) {
+// Cache slot (block · block_size + place in the block) of position kp's key, through the block
+// table; the launcher checks that every slot fits 31 bits. A power-of-two block size takes a shift
+// and a mask instead of an integer division.
+__device__ __forceinline__ int kv_slot(const PrefillArgs& a, const BlockRows& b, int kp) {
   int page, in_page;
   if (a.block_shift >= 0) {
     page = kp >> a.block_shift;
@@ -188,7 +188,14 @@ __device__ __forceinline__ int64_t kv_row_offset(const PrefillArgs& a, const Blo
   }
   const int32_t block = b.table[page];
   if (block < 0 || block >= a.num_blocks) __trap();  // a block id outside the cache
-  return (static_cast<int64_t>(block) * a.block_size + in_page) *
+  return block * a.block_size + in_page;
+}
+
+// Element offset of position kp's K/V row for the block's KV head (the mma.sync kernels' gathers
+// compute this for every 16-byte chunk they issue).
+__device__ __forceinline__ int64_t kv_row_offset(const PrefillArgs& a, const BlockRows& b, int kp,
+                                                 int head_dim) {
+  return static_cast<int64_t>(kv_slot(a, b, kp)) *
              (static_cast<int64_t>(a.num_kv_heads) * head_dim) +
          static_cast<int64_t>(b.kv_head) * head_dim;
 }
@@ -599,9 +606,14 @@ struct WsBarriers {
 // tile j-1's V (the order the consumers use them in: tile j's Q·Kᵀ issues with tile j-1's P·V).
 // Lane L of warp w copies 16-byte chunks c and c + 8 (c = L % 8: the same place in both 64-column
 // blocks) of keys 4w + L/8 + 16i, i < 8: a warp covers four 128-byte half rows per copy. Each
-// tile's block-table lookups and 64-bit row offsets are done once, one key per lane (lane L: key
-// 4w + L % 4 + 16·(L / 4)), and passed to the lanes that copy the key's row by shuffles; K and V
-// share them. The copies complete the stage's full barrier by themselves.
+// tile's block-table lookups are done once, one key per lane (lane L: key
+// 4w + L % 4 + 16·(L / 4)), and the key's 32-bit cache slot passed to the lanes that copy its row
+// by one shuffle; K and V share them. kShiftSlots: the slot's row offset is a shift
+// (prefill_slot_shift), else a multiply-add. The producer's per-copy work shares the SM
+// sub-partitions' issue slots and pipes with the consumers' softmax (shuffles queue with MUFU.EX2
+// on MIO, IMAD.WIDE runs on the FFMA pipe): 64-bit offsets (two shuffles a copy) measured 2-5 %
+// slower than the shift. The copies complete the stage's full barrier by themselves.
+template <bool kShiftSlots>
 __device__ __forceinline__ void ws_produce(const PrefillArgs& a, const BlockRows& b, int tid,
                                            int num_tiles, unsigned char* k_s, unsigned char* v_s,
                                            WsBarriers* bars) {
@@ -613,44 +625,49 @@ __device__ __forceinline__ void ws_produce(const PrefillArgs& a, const BlockRows
   const int chunk = lane % 8;
   const int row_in_warp = lane / 8;
   const int key0 = 4 * warp + row_in_warp;
-  // This lane's key's row offset in the cache (0 past the block's keys: never read).
-  auto lane_offset = [&](int tile_start) -> int64_t {
+  const int shift = a.slot_shift;
+  const int slot_elems = a.num_kv_heads * kWgHeadDim;
+  // This lane's key's cache slot (0 past the block's keys: never read).
+  auto lane_slot = [&](int tile_start) -> int {
     const int kp = tile_start + 4 * warp + (lane % 4) + kRowsPerCopy * (lane / 4);
-    return kp < b.kv_end ? kv_row_offset(a, b, kp, kWgHeadDim) : 0;
+    return kp < b.kv_end ? kv_slot(a, b, kp) : 0;
   };
   // Key key0 + 16i sits at row%8 = key0 % 8 for every i: one swizzle per thread, its rows 2 KiB
   // apart, its second chunk one column block on.
   const int dst0 = swizzled_chunk(key0, chunk, kWsKeys);
-  auto gather = [&](const __nv_bfloat16* cache, unsigned char* dst, int tile_start,
-                    int64_t offsets) {
-    const __nv_bfloat16* src = cache + chunk * 8;
+  const int64_t head_chunk = static_cast<int64_t>(b.kv_head) * kWgHeadDim + chunk * 8;
+  auto gather = [&](const __nv_bfloat16* cache, unsigned char* dst, int tile_start, int slots) {
+    const __nv_bfloat16* src = cache + head_chunk;
     const int keys_left = b.kv_end - tile_start - key0;  // copies with 16i < this
 #pragma unroll 4
     for (int i = 0; i < kCopies; ++i) {
-      const __nv_bfloat16* row = src + __shfl_sync(0xffffffffu, offsets, 4 * i + row_in_warp);
+      const uint32_t slot =
+          static_cast<uint32_t>(__shfl_sync(0xffffffffu, slots, 4 * i + row_in_warp));
+      const __nv_bfloat16* row = kShiftSlots ? src + (static_cast<uint64_t>(slot) << shift)
+                                             : src + static_cast<uint64_t>(slot) * slot_elems;
       const bool valid = kRowsPerCopy * i < keys_left;
       unsigned char* d = dst + dst0 + i * kRowsPerCopy * 128;
       cuda::cp_async_16(d, row, valid);
       cuda::cp_async_16(d + wg_col_block_bytes(kWsKeys), row + 64, valid);
     }
   };
-  auto produce_v = [&](int j, int64_t offsets) {
+  auto produce_v = [&](int j, int slots) {
     const int stage = j % kWsStages;
     cuda::mbarrier_wait(&bars->empty_v[stage], ((j / kWsStages) & 1) ^ 1);
-    gather(a.v_cache, v_s + stage * kWsTileBytes, b.kv_begin + j * kWsKeys, offsets);
+    gather(a.v_cache, v_s + stage * kWsTileBytes, b.kv_begin + j * kWsKeys, slots);
     cuda::cp_async_mbarrier_arrive(&bars->full_v[stage]);
   };
-  int64_t prev_offsets = 0;
+  int prev_slots = 0;
   for (int j = 0; j < num_tiles; ++j) {
     const int stage = j % kWsStages;
-    const int64_t offsets = lane_offset(b.kv_begin + j * kWsKeys);
+    const int slots = lane_slot(b.kv_begin + j * kWsKeys);
     cuda::mbarrier_wait(&bars->empty_k[stage], ((j / kWsStages) & 1) ^ 1);
-    gather(a.k_cache, k_s + stage * kWsTileBytes, b.kv_begin + j * kWsKeys, offsets);
+    gather(a.k_cache, k_s + stage * kWsTileBytes, b.kv_begin + j * kWsKeys, slots);
     cuda::cp_async_mbarrier_arrive(&bars->full_k[stage]);
-    if (j > 0) produce_v(j - 1, prev_offsets);
-    prev_offsets = offsets;
+    if (j > 0) produce_v(j - 1, prev_slots);
+    prev_slots = slots;
   }
-  produce_v(num_tiles - 1, prev_offsets);
+  produce_v(num_tiles - 1, prev_slots);
   cuda::cp_async_wait_all();  // nothing in flight from a thread that has left
 }
 
@@ -904,7 +921,11 @@ __global__ void __launch_bounds__(kWsThreads, 1) flash_prefill_ws_kernel(const P
   const int wg = tid / 128;
   if (wg == 0) {
     cuda::setmaxnreg_dec<kWsProducerRegs>();
-    ws_produce(a, b, tid, num_tiles, k_s, v_s, bars);
+    if (a.slot_shift >= 0) {
+      ws_produce<true>(a, b, tid, num_tiles, k_s, v_s, bars);
+    } else {
+      ws_produce<false>(a, b, tid, num_tiles, k_s, v_s, bars);
+    }
   } else {
     cuda::setmaxnreg_inc<kWsConsumerRegs>();
     ws_consume(a, b, wg - 1, tid % 128, num_tiles, q_s, smem_addr(q_s), smem_addr(k_s),
@@ -1002,7 +1023,11 @@ void launch(const PagedAttentionParams& p, int64_t max_q_len, cudaStream_t strea
   a.sliding_window = static_cast<int>(p.sliding_window);
   a.scale_log2 = p.scale * kLog2e;
   a.longest_first = block_order(p) == PrefillBlockOrder::kLongestFirst ? 1 : 0;
+  a.slot_shift = prefill_slot_shift(p.num_kv_heads, p.head_dim);
   ROOFLINE_CHECK_MSG(p.scale > 0.0f, "paged_attention_cuda: scale must be positive");
+  // Cache slots are 31-bit integers on the device (kv_slot).
+  ROOFLINE_CHECK_MSG(p.num_blocks <= INT_MAX / p.block_size,
+                     "paged_attention_cuda: the KV cache has more than 2^31 slots");
 
   const int64_t row_tiles = prefill_row_tiles(kTile, max_q_len, a.group);
   ROOFLINE_CHECK(max_q_len * a.group <= INT_MAX && row_tiles <= INT_MAX);

@@ -131,6 +131,22 @@ constexpr PrefillBlockOrder prefill_block_order(int64_t kv_bytes_bound, int64_t 
                                         : PrefillBlockOrder::kHeadMajor;
 }
 
+// The head_dim 128 kernel's producer passes each key's cache slot (block · block_size + place in
+// the block) between lanes as 32 bits, one shuffle, and turns it into the row's element offset
+// there. When a slot's row of elements (num_kv_heads · head_dim) is a power of two, as in every
+// model served so far, that is a shift; this returns its log2, else -1 (a 64-bit multiply-add).
+// Measured on the H200 (bench/results/2026-12-02-prefill-block-order.md, run 6 and
+// bench/results/2026-12-02-prefill-producer-slots.md): 64-bit offsets (two shuffles a copy) or the
+// multiply-add (an IMAD.WIDE, on the pipe the softmax's FFMA use) cost the consumers issue slots;
+// the shift measured +2-5 %.
+constexpr int prefill_slot_shift(int64_t num_kv_heads, int64_t head_dim) {
+  const int64_t row = num_kv_heads * head_dim;
+  if (row <= 0 || (row & (row - 1)) != 0) return -1;
+  int shift = 0;
+  while ((int64_t{1} << shift) < row) ++shift;
+  return shift;
+}
+
 // The tensor-core prefill kernel, called by paged_attention_cuda for batches with a sequence of
 // more than kDecodeMaxQueries queries, and for every tree-masked batch; max_q_len bounds every
 // sequence's q_len.

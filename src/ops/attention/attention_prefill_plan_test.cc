@@ -116,5 +116,22 @@ TEST(PrefillPlanTest, LongestFirstOnlyWhereTheKeysFitInAThirdOfL2) {
   EXPECT_EQ(prefill_block_order(101, 300), PrefillBlockOrder::kHeadMajor);
 }
 
+TEST(PrefillPlanTest, SlotShiftOnlyWherePowerOfTwoRowsMakeItExact) {
+  EXPECT_EQ(prefill_slot_shift(8, 128), 10);  // llama3-8b: 1,024 elements a slot
+  EXPECT_EQ(prefill_slot_shift(1, 128), 7);
+  EXPECT_EQ(prefill_slot_shift(2, 64), 7);
+  EXPECT_EQ(prefill_slot_shift(1, 1), 0);
+  EXPECT_EQ(prefill_slot_shift(3, 128), -1);  // 384: the multiply-add
+  EXPECT_EQ(prefill_slot_shift(7, 128), -1);
+  EXPECT_EQ(prefill_slot_shift(0, 128), -1);
+  EXPECT_EQ(prefill_slot_shift(-8, 128), -1);
+  // The shift is exact: slot << shift is slot · row for every power-of-two row.
+  for (int64_t heads : {1, 2, 4, 8, 16, 32}) {
+    const int shift = prefill_slot_shift(heads, 128);
+    ASSERT_GE(shift, 0);
+    EXPECT_EQ((int64_t{123457} << shift), int64_t{123457} * heads * 128);
+  }
+}
+
 }  // namespace
 }  // namespace roofline

@@ -64,7 +64,8 @@ inline std::vector<AttentionShape> attention_bench_shapes() {
 // over several blocks; 16 also at head_dim 128, where the prefill kernel's row walks step eight
 // rows within one token); block sizes 1, 5, 16, 32 and 64; sliding windows; issue 5's prefill
 // cases: a 4097-token prompt, ragged chunked prefill over cached prefixes, head_dim 256 with a
-// window.
+// window; 3 KV heads at head_dim 128, whose 384-element cache slots take the prefill producer's
+// multiply-add instead of its shift (prefill_slot_shift).
 inline std::vector<AttentionShape> attention_cuda_test_shapes() {
   return {
       {{{1, 1}}, 32, 8, 128, 16, 0},
@@ -93,6 +94,7 @@ inline std::vector<AttentionShape> attention_cuda_test_shapes() {
       {{{1000, 1000}, {2000, 300}}, 16, 8, 256, 64, 512},
       {{{255, 255}, {1000, 17}}, 8, 1, 64, 16, 0},
       {{{300, 300}, {17, 5}}, 32, 2, 128, 16, 0},
+      {{{300, 300}, {17, 5}}, 12, 3, 128, 16, 0},
   };
 }
 
