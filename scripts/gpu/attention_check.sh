@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issues 5 and 6's focused run for the H200 host, when a whole check.sh does not fit the device
 # time: build the attention targets, run attention_cuda_test (every kernel against its CPU twin on
-# every element, and within 2x a naive bf16 implementation's error), the prefill and decode
+# every element, and within 2x a naive bf16 implementation's error, against fp64 here and against
+# torch SDPA in fp32 by tests/gpu/attention_sdpa_check.py), the prefill and decode
 # benchmarks, torch SDPA on the same shapes (bench/peers), Nsight Compute profiles (the
 # hottest SASS instructions) of one L=8192 prefill launch and one B=1 L=4096 decode launch, and
 # the kernels' phases (attention_trace_bench, phase_trace.h): prefill at L=2048 and 8192 with how
@@ -24,8 +25,14 @@ build_rc=$?
 [ "$build_rc" -eq 0 ] || tail -n 40 "$out/build.log"
 built=$(date +%s)
 
-tests=$(timeout 300 build/cuda/src/ops/attention_cuda_test --gtest_brief=1 2>&1 | tee "$out/tests.log" \
-  | grep -E "PASSED|FAILED" | tr '\n' ' ')
+# The prefill and tree-mask cases also dump their inputs and output for the check against torch
+# SDPA in fp32 (tests/gpu/attention_sdpa_check.py).
+dump=$(mktemp -d)
+tests=$(ROOFLINE_ATTENTION_DUMP="$dump" timeout 300 build/cuda/src/ops/attention_cuda_test \
+  --gtest_brief=1 2>&1 | tee "$out/tests.log" | grep -E "PASSED|FAILED" | tr '\n' ' ')
+timeout 200 python3 tests/gpu/attention_sdpa_check.py "$dump" > "$out/sdpa_check.log" 2>&1
+sdpa_rc=$?
+rm -rf "$dump"
 tested=$(date +%s)
 
 bench=build/cuda/src/ops/attention_cuda_bench
@@ -84,4 +91,5 @@ echo "| step | result | seconds |"
 echo "|---|---|---|"
 echo "| build -j16 | rc=$build_rc | $((built - start)) |"
 echo "| attention_cuda_test | $tests | $((tested - built)) |"
+echo "| vs SDPA fp32 (attention_sdpa_check.py) | rc=$sdpa_rc: $(tail -n 1 "$out/sdpa_check.log") | |"
 echo "| benches ($what) | see the *_bench.txt and *_peers.txt files | $((done_at - tested)) |"

@@ -55,6 +55,16 @@ PYTHONUNBUFFERED=1 timeout 300 python3 tests/gpu/hf_e2e.py --roofline build/cuda
   --out "$out" > "$out/hf_e2e.log" 2>&1
 e2e_rc=$?
 
+# Attention against torch SDPA in fp32 (issue 5's second oracle): attention_cuda_test's prefill
+# and tree-mask cases dump their inputs and output, tests/gpu/attention_sdpa_check.py checks them.
+dump=$(mktemp -d)
+ROOFLINE_ATTENTION_DUMP="$dump" timeout 300 build/cuda/src/ops/attention_cuda_test \
+  --gtest_filter='Shapes/AttentionCudaTest.*:Shapes/AttentionCudaTreeTest.*' --gtest_brief=1 \
+  > "$out/attention_sdpa.log" 2>&1 &&
+  timeout 200 python3 tests/gpu/attention_sdpa_check.py "$dump" >> "$out/attention_sdpa.log" 2>&1
+sdpa_rc=$?
+rm -rf "$dump"
+
 # Decode step time against the roofline: replayed CUDA graphs, then eager (kernel by kernel, with
 # the per-op breakdown), each shape in both modes.
 : > "$out/decode_bench.txt"
@@ -161,5 +171,6 @@ echo "| configure (cuda preset, sm_90a) | rc=$configure_rc | |"
 echo "| build -j16 | rc=$build_rc | $((built - start)) |"
 echo "| ctest | rc=$test_rc: $(grep -E 'tests passed' "$out/ctest.log" | tail -n 1) | $((tested - built)) |"
 echo "| HF end to end (tests/gpu/hf_e2e.py) | rc=$e2e_rc | |"
+echo "| attention vs SDPA fp32 (tests/gpu/attention_sdpa_check.py) | rc=$sdpa_rc: $(tail -n 1 "$out/attention_sdpa.log") | |"
 echo "| benches | see op_bench.txt, decode_bench.txt | $((done_at - tested)) |"
-[ "$configure_rc" -eq 0 ] && [ "$build_rc" -eq 0 ] && [ "$test_rc" -eq 0 ] && [ "$e2e_rc" -eq 0 ]
+[ "$configure_rc" -eq 0 ] && [ "$build_rc" -eq 0 ] && [ "$test_rc" -eq 0 ] && [ "$e2e_rc" -eq 0 ] && [ "$sdpa_rc" -eq 0 ]

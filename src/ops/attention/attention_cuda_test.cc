@@ -7,7 +7,9 @@
 // - per STYLE.md, against fp64 attention on the same inputs: max|cuda - fp64| must stay within
 //   2× max|naive_bf16 - fp64| (+ 1e-5), where naive_bf16 is an unfused bf16 implementation
 //   (torch eager's: q·kᵀ and its scaling rounded to bf16, softmax in f32 rounded to bf16,
-//   probabilities · v accumulated in f32 and rounded to bf16).
+//   probabilities · v accumulated in f32 and rounded to bf16);
+// - with ROOFLINE_ATTENTION_DUMP=DIR, the prefill and tree-mask cases also write their inputs and
+//   output for tests/gpu/attention_sdpa_check.py, the same 2× bound against torch SDPA in fp32.
 // The decode kernel's shapes (attention_cuda_decode_test_shapes()) run three times on one
 // workspace, with loose and exact bounds. Plus: warmed-up launches (prefill; decode with splits)
 // capture into a CUDA graph and replay to the same result; and the decode kernel run right after
@@ -17,6 +19,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -252,6 +256,46 @@ std::string describe(const AttentionShape& shape) {
          std::to_string(shape.sliding_window);
 }
 
+// With ROOFLINE_ATTENTION_DUMP=DIR, each prefill case also writes its inputs and the kernel's
+// output to DIR/NAME.json (the shape, the tree masks) and DIR/NAME.bin (bf16: q, then each
+// sequence's k and v in the logical layout, then out) for tests/gpu/attention_sdpa_check.py,
+// which checks the output against torch SDPA in fp32 on the GPU host (issue 5's second oracle).
+void dump_case(const std::string& name, const AttentionShape& shape, const Logical& l,
+               const std::vector<float>& got, const std::vector<uint64_t>* tree = nullptr) {
+  const char* dir = std::getenv("ROOFLINE_ATTENTION_DUMP");
+  if (dir == nullptr || *dir == '\0') return;
+  const std::string base = std::string(dir) + "/" + name;
+  std::ofstream json(base + ".json");
+  json << "{\"num_heads\": " << shape.num_heads << ", \"num_kv_heads\": " << shape.num_kv_heads
+       << ", \"head_dim\": " << shape.head_dim << ", \"sliding_window\": " << shape.sliding_window
+       << ", \"seqs\": [";
+  for (size_t s = 0; s < shape.seqs.size(); ++s)
+    json << (s ? ", " : "") << "[" << shape.seqs[s].seq_len << ", " << shape.seqs[s].q_len << "]";
+  json << "], \"tree_mask\": ";
+  if (tree == nullptr) {
+    json << "null";
+  } else {
+    json << "[";
+    for (size_t t = 0; t < tree->size(); ++t) json << (t ? ", " : "") << (*tree)[t];
+    json << "]";
+  }
+  json << "}\n";
+  std::ofstream bin(base + ".bin", std::ios::binary);
+  auto write = [&bin](const std::vector<float>& values) {
+    std::vector<uint16_t> bits(values.size());
+    for (size_t i = 0; i < values.size(); ++i) bits[i] = f32_to_bf16_bits(values[i]);
+    bin.write(reinterpret_cast<const char*>(bits.data()),
+              static_cast<std::streamsize>(bits.size() * sizeof(uint16_t)));
+  };
+  write(l.q);
+  for (size_t s = 0; s < shape.seqs.size(); ++s) {
+    write(l.k[s]);
+    write(l.v[s]);
+  }
+  write(got);
+  ASSERT_TRUE(json.good() && bin.good()) << "ROOFLINE_ATTENTION_DUMP: cannot write " << base;
+}
+
 class AttentionCudaTest : public ::testing::TestWithParam<size_t> {};
 
 TEST_P(AttentionCudaTest, MatchesCpuTwinAndStaysWithinTwiceNaiveBf16Error) {
@@ -268,6 +312,7 @@ TEST_P(AttentionCudaTest, MatchesCpuTwinAndStaysWithinTwiceNaiveBf16Error) {
   ASSERT_TRUE(dev.download(&got));
 
   EXPECT_TRUE(all_close(got, run_cpu_twin(shape, batch), kPrefillTwinAtol, kTwinRtol));
+  dump_case("case" + std::to_string(GetParam()), shape, l, got);
 
   const References ref = reference_attention(shape, l);
   const double cuda_error = max_abs_error(got, ref.exact);
@@ -316,6 +361,7 @@ TEST_P(AttentionCudaTreeTest, MatchesCpuTwinAndStaysWithinTwiceNaiveBf16Error) {
   cp.tree_mask = masks.data();
   paged_attention_cpu(cp);
   EXPECT_TRUE(all_close(got, twin, kPrefillTwinAtol, kTwinRtol));
+  dump_case("tree" + std::to_string(GetParam()), shape, l, got, &masks);
 
   const References ref = reference_attention(shape, l, &masks);
   const double cuda_error = max_abs_error(got, ref.exact);
