@@ -602,17 +602,20 @@ struct WsBarriers {
   uint64_t empty_v[kWsStages];
 };
 
-// The producer: tile j's K into stage j % kWsStages once both consumers have released it, then
-// tile j-1's V (the order the consumers use them in: tile j's Q·Kᵀ issues with tile j-1's P·V).
-// Lane L of warp w copies 16-byte chunks c and c + 8 (c = L % 8: the same place in both 64-column
-// blocks) of keys 4w + L/8 + 16i, i < 8: a warp covers four 128-byte half rows per copy. Each
-// tile's block-table lookups are done once, one key per lane (lane L: key
-// 4w + L % 4 + 16·(L / 4)), and the key's 32-bit cache slot passed to the lanes that copy its row
-// by one shuffle; K and V share them. kShiftSlots: the slot's row offset is a shift
-// (prefill_slot_shift), else a multiply-add. The producer's per-copy work shares the SM
-// sub-partitions' issue slots and pipes with the consumers' softmax (shuffles queue with MUFU.EX2
-// on MIO, IMAD.WIDE runs on the FFMA pipe): 64-bit offsets (two shuffles a copy) measured 2-5 %
-// slower than the shift. The copies complete the stage's full barrier by themselves.
+// The producer: tile j's K and V into stage j % kWsStages once both consumers have released both
+// (the V stage frees a tile later than the K stage: tile j-3's P·V issues with tile j-2's Q·Kᵀ;
+// with 3 stages that still leaves K a tile of slack). Lane L of warp w copies 16-byte chunks c and
+// c + 8 (c = L % 8: the same place in both 64-column blocks) of keys 4w + L/8 + 16i, i < 8, in K
+// and in V: a warp covers four 128-byte half rows per copy. Each tile's block-table lookups are
+// done once, one key per lane (lane L: key 4w + L % 4 + 16·(L / 4)), and the key's 32-bit cache
+// slot passed to the lanes that copy its row by one shuffle, whose offset serves K and V.
+// kShiftSlots: the offset is a shift (prefill_slot_shift), else a multiply-add. The producer's
+// per-copy work shares the SM sub-partitions' issue slots and pipes with the consumers' softmax
+// (shuffles queue with MUFU.EX2 on MIO, IMAD.WIDE runs on the FFMA pipe). Measured on the H200
+// (bench/results/2026-12-02-prefill-producer-slots.md): 64-bit offsets (two shuffles a copy)
+// were 3-4 % slower at L=8192-16384 than the shift, and gathering K and V apart (tile j's K, then
+// tile j-1's V, each with its own shuffles) 4 % slower than together. The copies complete the
+// stage's full barriers by themselves.
 template <bool kShiftSlots>
 __device__ __forceinline__ void ws_produce(const PrefillArgs& a, const BlockRows& b, int tid,
                                            int num_tiles, unsigned char* k_s, unsigned char* v_s,
@@ -636,38 +639,36 @@ __device__ __forceinline__ void ws_produce(const PrefillArgs& a, const BlockRows
   // apart, its second chunk one column block on.
   const int dst0 = swizzled_chunk(key0, chunk, kWsKeys);
   const int64_t head_chunk = static_cast<int64_t>(b.kv_head) * kWgHeadDim + chunk * 8;
-  auto gather = [&](const __nv_bfloat16* cache, unsigned char* dst, int tile_start, int slots) {
-    const __nv_bfloat16* src = cache + head_chunk;
+  const __nv_bfloat16* k_src = a.k_cache + head_chunk;
+  const __nv_bfloat16* v_src = a.v_cache + head_chunk;
+  for (int j = 0; j < num_tiles; ++j) {
+    const int stage = j % kWsStages;
+    const int tile_start = b.kv_begin + j * kWsKeys;
+    const int slots = lane_slot(tile_start);
+    const unsigned parity = ((j / kWsStages) & 1) ^ 1;
+    cuda::mbarrier_wait(&bars->empty_k[stage], parity);
+    cuda::mbarrier_wait(&bars->empty_v[stage], parity);
+    unsigned char* dk = k_s + stage * kWsTileBytes + dst0;
+    unsigned char* dv = v_s + stage * kWsTileBytes + dst0;
     const int keys_left = b.kv_end - tile_start - key0;  // copies with 16i < this
 #pragma unroll 4
     for (int i = 0; i < kCopies; ++i) {
       const uint32_t slot =
           static_cast<uint32_t>(__shfl_sync(0xffffffffu, slots, 4 * i + row_in_warp));
-      const __nv_bfloat16* row = kShiftSlots ? src + (static_cast<uint64_t>(slot) << shift)
-                                             : src + static_cast<uint64_t>(slot) * slot_elems;
+      const uint64_t offset = kShiftSlots ? static_cast<uint64_t>(slot) << shift
+                                          : static_cast<uint64_t>(slot) * slot_elems;
+      const __nv_bfloat16* k_row = k_src + offset;
+      const __nv_bfloat16* v_row = v_src + offset;
       const bool valid = kRowsPerCopy * i < keys_left;
-      unsigned char* d = dst + dst0 + i * kRowsPerCopy * 128;
-      cuda::cp_async_16(d, row, valid);
-      cuda::cp_async_16(d + wg_col_block_bytes(kWsKeys), row + 64, valid);
+      const int d = i * kRowsPerCopy * 128;
+      cuda::cp_async_16(dk + d, k_row, valid);
+      cuda::cp_async_16(dk + d + wg_col_block_bytes(kWsKeys), k_row + 64, valid);
+      cuda::cp_async_16(dv + d, v_row, valid);
+      cuda::cp_async_16(dv + d + wg_col_block_bytes(kWsKeys), v_row + 64, valid);
     }
-  };
-  auto produce_v = [&](int j, int slots) {
-    const int stage = j % kWsStages;
-    cuda::mbarrier_wait(&bars->empty_v[stage], ((j / kWsStages) & 1) ^ 1);
-    gather(a.v_cache, v_s + stage * kWsTileBytes, b.kv_begin + j * kWsKeys, slots);
-    cuda::cp_async_mbarrier_arrive(&bars->full_v[stage]);
-  };
-  int prev_slots = 0;
-  for (int j = 0; j < num_tiles; ++j) {
-    const int stage = j % kWsStages;
-    const int slots = lane_slot(b.kv_begin + j * kWsKeys);
-    cuda::mbarrier_wait(&bars->empty_k[stage], ((j / kWsStages) & 1) ^ 1);
-    gather(a.k_cache, k_s + stage * kWsTileBytes, b.kv_begin + j * kWsKeys, slots);
     cuda::cp_async_mbarrier_arrive(&bars->full_k[stage]);
-    if (j > 0) produce_v(j - 1, prev_slots);
-    prev_slots = slots;
+    cuda::cp_async_mbarrier_arrive(&bars->full_v[stage]);
   }
-  produce_v(num_tiles - 1, prev_slots);
   cuda::cp_async_wait_all();  // nothing in flight from a thread that has left
 }
 

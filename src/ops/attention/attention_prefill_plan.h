@@ -135,10 +135,10 @@ constexpr PrefillBlockOrder prefill_block_order(int64_t kv_bytes_bound, int64_t 
 // the block) between lanes as 32 bits, one shuffle, and turns it into the row's element offset
 // there. When a slot's row of elements (num_kv_heads · head_dim) is a power of two, as in every
 // model served so far, that is a shift; this returns its log2, else -1 (a 64-bit multiply-add).
-// Measured on the H200 (bench/results/2026-12-02-prefill-block-order.md, run 6 and
-// bench/results/2026-12-02-prefill-producer-slots.md): 64-bit offsets (two shuffles a copy) or the
-// multiply-add (an IMAD.WIDE, on the pipe the softmax's FFMA use) cost the consumers issue slots;
-// the shift measured +2-5 %.
+// Measured on the H200 (bench/results/2026-12-02-prefill-producer-slots.md): the 64-bit offsets
+// this replaced (two shuffles a copy) cost the consumers issue slots; the shift gained 3-4 % at
+// L=8192-16384. A multiply-add (an IMAD.WIDE, on the pipe the softmax's FFMA use) had gained ~1 %
+// at best (bench/results/2026-12-02-prefill-block-order.md, run 5).
 constexpr int prefill_slot_shift(int64_t num_kv_heads, int64_t head_dim) {
   const int64_t row = num_kv_heads * head_dim;
   if (row <= 0 || (row & (row - 1)) != 0) return -1;
