@@ -174,6 +174,16 @@ void print_prefill(const AttentionShape& shape, const std::string& name, cudaStr
 }
 
 // One shape only (for a profiler run): attention_cuda_bench B L (decode) or prefill L.
+// The decode kernel's cluster capacity (d128): what its launcher's cluster width is chosen from.
+void print_cluster_capacity() {
+  const DecodeClusterCapacity c = paged_attention_decode_cluster_capacity(128);
+  std::printf("decode d128: clusters that fit at once, by width 2..%d:",
+              static_cast<int>(kDecodeMaxClusterSplits));
+  for (int64_t w = 2; w <= kDecodeMaxClusterSplits; ++w)
+    std::printf(" %lld", static_cast<long long>(c[static_cast<size_t>(w)]));
+  std::printf("\n");
+}
+
 int run_one(int64_t batch, int64_t seq_len, bool prefill) {
   cudaStream_t stream;
   ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -182,6 +192,7 @@ int run_one(int64_t batch, int64_t seq_len, bool prefill) {
     print_prefill(attention_cuda_prefill_bench_shape(seq_len),
                   "prefill 32/8 heads d128 L=" + std::to_string(seq_len), stream);
   } else {
+    print_cluster_capacity();
     double kv_bytes = 0;
     const double ms =
         time_attention(attention_cuda_decode_bench_shape(batch, seq_len), stream, &kv_bytes);
@@ -268,6 +279,7 @@ int run(bool decode) {
   bench::settle();
   if (decode) {  // `attention_cuda_bench prefill` skips the decode grid
     std::printf("decode (bandwidth = K+V bytes read / time):\n");
+    print_cluster_capacity();
     for (const int64_t batch : kAttentionCudaBenchBatches) {
       for (const int64_t seq_len : kAttentionCudaBenchSeqLens) {
         const AttentionShape shape = attention_cuda_decode_bench_shape(batch, seq_len);

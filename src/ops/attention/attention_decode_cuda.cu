@@ -139,23 +139,32 @@ enum DecodeMark : int {
 
 // Merges the splits' normalised partials of a group's rows (four dims of one row per item, items
 // first_item, + item_stride, ...) online over the splits — running max, rescaled sum and output —
-// so every load is independent of the others (16 splits' loads in flight at once), and writes out
-// in bf16. load(sp, r, d, &lse, &v): split sp's log2-sum-exp of row r and its dims d..d+3.
-template <int kHeadDim, typename Load>
+// and writes out in bf16. load(sp, r, d, &lse, &v): split sp's log2-sum-exp of row r and its dims
+// d..d+3. The loads are independent of one another, so the loop unrolled by a round of
+// kDecodeMergeRound has a round's loads in flight at once. kWholeRounds (the merge through L2):
+// the count is padded to whole rounds with empty splits (weight exactly 0, nothing loaded), as the
+// unrolled loop's remainder went one load, one L2 round trip, at a time (H200: B=1 L=3000, 24
+// splits, 30 -> 37 % of the copy ceiling; L=4100, 29 splits, 33 -> 45 %;
+// bench/results/2026-12-02-decode-merge-rounds.md).
+template <int kHeadDim, bool kWholeRounds, typename Load>
 __device__ __forceinline__ void merge_splits(const DecodeArgs& a, int kv_head, int row0,
                                              int rows_here, int q_begin, int splits, int first_item,
                                              int item_stride, Load load) {
   constexpr int kQuads = kHeadDim / 4;
+  constexpr int kRound = static_cast<int>(kDecodeMergeRound);
+  static_assert(kRound == 16, "the loop below unrolls by one round");
   for (int idx = first_item; idx < rows_here * kQuads; idx += item_stride) {
     const int r = idx / kQuads;
     const int d = (idx % kQuads) * 4;
     float mx = kEmptyMax, total = 0.0f;
     float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    // Past the count: lse = -inf, so keep = 1 and w = 0 exactly, the sums unchanged.
+    const int padded = kWholeRounds ? (splits + kRound - 1) / kRound * kRound : splits;
 #pragma unroll 16
-    for (int sp = 0; sp < splits; ++sp) {
-      float lse;
-      float4 v;
-      load(sp, r, d, &lse, &v);
+    for (int sp = 0; sp < padded; ++sp) {
+      float lse = kNegInf;
+      float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (sp < splits) load(sp, r, d, &lse, &v);
       const float m_new = fmaxf(mx, lse);
       const float keep = cuda::fast_exp2(mx - m_new);
       const float w = cuda::fast_exp2(lse - m_new);  // 0: an empty split
@@ -287,7 +296,7 @@ __device__ __forceinline__ void finish_block(const DecodeArgs& a, unsigned char*
     cuda::cluster_wait();  // no thread leaves a cluster barrier it arrived at unfinished
     cuda::mbarrier_wait_cluster(push_bar, 0);  // every other split's partial has landed
     trace.mark(kMarkArrived);
-    merge_splits<kHeadDim>(
+    merge_splits<kHeadDim, false>(  // shared-memory loads: no round trip to hide
         a, kv_head, row0, rows_here, q_begin, splits, tid, kThreads,
         [&](int sp, int r, int d, float* lse, float4* v) {
           *lse = s_recv_lse[sp * kRows + r];
@@ -318,12 +327,12 @@ __device__ __forceinline__ void finish_block(const DecodeArgs& a, unsigned char*
   trace.mark(kMarkArrived);
   if (s_last == 0u) return trace.finish();
   const int64_t first_block = group_index * a.splits;
-  merge_splits<kHeadDim>(a, kv_head, row0, rows_here, q_begin, splits, tid, kThreads,
-                         [&](int sp, int r, int d, float* lse, float4* v) {
-                           *lse = __ldcg(a.part_lse + (first_block + sp) * kRows + r);
-                           *v = __ldcg(reinterpret_cast<const float4*>(
-                               a.part_out + ((first_block + sp) * kRows + r) * kHeadDim + d));
-                         });
+  merge_splits<kHeadDim, true>(a, kv_head, row0, rows_here, q_begin, splits, tid, kThreads,
+                               [&](int sp, int r, int d, float* lse, float4* v) {
+                                 *lse = __ldcg(a.part_lse + (first_block + sp) * kRows + r);
+                                 *v = __ldcg(reinterpret_cast<const float4*>(
+                                     a.part_out + ((first_block + sp) * kRows + r) * kHeadDim + d));
+                               });
   trace.mark(kMarkMerged);
   trace.finish();
 }
@@ -417,12 +426,14 @@ __global__ void __launch_bounds__(kThreads)
   // The splits this group uses: the launch's count is planned for the longest context the launch
   // allows (in a CUDA graph, the block table's capacity, e.g. a whole --max-model-len); a shorter
   // key range takes only as many as kDecodeMinKeysPerSplit keys each fill, as the host plan would
-  // for its length, and the launch's other splits leave at once. Every block of the group computes
-  // the same count, so they agree on who merges and over how many partials.
-  const int splits = min(a.splits, max(1, (hi - lo + static_cast<int>(kDecodeMinKeysPerSplit) - 1) /
-                                              static_cast<int>(kDecodeMinKeysPerSplit)));
+  // for its length, and the launch's other splits leave at once (decode_group_splits, which also
+  // drops splits that whole stages leave empty). Every block of the group computes the same count,
+  // so they agree on who merges and over how many partials.
+  static_assert(kKeysPerStage == 16, "decode_group_splits cuts whole 16-key stages");
+  const DecodeGroupSplits cut = decode_group_splits(a.splits, hi - lo);  // hi > lo: its own key
+  const int splits = cut.splits, per_split = cut.per_split;
   // Whether the group merges its splits in its first cluster (group-uniform, like splits). Its
-  // idle blocks there still take part in the cluster's two barriers (finish_block); the blocks of
+  // idle blocks there still take part in the cluster barrier (finish_block); the blocks of
   // its other clusters are all idle and leave at once, as do all idle blocks of an unclustered
   // group (a group of one split writes out directly, without barriers).
   const bool clustered = splits > 1 && splits <= a.cluster_width;
@@ -435,8 +446,6 @@ __global__ void __launch_bounds__(kThreads)
     return trace.finish();
   }
   trace.mark(kMarkMetadata);
-  const int per_split =
-      ((hi - lo + splits - 1) / splits + kKeysPerStage - 1) / kKeysPerStage * kKeysPerStage;
   const int s_lo = min(hi, lo + split * per_split);
   const int s_hi = min(hi, s_lo + per_split);
   const int num_stages_total = (s_hi - s_lo + kKeysPerStage - 1) / kKeysPerStage;
@@ -838,6 +847,41 @@ PhaseTraceRecorder& decode_attention_phase_trace() {
   return recorder;
 }
 #endif
+
+namespace {
+
+template <int kHeadDim>
+DecodeClusterCapacity cluster_capacity() {
+  constexpr auto kKernel = paged_decode_kernel<kHeadDim, false>;
+  constexpr int kSmemBytes = MmaDecodeConfig<kHeadDim>::kSmemBytes;
+  int device = 0;
+  ROOFLINE_CUDA_CHECK(cudaGetDevice(&device));
+  resident_blocks<kKernel, kSmemBytes>(device);  // sets the kernel's shared memory size first
+  DecodeClusterCapacity c{};
+  for (int64_t w = 2; w <= kDecodeMaxClusterSplits; ++w)
+    c[static_cast<size_t>(w)] = max_active_clusters<kKernel, kSmemBytes>(w);
+  return c;
+}
+
+}  // namespace
+
+DecodeClusterCapacity paged_attention_decode_cluster_capacity(int64_t head_dim) {
+  switch (head_dim) {
+    case 32:
+      return cluster_capacity<32>();
+    case 64:
+      return cluster_capacity<64>();
+    case 128:
+      return cluster_capacity<128>();
+    case 256:
+      return cluster_capacity<256>();
+    default:
+      ROOFLINE_CHECK_MSG(false,
+                         "paged_attention_decode_cluster_capacity: head_dim must be 32, 64, 128 "
+                         "or 256");
+      return {};
+  }
+}
 
 void paged_attention_decode_cuda(const PagedAttentionParams& p, int64_t max_q_len,
                                  int64_t max_seq_len, CudaStream stream) {

@@ -18,9 +18,11 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 
 #include "core/cuda_stream.h"
+#include "core/host_device.h"
 #include "ops/attention/attention.h"
 #if defined(ROOFLINE_PHASE_TRACE)
 #include "ops/common/phase_trace.h"
@@ -45,6 +47,8 @@ inline constexpr int64_t kDecodeMaxSplitBlocks = 2048;
 // through distributed shared memory instead of the workspace: no partials written to and read
 // back from L2, no device-scope atomic, no fence (see attention_decode_cuda.cu).
 inline constexpr int64_t kDecodeMaxClusterSplits = 8;
+// Partials the merge through L2 loads at once (one L2 round trip per round).
+inline constexpr int64_t kDecodeMergeRound = 16;
 inline constexpr int64_t kDecodeMaxHeadDim = 256;
 
 struct DecodePlan {
@@ -71,18 +75,52 @@ inline DecodePlan plan_decode_attention(int64_t num_seqs, int64_t num_kv_heads, 
                                 kDecodeMinKeysPerSplit);
   splits = std::min(splits, kDecodeMaxSplits);
   splits = std::min(splits, kDecodeMaxSplitBlocks / base);
+  // More than a merge round of splits: whole rounds where that costs at most an eighth of them.
+  // The last block of a group merges the partials through L2 kDecodeMergeRound loads at a time
+  // (attention_decode_cuda.cu), one L2 round trip each: B=1 x 8 heads at 32768 keys planned 33
+  // splits, a third round for one split (H200: 32 splits 1 % faster there, and at 8192 keys,
+  // where the 33rd split was empty, 3-4 % faster;
+  // bench/results/2026-12-02-decode-merge-rounds.md).
+  if (splits > kDecodeMergeRound) {
+    const int64_t whole = splits / kDecodeMergeRound * kDecodeMergeRound;
+    if (8 * whole >= 7 * splits) splits = whole;
+  }
   p.splits = std::max<int64_t>(1, splits);
   return p;
 }
 
+// How one group (sequence, KV head, row chunk) of a launch planned for `launch_splits` cuts its
+// `keys` (>= 1) keys, in the kernel: as many splits as kDecodeMinKeysPerSplit keys each fill, at
+// most the launch's, each `per_split` keys (whole 16-key stages, the last split shorter), and
+// only the splits that get a key: rounding up to whole stages can leave the last few empty (8192
+// keys over 33 splits: 32 of 256), and the group's merge reads only its splits' partials.
+struct DecodeGroupSplits {
+  int splits;
+  int per_split;
+};
+ROOFLINE_HD DecodeGroupSplits decode_group_splits(int launch_splits, int keys) {
+  constexpr int kMin = static_cast<int>(kDecodeMinKeysPerSplit);
+  constexpr int kStage = 16;
+  int splits = (keys + kMin - 1) / kMin;
+  splits = splits < launch_splits ? splits : launch_splits;
+  splits = splits > 1 ? splits : 1;
+  const int per_split = ((keys + splits - 1) / splits + kStage - 1) / kStage * kStage;
+  return {(keys + per_split - 1) / per_split, per_split};
+}
+
 // The cluster width of a launch planned for `splits`: its blocks form clusters of this many
-// consecutive splits (ceil(splits / width) clusters per group, the last padded with idle blocks),
-// so that a group whose actual key range takes 2..width splits — any short context, even in a
-// graph planned for a whole --max-model-len — merges them in its first cluster. The launcher
-// clusters only when every cluster of the launch fits on the GPU at once.
+// consecutive splits (ceil(splits / width) per group, the last padded with idle blocks), so that a
+// group whose actual key range takes 2..width splits — any short context, even in a graph planned
+// for a whole --max-model-len — merges them in its first cluster. The launcher clusters only when
+// every cluster of the launch fits on the GPU at once: a second wave of clusters costs more than
+// the merge saves (H200, B=8 L=512, 64 clusters of 4: 10.2 -> 16.9 us).
 inline int64_t decode_cluster_width(int64_t splits) {
   return std::clamp<int64_t>(splits, 1, kDecodeMaxClusterSplits);
 }
+
+// capacity[w], w in 0..kDecodeMaxClusterSplits: clusters of w decode blocks the device runs at
+// once (0: none).
+using DecodeClusterCapacity = std::array<int64_t, kDecodeMaxClusterSplits + 1>;
 
 // Bytes of the workspace the decode kernel needs for any plan: per split block, kDecodeMaxRows
 // rows of a kDecodeMaxHeadDim f32 partial output and an f32 log-sum-exp; then one u32 arrival
@@ -98,6 +136,13 @@ inline constexpr int64_t kDecodeWorkspaceBytes =
 // max_q_len <= kDecodeMaxQueries; max_seq_len bounds every sequence's seq_len.
 void paged_attention_decode_cuda(const PagedAttentionParams& p, int64_t max_q_len,
                                  int64_t max_seq_len, CudaStream stream);
+
+// The clusters of w = 0..kDecodeMaxClusterSplits decode blocks (head_dim's kernel) the current
+// device runs at once, as the launcher sees them (cudaOccupancyMaxActiveClusters; all 0 before
+// sm_90 or with ROOFLINE_DECODE_CLUSTER=0), for benchmarks to report: a launch clusters only when
+// all its clusters fit (the H200 holds 30 clusters of 8 decode blocks at head_dim 128, so a B=1
+// Llama-3-8B launch of 32 splits, 32 clusters of 8, merges through L2).
+DecodeClusterCapacity paged_attention_decode_cluster_capacity(int64_t head_dim);
 
 #if defined(ROOFLINE_PHASE_TRACE)
 // The decode kernel's phase records (phase_trace.h), in trace builds only

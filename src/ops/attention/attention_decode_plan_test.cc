@@ -29,7 +29,7 @@ TEST(DecodePlanTest, SplitsOnlyWhenTheGridWouldNotFillTheGpu) {
   EXPECT_EQ(plan_decode_attention(64, 8, 4, 1, 4096, kResident).splits, 1);
   EXPECT_EQ(plan_decode_attention(256, 8, 4, 1, 32768, kResident).splits, 1);
   // B=1 x 8 heads: splits fill whole waves, bounded by the context (>= 128 keys per split).
-  EXPECT_EQ(plan_decode_attention(1, 8, 4, 1, 32768, kResident).splits, 49);  // 396 / 8
+  EXPECT_EQ(plan_decode_attention(1, 8, 4, 1, 32768, kResident).splits, 48);  // 396 / 8, whole
   EXPECT_EQ(plan_decode_attention(1, 8, 4, 1, 4096, kResident).splits, 32);   // 4096 / 128
   EXPECT_EQ(plan_decode_attention(1, 8, 4, 1, 512, kResident).splits, 4);     // 512 / 128
   EXPECT_EQ(plan_decode_attention(1, 8, 4, 1, 1, kResident).splits, 1);       // one key
@@ -38,12 +38,48 @@ TEST(DecodePlanTest, SplitsOnlyWhenTheGridWouldNotFillTheGpu) {
   EXPECT_EQ(plan_decode_attention(8, 8, 4, 1, 32768, 264).splits, 4);
 }
 
+// More splits than one merge round loads come in whole rounds when that costs at most an eighth of
+// them.
+TEST(DecodePlanTest, ManySplitsComeInWholeMergeRoundsWhereThatCostsLittle) {
+  EXPECT_EQ(plan_decode_attention(1, 8, 4, 1, 32768, 264).splits, 32);  // 33: a third round
+  EXPECT_EQ(plan_decode_attention(1, 8, 4, 1, 8192, 264).splits, 32);
+  EXPECT_EQ(plan_decode_attention(2, 8, 4, 1, 32768, 264).splits, 16);   // already whole
+  EXPECT_EQ(plan_decode_attention(3, 8, 4, 1, 32768, 264).splits, 11);   // one round
+  EXPECT_EQ(plan_decode_attention(1, 8, 4, 1, 1100, 264).splits, 9);     // one round
+  EXPECT_EQ(plan_decode_attention(1, 2, 7, 1, 32768, 264).splits, 128);  // qwen2.5-0.5b: 8 rounds
+  EXPECT_EQ(plan_decode_attention(1, 2, 7, 1, 5000, 264).splits, 40);    // 32 would lose 8 of 40
+}
+
+// In the kernel, a group takes whole 16-key stages a split and counts only the splits that get a
+// key; every key lies in exactly one of them.
+TEST(DecodePlanTest, GroupSplitsCoverTheKeysAndNoneIsEmpty) {
+  EXPECT_EQ(decode_group_splits(33, 8192).splits, 32);  // 33 x 256 would leave the last empty
+  EXPECT_EQ(decode_group_splits(33, 8192).per_split, 256);
+  EXPECT_EQ(decode_group_splits(32, 4100).splits, 29);  // 32 x 144: three empty
+  EXPECT_EQ(decode_group_splits(32, 4096).splits, 32);
+  EXPECT_EQ(decode_group_splits(32, 512).splits, 4);  // a graph's launch at a short context
+  EXPECT_EQ(decode_group_splits(32, 1).splits, 1);
+  EXPECT_EQ(decode_group_splits(1, 100000).splits, 1);
+  EXPECT_EQ(decode_group_splits(1, 100000).per_split, 100000);
+  for (const int launch : {1, 2, 5, 8, 16, 33, 49, 128}) {
+    for (int keys = 1; keys <= 20000; keys += keys < 600 ? 1 : 97) {
+      const DecodeGroupSplits c = decode_group_splits(launch, keys);
+      ASSERT_GE(c.splits, 1);
+      ASSERT_LE(c.splits, launch);
+      ASSERT_EQ(c.per_split % 16, 0);
+      ASSERT_GE(c.splits * c.per_split, keys);        // every key in some split
+      ASSERT_LT((c.splits - 1) * c.per_split, keys);  // and the last split gets one
+    }
+  }
+}
+
+// A launch's splits form clusters of up to 8 (the portable cluster size).
 TEST(DecodePlanTest, ClustersSpanUpToEightSplits) {
   EXPECT_EQ(decode_cluster_width(1), 1);  // no split: no cluster
   EXPECT_EQ(decode_cluster_width(4), 4);  // llama3-8b bs 1 at 512 keys: one cluster of 4
   EXPECT_EQ(decode_cluster_width(5), 5);  // qwen2.5-0.5b bs 1 at 540 keys
   EXPECT_EQ(decode_cluster_width(8), 8);
-  EXPECT_EQ(decode_cluster_width(33), 8);   // llama3-8b bs 1 planned for 8192: 5 clusters of 8
+  EXPECT_EQ(decode_cluster_width(32), 8);   // llama3-8b bs 1 planned for 8192: 4 clusters of 8
   EXPECT_EQ(decode_cluster_width(128), 8);  // qwen2.5-0.5b bs 1 planned for 32768: 16 of 8
 }
 
@@ -68,6 +104,10 @@ TEST(DecodePlanTest, SplitBlocksNeverExceedTheWorkspace) {
                 ASSERT_LE(seqs * kv_heads * p.row_chunks * p.splits, kDecodeMaxSplitBlocks);
                 ASSERT_LE((p.splits - 1) * kDecodeMinKeysPerSplit, len);
                 ASSERT_LE(seqs * kv_heads * p.row_chunks * p.splits, resident);  // one wave
+                if (p.splits > kDecodeMergeRound && p.splits % kDecodeMergeRound != 0) {
+                  // whole rounds would have cost more than an eighth of the splits
+                  ASSERT_LT(8 * (p.splits / kDecodeMergeRound * kDecodeMergeRound), 7 * p.splits);
+                }
               }
             }
           }

@@ -16,11 +16,7 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__CUDACC__)
-#define ROOFLINE_HD __host__ __device__ __forceinline__
-#else
-#define ROOFLINE_HD inline
-#endif
+#include "core/host_device.h"
 
 namespace roofline::sampling {
 
