@@ -173,8 +173,8 @@ void print_prefill(const AttentionShape& shape, const std::string& name, cudaStr
                      4.0 * pairs * static_cast<double>(shape.head_dim * shape.num_heads));
 }
 
-// One shape only (for a profiler run): attention_cuda_bench B L (decode) or prefill L.
-// The decode kernel's cluster capacity (d128): what its launcher's cluster width is chosen from.
+// The clusters of each width the decode kernel (d128) runs at once: a launch clusters its splits
+// only when all its clusters fit.
 void print_cluster_capacity() {
   const DecodeClusterCapacity c = paged_attention_decode_cluster_capacity(128);
   std::printf("decode d128: clusters that fit at once, by width 2..%d:",
@@ -184,6 +184,7 @@ void print_cluster_capacity() {
   std::printf("\n");
 }
 
+// One shape only (for a profiler run): attention_cuda_bench B L (decode) or prefill L.
 int run_one(int64_t batch, int64_t seq_len, bool prefill) {
   cudaStream_t stream;
   ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
