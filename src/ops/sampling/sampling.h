@@ -11,6 +11,7 @@
 
 #include "core/cuda_stream.h"
 #include "core/dtype.h"
+#include "ops/common/phase_trace.h"
 #include "ops/sampling/sampling_math.h"
 
 namespace roofline {
@@ -178,5 +179,9 @@ void sample_rows_cpu(const SampleRowsParams& p);
 // CUDA: every pointer on the device; asynchronous on `stream`, no allocation, no host sync, so
 // it can be captured in a CUDA graph (the row parameters are read from device memory at run time).
 void sample_rows_cuda(const SampleRowsParams& p, CudaStream stream);
+#if defined(ROOFLINE_PHASE_TRACE)
+// The kernel's phase records (phase_trace.h), in trace builds only (sampling_trace_bench).
+PhaseTraceRecorder& sample_rows_phase_trace();
+#endif
 
 }  // namespace roofline

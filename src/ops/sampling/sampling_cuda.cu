@@ -20,6 +20,7 @@
 #include "ops/common/cuda_async.cuh"
 #include "ops/common/cuda_barrier.cuh"
 #include "ops/common/cuda_launch.cuh"
+#include "ops/common/cuda_phase_trace.cuh"
 #include "ops/common/cuda_vector.cuh"
 #include "ops/sampling/sampling.h"
 
@@ -1009,6 +1010,30 @@ struct SplitWorkspace {
   unsigned* counters;            // [kSampleSplitMaxBlocks]: arrivals per row, zero between launches
 };
 
+// A launch's split (SampleSplit) and the workspace its slices meet in.
+struct SampleLaunch {
+  SplitWorkspace ws;
+  int slices;
+  int slice_tokens;
+#if defined(ROOFLINE_PHASE_TRACE)
+  uint64_t* trace;  // the launch's phase records, or nullptr
+#endif
+};
+
+// The phase marks of a trace build (sampling_trace_bench; phase_trace.h), in order. A split row's
+// other slices stop at kMarkArrived, a row in error at kMarkChecked; only the fast top-k path
+// reaches kMarkPivot and kMarkCandidates.
+enum SampleMark : int {
+  kMarkParams = 1,  // past the PDL wait, the row's parameters read
+  kMarkPass1,       // pass 1 over the block's slice done, the slice's edit bitmap included (split)
+  kMarkArrived,     // counted in at the row's arrival counter (split)
+  kMarkMerged,      // the slices' results merged (split: the row's last block)
+  kMarkChecked,     // the edit list checked, pass 1 done (unsplit), the counts summed
+  kMarkPivot,       // the top-k pivot known
+  kMarkCandidates,  // the candidates gathered
+  kMarkToken,       // the token chosen
+};
+
 // The largest of p[0], p[kSampleThreads], ... (one per slice), eight loads in flight (the last
 // slices % 8 one by one): with the greedy / top-logprobs tests inside one loop each load sat in
 // its own branch and waited for the one before (~7 µs for a row of 62 slices on the H200).
@@ -1038,7 +1063,7 @@ __device__ __forceinline__ uint64_t max_over_slices(const unsigned long long* p,
 template <typename T, int N>
 __device__ bool pass_one_split(const SplitWorkspace& ws, const RowView<T>& row, const Shared& sh,
                                int slices, int slice_tokens, bool greedy, bool want_top,
-                               bool want_lse, Pass1* merged) {
+                               bool want_lse, Pass1* merged, cuda::PhaseTraceThrough& trace) {
   __shared__ int s_counts[2][kSampleWarps];
   __shared__ float s_lse[2][kSampleWarps];
   __shared__ uint64_t s_key[kSampleWarps];
@@ -1063,6 +1088,7 @@ __device__ bool pass_one_split(const SplitWorkspace& ws, const RowView<T>& row, 
       want_top || want_lse
           ? pass_one<T, N>(row, lo / N, hi / N, slice, slices, greedy, want_top, want_lse)
           : pass_one_lean<T, N>(row, sh, lo / N, hi / N, slice, slices);
+  trace.mark(kMarkPass1);
 
   // The slice's partial: counts summed, log-normaliser merged, best key; each thread's keys.
   int nonfinite = mine.nonfinite, edit_nan = mine.edit_nan;
@@ -1109,6 +1135,7 @@ __device__ bool pass_one_split(const SplitWorkspace& ws, const RowView<T>& row, 
     s_last = cuda::arrive_last_of(ws.counters + row_index, static_cast<unsigned>(slices)) ? 1u : 0u;
   }
   __syncthreads();
+  trace.mark(kMarkArrived);
   if (s_last == 0u) return false;
 
   Pass1 mg;
@@ -1130,7 +1157,8 @@ __device__ bool pass_one_split(const SplitWorkspace& ws, const RowView<T>& row, 
 
 template <typename T, int N>
 __global__ void __launch_bounds__(kSampleThreads, 2)
-    sample_rows_kernel(SampleRowsParams p, SplitWorkspace ws, int slices, int slice_tokens) {
+    sample_rows_kernel(SampleRowsParams p, SampleLaunch launch) {
+  cuda::PhaseTraceThrough trace(cuda::phase_trace_records(launch));
   cuda::pdl_wait();
   cuda::pdl_launch_dependents();
   extern __shared__ __align__(16) uint8_t smem[];
@@ -1148,6 +1176,8 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
   const SamplingRowParams rp = p.rows[row_index];
   const int vocab = static_cast<int>(p.vocab_size);
   const Shared sh = carve_shared(smem, vocab);
+  const int slices = launch.slices, slice_tokens = launch.slice_tokens;
+  trace.mark_after(kMarkParams, static_cast<uint32_t>(rp.top_k));
 
   // Parameters and the edit list (the same checks as the CPU twin's).
   uint32_t error = 0;
@@ -1184,8 +1214,10 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
   const bool split = slices > 1;
   if (split) {
     row.num_edits = params_ok ? num_edits : 0;
-    if (!pass_one_split<T, N>(ws, row, sh, slices, slice_tokens, greedy, want_top, want_lse, &r))
-      return;
+    if (!pass_one_split<T, N>(launch.ws, row, sh, slices, slice_tokens, greedy, want_top, want_lse,
+                              &r, trace))
+      return trace.finish();
+    trace.mark(kMarkMerged);
   }
 
   if (tid == 0) s_bad_edit = range_ok ? 0u : 1u;
@@ -1249,12 +1281,13 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
   if (nonfinite > 0) error |= kSamplingNonFiniteLogits;
   if (error == 0 && edit_nan > 0) error |= kSamplingBadEdits;
   if (p.nonfinite_counts != nullptr && tid == 0) p.nonfinite_counts[row_index] = nonfinite;
+  trace.mark(kMarkChecked);
   if (error != 0) {
     if (tid == 0) {
       p.tokens[row_index] = -1;
       p.errors[row_index] = error;
     }
-    return;
+    return trace.finish();
   }
 
   int32_t token = -1;
@@ -1292,9 +1325,11 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
       bool done = false;
       if (top_k_on && rp.top_k <= kSamplingFastTopK) {
         const uint64_t pivot = kth_key_bound(sh, mine, rp.top_k, &s_index, &s_bin_above);
+        trace.mark(kMarkPivot);
         // Pass 1's stripes: the split's slices, or the whole row.
         const Stripes stripes = split ? Stripes{slices, slice_tokens / N} : Stripes{1, vocab / N};
         const int n = gather_s_keys<T, N>(row, sh, pivot, &s_count, mine, stripes, &s_num);
+        trace.mark(kMarkCandidates);
         if (n >= rp.top_k) {
           token = finish_in_warp(row, rank_candidates(sh, n), rp.top_k, st, &s_index);
           done = true;
@@ -1330,6 +1365,7 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
       }
     }
   }
+  trace.mark(kMarkToken);
   if (tid == 0) {
     p.tokens[row_index] = token;
     p.errors[row_index] = 0;
@@ -1389,6 +1425,7 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
       }
     }
   }
+  trace.finish();
 }
 
 template <typename T, int N>
@@ -1406,7 +1443,10 @@ void launch_sample_rows(const SampleRowsParams& p, const SampleSplit& split, cud
                              static_cast<int>(sample_smem_bytes(sampling::kMaxVocab))));
   });
   const size_t smem = sample_smem_bytes(p.vocab_size);
-  SplitWorkspace ws{};
+  SampleLaunch launch{};
+  launch.slices = static_cast<int>(split.slices);
+  launch.slice_tokens = static_cast<int>(split.slice_tokens);
+  SplitWorkspace& ws = launch.ws;
   if (split.slices > 1) {
     auto* base = static_cast<uint8_t*>(p.workspace);
     ws.partials = reinterpret_cast<SlicePartial*>(base);
@@ -1417,11 +1457,24 @@ void launch_sample_rows(const SampleRowsParams& p, const SampleSplit& split, cud
     base += kSampleSplitMaxBlocks * kSampleThreads * 8;
     ws.counters = reinterpret_cast<unsigned*>(base);
   }
+#if defined(ROOFLINE_PHASE_TRACE)
+  launch.trace = sample_rows_phase_trace().next(split.slices * p.num_rows);
+#endif
   cuda::launch_pdl(sample_rows_kernel<T, N>,
                    dim3(static_cast<unsigned>(split.slices), static_cast<unsigned>(p.num_rows)),
-                   dim3(kSampleThreads), smem, stream, p, ws, static_cast<int>(split.slices),
-                   static_cast<int>(split.slice_tokens));
+                   dim3(kSampleThreads), smem, stream, p, launch);
 }
+
+}  // namespace
+
+#if defined(ROOFLINE_PHASE_TRACE)
+PhaseTraceRecorder& sample_rows_phase_trace() {
+  static PhaseTraceRecorder recorder;
+  return recorder;
+}
+#endif
+
+namespace {
 
 // SMs of the current device, read once per device.
 int device_sms() {

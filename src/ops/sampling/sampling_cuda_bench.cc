@@ -6,6 +6,11 @@
 // logits, measured) in the same run. Issue 12's goal: <= 3x the read time. Logits are LM-like
 // (normal, sigma 2.5) so the top-k pivot sees a realistic head; they rotate through enough copies
 // to defeat L2. Prints a message and exits 0 without a GPU.
+//
+// Built as sampling_trace_bench (ROOFLINE_PHASE_TRACE: the kernel with its phase marks,
+// phase_trace.h), `trace ROWS [bf16|f32]` times one batch, then traces kCallsPerGraph more
+// launches of its sampled rows (back to back, outside a graph) and prints where each launch's
+// time goes, phase by phase.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -65,7 +70,8 @@ double graph_ms(F&& launch, int copies, cudaStream_t stream) {
   return ms / kCallsPerGraph;
 }
 
-void run_batch(int64_t rows, DType dtype, cudaStream_t stream) {
+// trace: also trace kCallsPerGraph launches of the sampled rows (trace builds).
+void run_batch(int64_t rows, DType dtype, cudaStream_t stream, [[maybe_unused]] bool trace) {
   const int64_t logit_bytes = rows * kVocab * dtype_size_bytes(dtype);
   const int copies = bench::rotation_count(static_cast<size_t>(logit_bytes));
   std::vector<std::unique_ptr<bench::DeviceMemory>> logits;
@@ -158,14 +164,55 @@ void run_batch(int64_t rows, DType dtype, cudaStream_t stream) {
       dtype_name(dtype), static_cast<long long>(rows), ms[0][1] * 1e3, ms[0][1] / read_ms,
       read_ms * 1e3, static_cast<long long>(slices), ms[0][0] * 1e3, ms[1][1] * 1e3, ms[1][0] * 1e3,
       argmax_ms * 1e3, argmax_ms / read_ms);
+#if defined(ROOFLINE_PHASE_TRACE)
+  if (trace) {
+    static const std::vector<std::string> kNames = {
+        "entry",  "params read (PDL wait)", "pass 1 over the slice", "counted in",
+        "merged", "edits checked, counts",  "top-k pivot",           "candidates gathered",
+        "token"};
+    greedy = false;
+    split = true;
+    const int64_t capacity = kCallsPerGraph * std::max<int64_t>(rows, kSampleSplitMaxBlocks);
+    bench::GpuArray records(static_cast<size_t>(capacity * kPhaseTraceWords) * 8);
+    ROOFLINE_CUDA_CHECK(cudaMemset(records.get(), 0, records.bytes()));
+    bench::settle();
+    PhaseTraceRecorder& recorder = sample_rows_phase_trace();
+    recorder.arm(static_cast<uint64_t*>(records.get()), capacity);
+    for (int i = 0; i < kCallsPerGraph; ++i) sample(i % copies, stream);
+    ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const auto launches = recorder.disarm();
+    check_errors();
+    std::vector<uint64_t> host(static_cast<size_t>(capacity * kPhaseTraceWords));
+    ROOFLINE_CUDA_CHECK(
+        cudaMemcpy(host.data(), records.get(), host.size() * 8, cudaMemcpyDeviceToHost));
+    std::printf("%s", phase_trace_report(phase_trace_analyse(host, launches), kNames).c_str());
+  }
+#endif
 }
 
 }  // namespace
 }  // namespace roofline
 
 // sampling_cuda_bench [ROWS [bf16|f32]]: every batch and dtype, or only the one named (to point
-// Nsight Compute at one launch).
+// Nsight Compute at one launch); sampling_trace_bench trace ROWS [bf16|f32]: that one, traced.
 int main(int argc, char** argv) {
+  bool trace = false;
+  if (argc >= 2 && std::string(argv[1]) == "trace") {
+#if defined(ROOFLINE_PHASE_TRACE)
+    if (argc < 3) {
+      std::fprintf(stderr, "usage: sampling_trace_bench trace ROWS (>= 1) [bf16|f32]\n");
+      return 2;
+    }
+    trace = true;
+    --argc;
+    ++argv;
+#else
+    std::fprintf(stderr,
+                 "sampling_cuda_bench: `trace` needs the phase marks compiled in: run "
+                 "sampling_trace_bench trace ROWS [bf16|f32]\n");
+    return 2;
+#endif
+  }
   std::vector<int64_t> batches = {1, 64, 256};
   std::vector<roofline::DType> dtypes = {roofline::DType::kBF16, roofline::DType::kF32};
   if (argc > 3 || (argc >= 2 && std::atoll(argv[1]) < 1) ||
@@ -187,7 +234,7 @@ int main(int argc, char** argv) {
       "history tokens per row, inside a CUDA graph:\n",
       static_cast<long long>(roofline::kVocab), roofline::kHistory);
   for (const roofline::DType dtype : dtypes)
-    for (const int64_t rows : batches) roofline::run_batch(rows, dtype, stream);
+    for (const int64_t rows : batches) roofline::run_batch(rows, dtype, stream, trace);
   ROOFLINE_CUDA_CHECK(cudaStreamDestroy(stream));
   return 0;
 }
