@@ -929,12 +929,16 @@ __device__ Pass1 pass_one_lean(const RowView<T>& row, const Shared& sh, int pack
   const P* x = reinterpret_cast<const P*>(row.x);
   if constexpr (sizeof(P) == 16) {
     // Each thread streams its packs through its own kRing slots of shared memory (cp.async: no
-    // registers while in flight), kRing - 1 packs ahead of the one it reads: 80 bytes a thread,
-    // 40 KB a block in flight, which the DRAM's latency needs (two 16-byte packs in registers
-    // reached ~60 % of the copy ceiling at batch 256; four spilled). The slots are cand,
-    // hist_weight and hist_count, unused until pass 1 is over; a slot is refilled only after
-    // its pack was read and used, and no other thread touches it.
-    constexpr int kRing = 5;
+    // registers while in flight), kRing - 1 packs ahead of the one it reads: 32 bytes a thread,
+    // 16 KB a block in flight. (Two 16-byte packs in registers reached ~60 % of the copy ceiling
+    // at batch 256; four spilled.) More in flight measured slower on the H200
+    // (bench/results/2026-12-02-boundary-cost.md, sampled rows, µs): in one run 2, 3 and 4 packs
+    // ahead took batch 64 24.3, 24.6 and 24.8, batch 256 40.4, 40.6 and 41.0; in another, 1
+    // ahead 24.1 and 41.1 against 2 ahead's 24.3 and 40.5; in a third, 8 ahead (with a staged
+    // gather and 32 KB more shared memory) 26.2 and 43.3 against 4 ahead's 24.8 and 41.0. The
+    // slots lie in cand and hist_weight, unused until pass 1 is over; a slot is refilled only
+    // after its pack was read and used, and no other thread touches it.
+    constexpr int kRing = 3;
     static_assert(kRing * kSampleThreads * 16 <= kCap * 8 + kMaxBins * 8 + kMaxBins * 4,
                   "the ring fits cand, hist_weight and hist_count");
     P* ring = reinterpret_cast<P*>(sh.cand) + tid;
