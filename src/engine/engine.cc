@@ -720,6 +720,8 @@ Status Engine::start_profile(int64_t steps, double bandwidth_gbps, double peak_t
         "the profile's bandwidth and peak overrides must be positive (0: none)");
   ROOFLINE_ASSIGN_OR_RETURN(auto ceilings, profile_ceilings(impl_->model.runner->options().device,
                                                             false, bandwidth_gbps, peak_tflops));
+  // Its events are plan calls timed whole, not kernels: no kernel count, no handover floor.
+  ceilings.first.handover_ns = 0;
   std::lock_guard<std::mutex> lock(impl_->inbox_mu);
   impl_->inbox_profile = Impl::ProfileRequest{steps, ceilings.first, ceilings.second};
   impl_->profile_done.reset();

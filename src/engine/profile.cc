@@ -47,6 +47,7 @@ StatusOr<std::pair<Ceilings, std::string>> profile_ceilings(const std::string& d
           "calibrated " + cached->measured + " on " + key + " (" + cache + "; --calibrate to redo)";
     }
   }
+  if (device == "cpu") ceilings.handover_ns = 0;  // a kernel is a function call there
   if (bandwidth_gbps > 0) ceilings.bytes_per_s = bandwidth_gbps * 1e9;
   if (peak_tflops > 0) ceilings.flops_per_s = peak_tflops * 1e12;
   if (bandwidth_gbps > 0 || peak_tflops > 0)

@@ -188,6 +188,13 @@ ProfileReport analyze(const std::vector<TraceEvent>& events, const std::vector<C
   r.comm_ns = static_cast<double>(comm);
   r.comm_hidden_ns = static_cast<double>(hidden);
   r.comm_overlap_fraction = comm > 0 ? r.comm_hidden_ns / r.comm_ns : 0;
+  int64_t kernel_events = 0;
+  for (const auto& [step, indices] : by_step)
+    for (size_t i : indices)
+      if (events[i].kind == TraceEvent::Kind::kCompute && duration_ns(events[i]) > 0)
+        ++kernel_events;
+  r.kernels_per_step = r.num_steps > 0 ? static_cast<double>(kernel_events) / r.num_steps : 0;
+  r.handover_floor_ns = r.kernels_per_step * std::max(ceilings.handover_ns, 0.0);
 
   // Attribute to calls; everything not joined to a modelled call is "unattributed".
   const double steps = std::max(1, r.num_steps);
@@ -395,6 +402,14 @@ std::string format_report(const ProfileReport& r) {
   const double sol = r.measured_step_ns > 0 ? 100 * r.ideal_step_ns / r.measured_step_ns : 0;
   out += printf_string("measured %.4f ms vs roofline %.4f ms: %.1f %% of the speed of light\n",
                        ms(r.measured_step_ns), ms(r.ideal_step_ns), sol);
+  if (r.handover_floor_ns > 0 && r.measured_step_ns > 0) {
+    out += printf_string(
+        "kernels %.1f a step: as a chain of dependent kernels they take at least %.4f ms (%.1f %% "
+        "of the measured step) at %.2f us a handover (the H200's, measured), whatever they "
+        "compute; only fewer kernels lower that\n",
+        r.kernels_per_step, ms(r.handover_floor_ns), 100 * r.handover_floor_ns / r.measured_step_ns,
+        r.handover_floor_ns / r.kernels_per_step / 1e3);
+  }
   return out;
 }
 

@@ -48,6 +48,12 @@ struct CallModel {
 struct Ceilings {
   double bytes_per_s = 4.28e12;
   double flops_per_s = 783e12;
+  // The least time one more kernel adds to a chain of kernels that each wait for everything the
+  // one before wrote (programmatic dependent launch: the grid's completion, its writes made
+  // visible, the next grid released, one L2 round trip). 1.14 µs on the H200, measured with no
+  // other work (bench/results/2026-12-02-boundary-cost.md); not calibrated per machine. 0: not
+  // known (the CPU), and the report leaves the line out.
+  double handover_ns = 1140;
 };
 
 struct AnalysisOptions {
@@ -111,6 +117,13 @@ struct ProfileReport {
   };
   std::vector<SolRow> per_call;  // every modelled call, by excess, largest first
   std::vector<SolRow> per_op;    // summed per op kind, by excess, largest first
+
+  // Compute kernels a step (averaged over the analysed steps) and the least time a chain of that
+  // many dependent kernels takes, whatever they compute: kernels_per_step × Ceilings::handover_ns.
+  // Not a term of the identity above (bytes can stream during a handover): what only fewer
+  // kernels, not faster ones, remove from a latency-bound step.
+  double kernels_per_step = 0;
+  double handover_floor_ns = 0;
 
   double ideal_step_ns = 0;     // Σ ideal over all modelled calls
   double measured_step_ns = 0;  // total_ns / num_steps

@@ -263,6 +263,9 @@ std::string report_json(const ProfileReport& r, const Ceilings& ceilings,
       {"unattributed_ns", r.unattributed_ns},
       {"speed_of_light_fraction",
        r.measured_step_ns > 0 ? r.ideal_step_ns / r.measured_step_ns : 0.0}};
+  j["ceilings"]["handover_ns"] = ceilings.handover_ns;
+  j["kernels_per_step"] = r.kernels_per_step;
+  j["handover_floor_ns"] = r.handover_floor_ns;
   if (capture != nullptr) {
     const CaptureSummary& c = *capture;
     const bool untraced = c.ms_per_step_untraced > 0;

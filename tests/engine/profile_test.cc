@@ -47,6 +47,10 @@ TEST(ProfileDecodeTest, ReportsEveryFormOnTheCpu) {
   EXPECT_EQ(report["capture"]["method"], "host clock");
   EXPECT_EQ(report["capture"]["steps_joined"], 3);
   EXPECT_TRUE(report["capture"]["overhead"].is_null());  // nothing untraced to compare with
+  // A CPU "kernel" is a function call: no handover floor, and the report says nothing of one.
+  EXPECT_DOUBLE_EQ(report["ceilings"]["handover_ns"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(report["handover_floor_ns"].get<double>(), 0.0);
+  EXPECT_EQ(r->report.find("a handover"), std::string::npos) << r->report;
   const auto trace = nlohmann::json::parse(r->trace_json);
   ASSERT_TRUE(trace.contains("traceEvents"));
   EXPECT_FALSE(trace["traceEvents"].empty());
@@ -85,7 +89,14 @@ TEST(ProfileDecodeTest, OnTheGpuEveryStepJoinsBesideACleanBaseline) {
   EXPECT_GT(r->window_ms, r->window_extra_ms);
   EXPECT_LE(r->window_extra_ms, o.overhead_budget * (r->window_ms - r->window_extra_ms) + 1e-9)
       << r->window_ms << " ms window, " << r->window_extra_ms << " ms of it tracing";
-  const auto capture = nlohmann::json::parse(r->report_json)["capture"];
+  const auto gpu_report = nlohmann::json::parse(r->report_json);
+  // The step's kernels counted (qwen2.5-0.5b: at least one a layer, 24 layers), each one handover.
+  EXPECT_GE(gpu_report["kernels_per_step"].get<double>(), 24.0);
+  EXPECT_DOUBLE_EQ(gpu_report["handover_floor_ns"].get<double>(),
+                   gpu_report["kernels_per_step"].get<double>() *
+                       gpu_report["ceilings"]["handover_ns"].get<double>());
+  EXPECT_NE(r->report.find("a handover"), std::string::npos) << r->report;
+  const auto capture = gpu_report["capture"];
   EXPECT_EQ(capture["method"], "cupti");
   EXPECT_TRUE(capture["sampled"].get<bool>());
   EXPECT_LE(capture["overhead"].get<double>(), o.overhead_budget + 1e-9);

@@ -160,6 +160,37 @@ TEST(Analysis, ZeroLengthEventsAreInstants) {
   EXPECT_DOUBLE_EQ(r.busy_ns, 20 * kUs);
   EXPECT_EQ(histogram_count(r, 10), 1);
   EXPECT_EQ(histogram_total(r), 1);
+  // Markers are not kernels: two a step, each a handover.
+  EXPECT_DOUBLE_EQ(r.kernels_per_step, 2.0);
+  EXPECT_DOUBLE_EQ(r.handover_floor_ns, 2 * Ceilings{}.handover_ns);
+}
+
+TEST(Analysis, HandoverFloorCountsComputeKernelsOnly) {
+  // Per step: two kernels, a copy and a collective; only the kernels hand over to one another.
+  std::vector<TraceEvent> trace;
+  for (int step = 0; step < 3; ++step) {
+    const int64_t t0 = step * 100 * kUs;
+    trace.push_back(event("k1", "matmul", t0, t0 + 4 * kUs, 0, Kind::kCompute, step));
+    trace.push_back(event("copy", "", t0 + 4 * kUs, t0 + 5 * kUs, 0, Kind::kMemcpy, step));
+    trace.push_back(event("k2", "add", t0 + 5 * kUs, t0 + 9 * kUs, 0, Kind::kCompute, step));
+    trace.push_back(event("ar", "", t0 + 9 * kUs, t0 + 10 * kUs, 1, Kind::kCommunication, step));
+  }
+  Ceilings c;
+  c.handover_ns = 2 * kUs;
+  const ProfileReport r = analyze(trace, {}, c, AnalysisOptions{});
+  EXPECT_DOUBLE_EQ(r.kernels_per_step, 2.0);
+  EXPECT_DOUBLE_EQ(r.handover_floor_ns, 4 * kUs);
+  const std::string text = format_report(r);
+  EXPECT_NE(text.find("kernels 2.0 a step: as a chain of dependent kernels they take at least "
+                      "0.0040 ms (40.0 % of the measured step) at 2.00 us a handover"),
+            std::string::npos)
+      << text;
+  // A handover of 0 (the CPU's): no floor, and the report says nothing about it.
+  c.handover_ns = 0;
+  const ProfileReport cpu = analyze(trace, {}, c, AnalysisOptions{});
+  EXPECT_DOUBLE_EQ(cpu.kernels_per_step, 2.0);
+  EXPECT_DOUBLE_EQ(cpu.handover_floor_ns, 0);
+  EXPECT_EQ(format_report(cpu).find("a handover"), std::string::npos);
 }
 
 TEST(Analysis, CommunicationPartlyUnderCompute) {
@@ -255,6 +286,14 @@ TEST(Analysis, PerOpSumsAndSeveralSteps) {
   EXPECT_EQ(r.top_kernels[0].name, "g");
   EXPECT_EQ(r.top_kernels[0].calls, 4);
   EXPECT_DOUBLE_EQ(r.top_kernels[0].expected_share, 6.0 / 7.0);
+  // Three kernels a step, each at least one handover: 3 × 1.14 µs of the 11 µs step.
+  EXPECT_DOUBLE_EQ(r.kernels_per_step, 3.0);
+  EXPECT_DOUBLE_EQ(r.handover_floor_ns, 3 * 1140.0);
+  EXPECT_NE(format_report(r).find("kernels 3.0 a step: as a chain of dependent kernels they take "
+                                  "at least 0.0034 ms (31.1 % of the measured step) at 1.14 us a "
+                                  "handover"),
+            std::string::npos)
+      << format_report(r);
 
   // Only step 1.
   AnalysisOptions one;

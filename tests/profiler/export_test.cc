@@ -83,6 +83,9 @@ TEST(ProfileExport, JsonCarriesTheReportsNumbers) {
   EXPECT_EQ(j["top_kernels"].size(), 2u);
   EXPECT_EQ(j["gap_histogram"].back()["le_us"], "inf");
   EXPECT_DOUBLE_EQ(j["ceilings"]["bytes_per_s"].get<double>(), 4.28e12);
+  EXPECT_DOUBLE_EQ(j["ceilings"]["handover_ns"].get<double>(), f.ceilings.handover_ns);
+  EXPECT_DOUBLE_EQ(j["kernels_per_step"].get<double>(), f.report.kernels_per_step);
+  EXPECT_DOUBLE_EQ(j["handover_floor_ns"].get<double>(), f.report.handover_floor_ns);
   EXPECT_FALSE(j.contains("capture"));  // only when the caller says how it captured
 }
 
