@@ -31,8 +31,9 @@ struct ProfileOptions {
   int64_t batch = 1;      // [1, 4096]
   int64_t context = 512;  // tokens per sequence before the profiled steps (>= 1)
   int64_t steps = 8;      // profiled decode steps, [1, 100000]
-  // The ceilings: calibrate measures this machine now and caches the result; otherwise the cached
-  // calibration of this device, else the H200's measured ones. A positive value overrides either.
+  // The ceilings: calibrate measures this machine now (copy bandwidth, GEMM peak and, on a GPU,
+  // the dependent-kernel handover) and caches the result; otherwise the cached calibration of this
+  // device, else the H200's measured ones. A positive value overrides either.
   bool calibrate = false;
   double bandwidth_gbps = 0;
   double peak_tflops = 0;

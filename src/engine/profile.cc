@@ -29,7 +29,8 @@ StatusOr<std::pair<Ceilings, std::string>> profile_ceilings(const std::string& d
   std::string source = "H200 measured defaults; --calibrate measures this machine";
   const std::string cache = default_ceilings_cache_path();
   if (calibrate) {
-    std::fprintf(stderr, "calibrating %s (copy bandwidth, GEMM peak)...\n", device.c_str());
+    std::fprintf(stderr, "calibrating %s (copy bandwidth, GEMM peak%s)...\n", device.c_str(),
+                 device == "cpu" ? "" : ", kernel handover");
     ROOFLINE_ASSIGN_OR_RETURN(CalibratedCeilings c, calibrate_ceilings(device));
     ceilings = c.ceilings;
     source = "calibrated now on " + c.device;

@@ -195,6 +195,7 @@ ProfileReport analyze(const std::vector<TraceEvent>& events, const std::vector<C
         ++kernel_events;
   r.kernels_per_step = r.num_steps > 0 ? static_cast<double>(kernel_events) / r.num_steps : 0;
   r.handover_floor_ns = r.kernels_per_step * std::max(ceilings.handover_ns, 0.0);
+  r.handover_calibrated = ceilings.handover_calibrated;
 
   // Attribute to calls; everything not joined to a modelled call is "unattributed".
   const double steps = std::max(1, r.num_steps);
@@ -403,14 +404,22 @@ std::string format_report(const ProfileReport& r) {
   out += printf_string("measured %.4f ms vs roofline %.4f ms: %.1f %% of the speed of light\n",
                        ms(r.measured_step_ns), ms(r.ideal_step_ns), sol);
   if (r.handover_floor_ns > 0 && r.measured_step_ns > 0) {
-    out += printf_string(
-        "kernels %.1f a step: as a chain of dependent kernels they take at least %.4f ms (%.1f %% "
-        "of the measured step) at %.2f us a handover (the H200's, measured), whatever they "
-        "compute; only fewer kernels lower that\n",
-        r.kernels_per_step, ms(r.handover_floor_ns), 100 * r.handover_floor_ns / r.measured_step_ns,
-        r.handover_floor_ns / r.kernels_per_step / 1e3);
+    out += printf_string("kernels %.1f a step: ", r.kernels_per_step) +
+           handover_floor_text(r.kernels_per_step, r.handover_floor_ns / r.kernels_per_step,
+                               r.handover_calibrated, r.measured_step_ns) +
+           ", whatever they compute; only fewer kernels lower that\n";
   }
   return out;
+}
+
+std::string handover_floor_text(double kernels, double handover_ns, bool handover_calibrated,
+                                double step_ns) {
+  const double floor_ns = kernels * handover_ns;
+  return printf_string(
+      "as a chain of dependent kernels they take at least %.4f ms (%.1f %% of the measured step) "
+      "at %.2f us a handover (%s)",
+      ms(floor_ns), step_ns > 0 ? 100 * floor_ns / step_ns : 0.0, handover_ns / 1e3,
+      handover_calibrated ? "measured on this GPU" : "the H200's, measured");
 }
 
 std::string chrome_trace_json(const std::vector<TraceEvent>& events) {

@@ -44,16 +44,23 @@ struct CallModel {
   double flops = 0;
 };
 
-// Roofs of the device; the defaults are the H200's measured copy bandwidth and dense bf16 peak.
+// The least time one more kernel adds to a chain of kernels that each wait for everything the one
+// before wrote (programmatic dependent launch: the grid's completion, its writes made visible, the
+// next grid released, one L2 round trip), measured on the H200 with no other work: 1.14 µs
+// (bench/results/2026-12-02-boundary-cost.md).
+inline constexpr double kH200HandoverNs = 1140;
+
+// Roofs of the device; the defaults are the H200's measured copy bandwidth, dense bf16 peak and
+// kernel handover.
 struct Ceilings {
   double bytes_per_s = 4.28e12;
   double flops_per_s = 783e12;
-  // The least time one more kernel adds to a chain of kernels that each wait for everything the
-  // one before wrote (programmatic dependent launch: the grid's completion, its writes made
-  // visible, the next grid released, one L2 round trip). 1.14 µs on the H200, measured with no
-  // other work (bench/results/2026-12-02-boundary-cost.md); not calibrated per machine. 0: not
-  // known (the CPU), and the report leaves the line out.
-  double handover_ns = 1140;
+  // What one dependent kernel handover costs (kH200HandoverNs); 0: not known (the CPU), and the
+  // report leaves the handover floor out.
+  double handover_ns = kH200HandoverNs;
+  // handover_ns was measured on this GPU (`roofline profile --calibrate`, or its cache) rather
+  // than taken from the H200's: the report says which.
+  bool handover_calibrated = false;
 };
 
 struct AnalysisOptions {
@@ -124,6 +131,7 @@ struct ProfileReport {
   // kernels, not faster ones, remove from a latency-bound step.
   double kernels_per_step = 0;
   double handover_floor_ns = 0;
+  bool handover_calibrated = false;  // Ceilings::handover_calibrated of the analysis
 
   double ideal_step_ns = 0;     // Σ ideal over all modelled calls
   double measured_step_ns = 0;  // total_ns / num_steps
@@ -138,6 +146,13 @@ ProfileReport analyze(const std::vector<TraceEvent>& events, const std::vector<C
 // A compact text table: busy %, gaps, overlap, top kernels (flagged), the distance to the speed of
 // light ranked by op, and a closing "measured X ms vs roofline Y ms: Z % of the speed of light".
 std::string format_report(const ProfileReport& report);
+
+// The least time `kernels` dependent kernels take at handover_ns a handover, against a measured
+// step of step_ns, as `roofline profile`'s report and `roofline bench` say it: "as a chain of
+// dependent kernels they take at least X ms (Y % of the measured step) at Z us a handover (the
+// H200's, measured | measured on this GPU)". Kernels and handover_ns must be positive.
+std::string handover_floor_text(double kernels, double handover_ns, bool handover_calibrated,
+                                double step_ns);
 
 // The capture's cost, as `roofline profile` prints it: "capture overhead: T ms per step with
 // CUPTI, U ms before CUPTI was loaded: +X %", and, when X exceeds kCaptureOverheadBudget, a second

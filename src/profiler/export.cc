@@ -264,6 +264,7 @@ std::string report_json(const ProfileReport& r, const Ceilings& ceilings,
       {"speed_of_light_fraction",
        r.measured_step_ns > 0 ? r.ideal_step_ns / r.measured_step_ns : 0.0}};
   j["ceilings"]["handover_ns"] = ceilings.handover_ns;
+  j["ceilings"]["handover_calibrated"] = ceilings.handover_calibrated;
   j["kernels_per_step"] = r.kernels_per_step;
   j["handover_floor_ns"] = r.handover_floor_ns;
   if (capture != nullptr) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,11 +39,22 @@ struct BackendSetup {
   bool cuda_graphs = false;          // CUDA: replay decode steps as graphs (decode_padding.h)
 };
 
+// The nodes of one captured decode-step graph, by kind (child graphs counted through): the
+// kernels (ours, cuBLASLt's, the sampling chain's), each a handover in the chain a replay walks,
+// and the copies and memsets captured beside them.
+struct DecodeGraphNodes {
+  int64_t kernels = 0;
+  int64_t memcpys = 0;
+  int64_t memsets = 0;
+  int64_t other = 0;  // event, host, empty and any other nodes
+};
+
 // What capturing the decode-step graphs cost at start-up.
 struct DecodeGraphReport {
   int64_t graphs = 0;        // batch buckets captured
   double capture_ms = 0;     // wall time, one eager warm-up step per bucket included
   int64_t device_bytes = 0;  // device memory the graphs took (free memory before - after)
+  std::map<int64_t, DecodeGraphNodes> nodes;  // each captured graph's, by batch bucket
 };
 
 // The sampling chain of one step (ops/sampling's sample_rows): a row of parameters per logits row
@@ -99,9 +111,6 @@ class Backend {
   virtual Status execute_sampled(const Plan& plan, const StepBuffers& step,
                                  const StepSampling& sampling, SampledRows* out,
                                  std::vector<CallTime>* call_times);
-  // CUDA with cuda_graphs set: captures the decode step of every batch bucket (decode_padding.h),
-  // largest first, with plan_for(bucket) as its plan; later decode steps of that bucket replay
-  // it. Elsewhere: nothing to do.
   // CUDA: replays the last replayed decode graph `times` times back to back, with no host work
   // between replays, and returns the median device milliseconds of a replay (CUDA events): the step
   // time the GPU reaches when the host never holds it up, so the difference from a measured step
@@ -113,6 +122,16 @@ class Backend {
     (void)times;
     return unimplemented("replaying a decode graph needs the CUDA backend with CUDA graphs");
   }
+  // CUDA: the nodes of the decode graph replay_last_decode_graph replays (the one the last
+  // graph-replayed decode step launched), counted when it was captured. InvalidArgument when no
+  // decode graph has been replayed since start-up (or since the graphs were last dropped);
+  // Unimplemented elsewhere.
+  virtual StatusOr<DecodeGraphNodes> last_decode_graph_nodes() const {
+    return unimplemented("a decode graph's nodes need the CUDA backend with CUDA graphs");
+  }
+  // CUDA with cuda_graphs set: captures the decode step of every batch bucket (decode_padding.h),
+  // largest first, with plan_for(bucket) as its plan; later decode steps of that bucket replay
+  // it; the report counts each graph's nodes. Elsewhere: nothing to do.
   virtual DecodeGraphReport capture_decode_graphs(
       const std::function<const Plan*(int64_t batch)>& plan_for) {
     (void)plan_for;

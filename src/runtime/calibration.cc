@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -103,7 +104,24 @@ StatusOr<CalibratedCeilings> calibrate_cpu() {
   return c;
 }
 
+bool plausible_handover(double handover_ns) {
+  return handover_ns >= kMinPlausibleHandoverNs && handover_ns <= kMaxPlausibleHandoverNs;
+}
+
 }  // namespace
+
+Status check_handover_ns(double handover_ns, const std::string& what) {
+  if (plausible_handover(handover_ns)) return ok_status();
+  char figures[160];
+  std::snprintf(figures, sizeof figures,
+                "a dependent-kernel handover of %.3g us, outside the plausible %g-%g us (the "
+                "H200's: %.2f us)",
+                handover_ns / 1e3, kMinPlausibleHandoverNs / 1e3, kMaxPlausibleHandoverNs / 1e3,
+                kH200HandoverNs / 1e3);
+  return out_of_range("calibration " + what + ": " + figures +
+                      "; something else ran on the GPU meanwhile or the timing broke: rerun "
+                      "--calibrate on an idle GPU");
+}
 
 StatusOr<std::string> ceilings_device_key(const std::string& device) {
   if (device == "cpu") return cpu_key();
@@ -115,6 +133,8 @@ StatusOr<CalibratedCeilings> calibrate_ceilings(const std::string& device) {
   if (device == "cpu") return calibrate_cpu();
   ROOFLINE_ASSIGN_OR_RETURN(int index, cuda_index(device));
   ROOFLINE_ASSIGN_OR_RETURN(CalibratedCeilings c, calibrate_cuda_ceilings(index));
+  ROOFLINE_RETURN_IF_ERROR(check_handover_ns(c.ceilings.handover_ns, "measured on " + c.device));
+  c.ceilings.handover_calibrated = true;
   c.measured = utc_now();
   return c;
 }
@@ -161,6 +181,17 @@ StatusOr<std::optional<CalibratedCeilings>> load_cached_ceilings(const std::stri
       !std::isfinite(c.ceilings.bytes_per_s) || !std::isfinite(c.ceilings.flops_per_s))
     return data_loss("the ceilings cache '" + path + "' has a bad entry for '" + device_key +
                      "' (positive bytes_per_s and flops_per_s expected); delete it to recalibrate");
+  if (e.contains("handover_ns")) {
+    c.ceilings.handover_ns = number("handover_ns");
+    if (!plausible_handover(c.ceilings.handover_ns)) {
+      char range[64];
+      std::snprintf(range, sizeof range, "handover_ns in [%g, %g] expected",
+                    kMinPlausibleHandoverNs, kMaxPlausibleHandoverNs);
+      return data_loss("the ceilings cache '" + path + "' has a bad entry for '" + device_key +
+                       "' (" + range + "); delete it to recalibrate");
+    }
+    c.ceilings.handover_calibrated = true;
+  }
   if (const auto m = e.find("measured"); m != e.end() && m->is_string())
     c.measured = m->get<std::string>();
   return std::optional<CalibratedCeilings>(c);
@@ -172,6 +203,7 @@ Status save_cached_ceilings(const std::string& path, const CalibratedCeilings& c
   j[c.device] = {{"bytes_per_s", c.ceilings.bytes_per_s},
                  {"flops_per_s", c.ceilings.flops_per_s},
                  {"measured", c.measured}};
+  if (c.ceilings.handover_calibrated) j[c.device]["handover_ns"] = c.ceilings.handover_ns;
   std::error_code ec;
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
   if (!dir.empty()) std::filesystem::create_directories(dir, ec);

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <vector>
 
 #include "core/cuda_check.h"
 #include "core/log.h"
@@ -30,6 +31,39 @@ constexpr int64_t kAlign = 256;
 // a 128k vocabulary in one copy, larger outputs (all-token logits) in chunks.
 constexpr int64_t kLogitsChunkElems = 8ll << 20;
 int64_t align_up(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+// Adds the nodes of `graph` to *out by kind, a child graph's (none from stream capture today, but
+// a library may capture one) counted through.
+void count_graph_nodes(cudaGraph_t graph, DecodeGraphNodes* out) {
+  size_t n = 0;
+  ROOFLINE_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &n));
+  std::vector<cudaGraphNode_t> nodes(n);
+  ROOFLINE_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &n));
+  for (size_t i = 0; i < n; ++i) {
+    cudaGraphNodeType type;
+    ROOFLINE_CUDA_CHECK(cudaGraphNodeGetType(nodes[i], &type));
+    switch (type) {
+      case cudaGraphNodeTypeKernel:
+        ++out->kernels;
+        break;
+      case cudaGraphNodeTypeMemcpy:
+        ++out->memcpys;
+        break;
+      case cudaGraphNodeTypeMemset:
+        ++out->memsets;
+        break;
+      case cudaGraphNodeTypeGraph: {
+        cudaGraph_t child = nullptr;
+        ROOFLINE_CUDA_CHECK(cudaGraphChildGraphNodeGetGraph(nodes[i], &child));
+        count_graph_nodes(child, out);
+        break;
+      }
+      default:
+        ++out->other;
+        break;
+    }
+  }
+}
 
 __global__ void fill_dummy_kernel(__nv_bfloat16* out, int64_t n, DummyTensor t) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
@@ -121,7 +155,7 @@ class CudaBackend final : public Backend {
     if (sample_in_pinned_) cudaFreeHost(sample_in_pinned_);
     if (sample_out_pinned_) cudaFreeHost(sample_out_pinned_);
     for (auto& e : events_) cudaEventDestroy(e);
-    for (auto& g : graphs_) cudaGraphExecDestroy(g.second);
+    for (auto& g : graphs_) cudaGraphExecDestroy(g.second.exec);
   }
 
   std::string name() const override {
@@ -438,7 +472,10 @@ class CudaBackend final : public Backend {
       for (int64_t i = 0; i <= b; ++i) dummy.query_start.push_back(static_cast<int32_t>(i));
       for (int64_t i = 0; i < b; ++i) dummy.last_token_index.push_back(static_cast<int32_t>(i));
       execute(*plan, dummy, &scratch, nullptr);
-      if (graphs_.count({plan, b})) ++report.graphs;
+      if (const auto g = graphs_.find({plan, b}); g != graphs_.end()) {
+        ++report.graphs;
+        report.nodes[b] = g->second.nodes;
+      }
     }
     report.capture_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -475,12 +512,13 @@ class CudaBackend final : public Backend {
     const int64_t capacity =
         edit_capacity_ == 0 ? entries : std::max<int64_t>(entries, 2 * edit_capacity_);
     ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    for (auto& [key, exec] : graphs_) ROOFLINE_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    for (auto& [key, g] : graphs_) ROOFLINE_CUDA_CHECK(cudaGraphExecDestroy(g.exec));
     if (!graphs_.empty())
       ROOFLINE_LOG(kInfo, "cuda: sampling edit lists grew to "
                               << capacity << " entries; decode graphs are captured again");
     graphs_.clear();
     last_graph_ = nullptr;
+    last_graph_nodes_ = {};
     sample_edits_.reset();
     if (sample_in_pinned_) ROOFLINE_CUDA_CHECK(cudaFreeHost(sample_in_pinned_));
     sample_in_pinned_ = nullptr;
@@ -655,8 +693,9 @@ class CudaBackend final : public Backend {
     const auto key = std::make_pair(&plan, bucket);
     auto it = graphs_.find(key);
     if (it != graphs_.end()) {
-      ROOFLINE_CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
-      last_graph_ = it->second;
+      ROOFLINE_CUDA_CHECK(cudaGraphLaunch(it->second.exec, stream_));
+      last_graph_ = it->second.exec;
+      last_graph_nodes_ = it->second.nodes;
       return;
     }
     run_eager(plan, nullptr);
@@ -667,10 +706,18 @@ class CudaBackend final : public Backend {
     for (const PlanCall& call : plan.calls) run_plan_call(call, ctx_, k);
     launch_sampling(plan, bucket);
     ROOFLINE_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
-    cudaGraphExec_t exec = nullptr;
-    ROOFLINE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    CapturedGraph captured;
+    count_graph_nodes(graph, &captured.nodes);
+    ROOFLINE_CUDA_CHECK(cudaGraphInstantiate(&captured.exec, graph, 0));
     ROOFLINE_CUDA_CHECK(cudaGraphDestroy(graph));
-    graphs_.emplace(key, exec);
+    graphs_.emplace(key, captured);
+  }
+
+  StatusOr<DecodeGraphNodes> last_decode_graph_nodes() const override {
+    if (last_graph_ == nullptr)
+      return invalid_argument(
+          "no decode step has been replayed from a CUDA graph yet: run a decode step first");
+    return last_graph_nodes_;
   }
 
   StatusOr<double> replay_last_decode_graph(int64_t times) override {
@@ -729,8 +776,15 @@ class CudaBackend final : public Backend {
   ExecContext ctx_;
   std::vector<int64_t> buckets_;  // decode batch buckets (decode_padding.h)
   StepBuffers padded_;            // the current decode step at its bucket's shape
-  std::map<std::pair<const Plan*, int64_t>, cudaGraphExec_t> graphs_;
+  // A captured decode-step graph and its nodes (counted before instantiation: an executable graph
+  // cannot be walked).
+  struct CapturedGraph {
+    cudaGraphExec_t exec = nullptr;
+    DecodeGraphNodes nodes;
+  };
+  std::map<std::pair<const Plan*, int64_t>, CapturedGraph> graphs_;
   cudaGraphExec_t last_graph_ = nullptr;  // the decode graph replay() launched last
+  DecodeGraphNodes last_graph_nodes_;     // and its nodes
 };
 
 }  // namespace

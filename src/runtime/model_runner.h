@@ -106,6 +106,12 @@ class ModelRunner {
     return backend_->replay_last_decode_graph(times);
   }
 
+  // The nodes (kernels, copies, memsets) of the CUDA graph replay_last_decode_graph replays
+  // (Backend::last_decode_graph_nodes).
+  StatusOr<DecodeGraphNodes> last_decode_graph_nodes() const {
+    return backend_->last_decode_graph_nodes();
+  }
+
   // Wall time of each call of the last step's plan, and that plan (for `roofline profile`).
   const std::vector<CallTime>& last_call_times() const { return last_call_times_; }
   // What start-up capture of the decode graphs cost (all zero without CUDA graphs).

@@ -68,6 +68,8 @@ expect profile_json_capture 0 "\"method\": \"host clock\"" -- profile --dummy-we
 expect profile_bad_svg 1 "cannot write the roofline chart" -- profile --dummy-weights llama-tiny --context 8 --steps 1 --svg /nonexistent/dir/p
 expect bench_latency 0 "decode t/s" -- bench latency --dummy-weights llama-tiny --batch 1,3 --context 16 --steps 2
 expect bench_latency_json 0 "\"prefill_mfu\"" -- bench latency --dummy-weights llama-tiny --batch 2 --context 8 --steps 1 --json -
+# No CUDA graph on the CPU: no graph kernels to count.
+expect bench_latency_json_kernels 0 "\"decode_graph_kernels\": 0" -- bench latency --dummy-weights llama-tiny --batch 1 --context 8 --steps 1 --json -
 expect bench_latency_bad 1 "comma-separated sizes" -- bench latency --dummy-weights llama-tiny --batch 1,x
 # Benchmarks: throughput (synthetic requests, percentiles, JSON) and cold start (phases).
 expect bench_throughput 0 "time to first token +p50" -- bench throughput --dummy-weights llama-tiny --requests 20 --prompt-len 4:40 --output-len 2:16 --max-num-seqs 8
@@ -138,6 +140,8 @@ echo "not json" > "$tmp/cache/roofline/ceilings.json"
 expect profile_corrupt_ceilings 1 "ceilings.json' is not a JSON object; delete it" -- profile --dummy-weights llama-tiny --steps 1 --context 4
 unset XDG_CACHE_HOME
 expect bench_cpu 0 "decode step .*sampled by the CPU twin" -- bench --dummy-weights llama-tiny --batch 2 --context 16 --steps 4 --breakdown
+# The CPU has no CUDA graph: no graph floor, no kernels line.
+if "$bin" bench --dummy-weights llama-tiny --batch 1 --context 8 --steps 2 2>&1 | grep -qE "^(graph floor|kernels) "; then echo "FAIL bench_cpu_no_graph_lines"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
 expect bench_cpu_logits 0 "with logits +median" -- bench --dummy-weights llama-tiny --batch 1 --context 8 --steps 2
 expect bench_bad_steps 1 "--steps must be in \\[1, 40000\\]" -- bench --dummy-weights llama-tiny --steps 50000
 

@@ -182,15 +182,42 @@ TEST(Analysis, HandoverFloorCountsComputeKernelsOnly) {
   EXPECT_DOUBLE_EQ(r.handover_floor_ns, 4 * kUs);
   const std::string text = format_report(r);
   EXPECT_NE(text.find("kernels 2.0 a step: as a chain of dependent kernels they take at least "
-                      "0.0040 ms (40.0 % of the measured step) at 2.00 us a handover"),
+                      "0.0040 ms (40.0 % of the measured step) at 2.00 us a handover (the H200's, "
+                      "measured), whatever they compute"),
             std::string::npos)
       << text;
+  // Calibrated (`roofline profile --calibrate`): the same floor, said to be this GPU's.
+  c.handover_calibrated = true;
+  const ProfileReport calibrated = analyze(trace, {}, c, AnalysisOptions{});
+  EXPECT_TRUE(calibrated.handover_calibrated);
+  const std::string calibrated_text = format_report(calibrated);
+  EXPECT_NE(calibrated_text.find("at 2.00 us a handover (measured on this GPU), whatever they "
+                                 "compute"),
+            std::string::npos)
+      << calibrated_text;
+  EXPECT_EQ(calibrated_text.find("H200"), std::string::npos) << calibrated_text;
+  c.handover_calibrated = false;
   // A handover of 0 (the CPU's): no floor, and the report says nothing about it.
   c.handover_ns = 0;
   const ProfileReport cpu = analyze(trace, {}, c, AnalysisOptions{});
   EXPECT_DOUBLE_EQ(cpu.kernels_per_step, 2.0);
   EXPECT_DOUBLE_EQ(cpu.handover_floor_ns, 0);
   EXPECT_EQ(format_report(cpu).find("a handover"), std::string::npos);
+}
+
+TEST(Analysis, HandoverFloorTextSaysWhereTheHandoverCameFrom) {
+  // `roofline bench`'s line: 125 kernels at the H200's 1.14 us of a 0.64 ms step.
+  EXPECT_EQ(handover_floor_text(125, kH200HandoverNs, false, 640 * kUs),
+            "as a chain of dependent kernels they take at least 0.1425 ms (22.3 % of the "
+            "measured step) at 1.14 us a handover (the H200's, measured)");
+  EXPECT_EQ(handover_floor_text(10, 2500, true, 100 * kUs),
+            "as a chain of dependent kernels they take at least 0.0250 ms (25.0 % of the "
+            "measured step) at 2.50 us a handover (measured on this GPU)");
+  // No step measured: no share rather than a division by zero.
+  EXPECT_NE(handover_floor_text(4, 1000, false, 0).find("(0.0 % of the measured step)"),
+            std::string::npos);
+  EXPECT_DOUBLE_EQ(Ceilings{}.handover_ns, kH200HandoverNs);
+  EXPECT_FALSE(Ceilings{}.handover_calibrated);
 }
 
 TEST(Analysis, CommunicationPartlyUnderCompute) {

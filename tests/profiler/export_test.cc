@@ -84,9 +84,21 @@ TEST(ProfileExport, JsonCarriesTheReportsNumbers) {
   EXPECT_EQ(j["gap_histogram"].back()["le_us"], "inf");
   EXPECT_DOUBLE_EQ(j["ceilings"]["bytes_per_s"].get<double>(), 4.28e12);
   EXPECT_DOUBLE_EQ(j["ceilings"]["handover_ns"].get<double>(), f.ceilings.handover_ns);
+  EXPECT_FALSE(j["ceilings"]["handover_calibrated"].get<bool>());  // the H200's figure
   EXPECT_DOUBLE_EQ(j["kernels_per_step"].get<double>(), f.report.kernels_per_step);
   EXPECT_DOUBLE_EQ(j["handover_floor_ns"].get<double>(), f.report.handover_floor_ns);
   EXPECT_FALSE(j.contains("capture"));  // only when the caller says how it captured
+}
+
+TEST(ProfileExport, JsonSaysWhetherTheHandoverWasMeasuredOnThisGpu) {
+  Fixture f;
+  f.ceilings.handover_ns = 2150;
+  f.ceilings.handover_calibrated = true;
+  f.report = analyze(f.events, f.calls, f.ceilings, AnalysisOptions{});
+  const nlohmann::json j = nlohmann::json::parse(report_json(f.report, f.ceilings));
+  EXPECT_DOUBLE_EQ(j["ceilings"]["handover_ns"].get<double>(), 2150.0);
+  EXPECT_TRUE(j["ceilings"]["handover_calibrated"].get<bool>());
+  EXPECT_DOUBLE_EQ(j["handover_floor_ns"].get<double>(), 2 * 2150.0);  // two kernels a step
 }
 
 TEST(ProfileExport, JsonSaysHowTheProfileWasCapturedAndWhatItCost) {

@@ -1,11 +1,14 @@
 // calibration.h: the CPU calibration measures something plausible (the copy moved the bytes, the
-// GEMM computed the product: both are checked inside), device names are validated, and the cache
-// keeps one entry per device, survives other devices' writes and rejects what is not its JSON.
+// GEMM computed the product: both are checked inside) and no handover, a GPU's handover lies in
+// the plausible range (skipped without a GPU), an implausible handover is an error, device names
+// are validated, and the cache keeps one entry per device (a GPU's handover with it), survives
+// other devices' writes and rejects what is not its JSON.
 #include "runtime/calibration.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -28,7 +31,38 @@ TEST(CalibrationTest, CpuCalibrationMeasuresPositiveFiniteCeilings) {
   EXPECT_GT(c->ceilings.flops_per_s, 1e8);  // and multiplies faster than 0.1 GFLOP/s
   EXPECT_TRUE(std::isfinite(c->ceilings.bytes_per_s) && std::isfinite(c->ceilings.flops_per_s));
   EXPECT_EQ(c->device, ceilings_device_key("cpu").value());
-  EXPECT_EQ(c->measured.size(), 16u);  // "YYYY-MM-DD HH:MM"
+  EXPECT_EQ(c->measured.size(), 16u);             // "YYYY-MM-DD HH:MM"
+  EXPECT_FALSE(c->ceilings.handover_calibrated);  // a CPU "kernel" is a function call
+}
+
+TEST(CalibrationTest, GpuCalibrationMeasuresAPlausibleHandover) {
+  const auto key = ceilings_device_key("cuda");
+  if (!key.ok()) GTEST_SKIP() << key.status().to_string();  // CPU-only build, or no GPU
+  auto c = calibrate_ceilings("cuda");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_TRUE(c->ceilings.handover_calibrated);
+  EXPECT_GE(c->ceilings.handover_ns, kMinPlausibleHandoverNs);
+  EXPECT_LE(c->ceilings.handover_ns, kMaxPlausibleHandoverNs);
+  // The H200's was 1.14 us; on a Hopper it stays within a few times that.
+  EXPECT_LT(c->ceilings.handover_ns, 5 * kH200HandoverNs) << c->device;
+  EXPECT_EQ(c->device, *key);
+  std::printf("handover on %s: %.3f us\n", c->device.c_str(), c->ceilings.handover_ns / 1e3);
+}
+
+TEST(CalibrationTest, ImplausibleHandoversAreErrorsThatSayWhatToDo) {
+  EXPECT_TRUE(check_handover_ns(kH200HandoverNs, "measured on x").ok());
+  EXPECT_TRUE(check_handover_ns(kMinPlausibleHandoverNs, "measured on x").ok());
+  EXPECT_TRUE(check_handover_ns(kMaxPlausibleHandoverNs, "measured on x").ok());
+  for (const double ns : {0.0, -1.0, 150.0, 60e3, std::nan("")}) {
+    const Status s = check_handover_ns(ns, "measured on NVIDIA H200");
+    ASSERT_FALSE(s.ok()) << ns;
+    EXPECT_EQ(s.code(), StatusCode::kOutOfRange) << ns;
+    EXPECT_NE(s.message().find("measured on NVIDIA H200"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("outside the plausible 0.2-50 us"), std::string::npos)
+        << s.message();
+    EXPECT_NE(s.message().find("rerun --calibrate on an idle GPU"), std::string::npos)
+        << s.message();
+  }
 }
 
 TEST(CalibrationTest, UnknownDevicesAreErrorsThatSayWhatIsKnown) {
@@ -64,6 +98,27 @@ TEST(CalibrationTest, CacheKeepsOneEntryPerDevice) {
   auto missing = load_cached_ceilings(path, "cpu (64 threads)");
   ASSERT_TRUE(missing.ok());
   EXPECT_FALSE(missing->has_value());
+  // Not calibrated, a handover is not cached: the entry keeps the H200's.
+  EXPECT_FALSE((*got_a)->ceilings.handover_calibrated);
+  EXPECT_EQ((*got_a)->ceilings.handover_ns, kH200HandoverNs);
+  fs::remove_all(dir);
+}
+
+TEST(CalibrationTest, CacheKeepsAGpusMeasuredHandover) {
+  const fs::path dir = temp_dir("handover");
+  const std::string path = (dir / "ceilings.json").string();
+  CalibratedCeilings gpu{{4.2e12, 7.5e14, 1250, true}, "NVIDIA H100", "2026-12-02 10:00"};
+  ASSERT_TRUE(save_cached_ceilings(path, gpu).ok());
+  auto got = load_cached_ceilings(path, gpu.device);
+  ASSERT_TRUE(got.ok() && got->has_value()) << got.status().to_string();
+  EXPECT_EQ((*got)->ceilings.handover_ns, 1250);
+  EXPECT_TRUE((*got)->ceilings.handover_calibrated);
+  // An entry cached before handovers were measured: the H200's, not calibrated.
+  std::ofstream(path) << R"j({"NVIDIA H100": {"bytes_per_s": 3e12, "flops_per_s": 7e14}})j";
+  got = load_cached_ceilings(path, gpu.device);
+  ASSERT_TRUE(got.ok() && got->has_value()) << got.status().to_string();
+  EXPECT_EQ((*got)->ceilings.handover_ns, kH200HandoverNs);
+  EXPECT_FALSE((*got)->ceilings.handover_calibrated);
   fs::remove_all(dir);
 }
 
@@ -73,7 +128,9 @@ TEST(CalibrationTest, CorruptCacheIsAnErrorThatNamesTheFile) {
   const std::string path = (dir / "ceilings.json").string();
   for (const char* text :
        {"not json", "[1, 2]", R"j({"cpu (2 threads)": {"bytes_per_s": -1, "flops_per_s": 5}})j",
-        R"j({"cpu (2 threads)": {"bytes_per_s": "fast"}})j", R"j({"cpu (2 threads)": 3})j"}) {
+        R"j({"cpu (2 threads)": {"bytes_per_s": "fast"}})j", R"j({"cpu (2 threads)": 3})j",
+        R"j({"cpu (2 threads)": {"bytes_per_s": 1e9, "flops_per_s": 1e9, "handover_ns": 5}})j",
+        R"j({"cpu (2 threads)": {"bytes_per_s": 1e9, "flops_per_s": 1e9, "handover_ns": "x"}})j"}) {
     std::ofstream(path) << text;
     const auto r = load_cached_ceilings(path, "cpu (2 threads)");
     ASSERT_FALSE(r.ok()) << text;

@@ -1,8 +1,10 @@
 // CUDA graphs for decode (issue 8): a runner that replays captured graphs and one that launches
 // kernel by kernel (--no-cuda-graphs) must give bit-identical logits for every batch bucket,
 // padded batches included, over several decode steps of sequences with different contexts. Also:
-// start-up capture covers every bucket, and replaying the last decode graph (`roofline bench`'s
-// graph floor) changes no sequence. Skips itself without a GPU (or in a CPU-only build).
+// start-up capture covers every bucket, each graph's kernels are counted (`roofline bench`'s
+// kernels line) and the count is a property of the bucket, not of one capture, and replaying the
+// last decode graph (`roofline bench`'s graph floor) changes no sequence. Skips itself without a
+// GPU (or in a CPU-only build).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +19,26 @@ namespace roofline {
 namespace {
 
 constexpr int64_t kMaxSeqs = 32;
+
+::testing::AssertionResult same_nodes(const DecodeGraphNodes& a, const DecodeGraphNodes& b) {
+  if (a.kernels == b.kernels && a.memcpys == b.memcpys && a.memsets == b.memsets &&
+      a.other == b.other)
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "kernels " << a.kernels << " / " << b.kernels << ", memcpys " << a.memcpys << " / "
+         << b.memcpys << ", memsets " << a.memsets << " / " << b.memsets << ", other " << a.other
+         << " / " << b.other;
+}
+
+// A decode graph's kernels: every layer launches several (qwen2.5-0.5b: ~5), so at least two a
+// layer and the LM head and sampling; at most what no plan comes near (20 a layer and 32 more),
+// which a count walking nodes twice would pass.
+::testing::AssertionResult plausible_kernels(const DecodeGraphNodes& nodes, int64_t layers) {
+  if (nodes.kernels >= 2 * layers + 2 && nodes.kernels <= 20 * layers + 32)
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << nodes.kernels << " kernels in a decode graph of " << layers << " layers";
+}
 
 StatusOr<std::unique_ptr<ModelRunner>> cuda_runner(bool graphs) {
   RunnerOptions o;
@@ -93,8 +115,17 @@ class CudaGraphTest : public ::testing::Test {
 TEST_F(CudaGraphTest, ReplayedDecodeStepsMatchEagerOnesBitForBitInEveryBucket) {
   ModelRunner& g = *graph_runner_;
   ModelRunner& e = *eager_runner_;
-  EXPECT_EQ(g.graph_report().graphs, static_cast<int64_t>(decode_batch_buckets(kMaxSeqs).size()));
+  const std::vector<int64_t> buckets = decode_batch_buckets(kMaxSeqs);
+  EXPECT_EQ(g.graph_report().graphs, static_cast<int64_t>(buckets.size()));
   EXPECT_EQ(e.graph_report().graphs, 0);
+  // Every captured bucket's graph counted at start-up; no graphs, no counts.
+  ASSERT_EQ(g.graph_report().nodes.size(), buckets.size());
+  for (const int64_t b : buckets) {
+    ASSERT_TRUE(g.graph_report().nodes.count(b)) << "bucket " << b;
+    EXPECT_TRUE(plausible_kernels(g.graph_report().nodes.at(b), g.config().num_layers))
+        << "bucket " << b;
+  }
+  EXPECT_TRUE(e.graph_report().nodes.empty());
 
   // Batches on the bucket edges and between them (padded).
   for (const int64_t batch : {1, 2, 3, 4, 5, 8, 13, 16, 17, 24, 30, 32}) {
@@ -112,6 +143,10 @@ TEST_F(CudaGraphTest, ReplayedDecodeStepsMatchEagerOnesBitForBitInEveryBucket) {
       ASSERT_TRUE(same_decode_step(g, e, seqs_g, seqs_e, step * 1000 + 7, &lg)) << "step " << step;
       ASSERT_EQ(lg.size(), static_cast<size_t>(batch * g.config().vocab_size));
       for (float v : lg) ASSERT_TRUE(std::isfinite(v)) << "step " << step;
+      // The graph the step replayed is its bucket's, counted when it was captured.
+      auto nodes = g.last_decode_graph_nodes();
+      ASSERT_TRUE(nodes.ok()) << nodes.status().to_string();
+      EXPECT_TRUE(same_nodes(*nodes, g.graph_report().nodes.at(decode_bucket(buckets, batch))));
     }
     for (int64_t i = 0; i < batch; ++i) {
       ASSERT_TRUE(g.release_sequence(seqs_g[static_cast<size_t>(i)]).ok());
@@ -128,6 +163,8 @@ TEST_F(CudaGraphTest, ReplayingTheLastDecodeGraphLeavesSequencesAsTheyWere) {
   ModelRunner& e = *eager_runner_;
   EXPECT_EQ(g.replay_last_decode_graph(4).status().code(), StatusCode::kInvalidArgument)
       << "start-up capture launches no graph: nothing to replay yet";
+  EXPECT_EQ(g.last_decode_graph_nodes().status().code(), StatusCode::kInvalidArgument)
+      << "nor any graph to count";
 
   constexpr int64_t kBatch = 3;
   std::vector<int32_t> seqs_g, seqs_e;
@@ -151,6 +188,28 @@ TEST_F(CudaGraphTest, ReplayingTheLastDecodeGraphLeavesSequencesAsTheyWere) {
     ASSERT_TRUE(ms.ok()) << ms.status().to_string();
     EXPECT_GT(*ms, 0.0);
     EXPECT_LT(*ms, 1000.0);
+    auto nodes = g.last_decode_graph_nodes();
+    ASSERT_TRUE(nodes.ok()) << nodes.status().to_string();
+    EXPECT_TRUE(plausible_kernels(*nodes, g.config().num_layers));
+    if (step == 0) {
+      EXPECT_EQ(e.last_decode_graph_nodes().status().code(), StatusCode::kInvalidArgument)
+          << "an eager runner has no graph";
+    }
+  }
+}
+
+// `roofline bench`'s kernel count is a property of the bucket's step, not of one capture: a second
+// runner of the same model captures graphs with the same nodes in every bucket.
+TEST_F(CudaGraphTest, TwoCapturesOfABucketHaveTheSameNodes) {
+  auto again = cuda_runner(true);
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  const auto& first = graph_runner_->graph_report().nodes;
+  const auto& second = (*again)->graph_report().nodes;
+  ASSERT_EQ(first.size(), decode_batch_buckets(kMaxSeqs).size());
+  ASSERT_EQ(second.size(), first.size());
+  for (const auto& [bucket, nodes] : first) {
+    ASSERT_TRUE(second.count(bucket)) << "bucket " << bucket;
+    EXPECT_TRUE(same_nodes(second.at(bucket), nodes)) << "bucket " << bucket;
   }
 }
 

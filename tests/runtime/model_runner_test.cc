@@ -121,8 +121,9 @@ TEST(ModelLoad, BadOptions) {
   EXPECT_NE(r.status().message().find("--max-seqs"), std::string::npos);
 }
 
-// `roofline bench`'s graph floor needs the CUDA backend's decode graphs: on the CPU backend,
-// even after a decode step, replaying one is Unimplemented (the bench then prints no floor).
+// `roofline bench`'s graph floor and kernel count need the CUDA backend's decode graphs: on the
+// CPU backend, even after a decode step, replaying or counting one is Unimplemented (the bench
+// then prints neither).
 TEST(ModelRunnerStep, ReplayingADecodeGraphNeedsTheCudaBackend) {
   auto r = runner();
   int32_t seq = *r->add_sequence();
@@ -130,6 +131,8 @@ TEST(ModelRunnerStep, ReplayingADecodeGraphNeedsTheCudaBackend) {
   ASSERT_TRUE(r->step({{seq, {1, 2, 3}}}, false, &out).ok());
   ASSERT_TRUE(r->step({{seq, {4}}}, false, &out).ok());
   EXPECT_EQ(r->replay_last_decode_graph(8).status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(r->last_decode_graph_nodes().status().code(), StatusCode::kUnimplemented);
+  EXPECT_TRUE(r->graph_report().nodes.empty());
   EXPECT_EQ(r->sequence_length(seq), 4);
 }
 

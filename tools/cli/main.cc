@@ -476,6 +476,21 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
         "steps): the step boundary (tokens back, inputs up, launch) costs %.3f ms = %.1f%% of the "
         "step\n",
         *floor_or, median - *floor_or, 100.0 * (median - *floor_or) / median);
+    // The same graph's kernels, each a dependent handover at the H200's measured cost (the
+    // profiler's default; `roofline profile --calibrate` measures this GPU's).
+    auto nodes_or = r.last_decode_graph_nodes();
+    if (!nodes_or.ok()) return fail(nodes_or.status());
+    const roofline::DecodeGraphNodes& nodes = *nodes_or;
+    std::string copies;
+    if (nodes.memcpys > 0 || nodes.memsets > 0)
+      copies = " (and " + std::to_string(nodes.memcpys) + " copies, " +
+               std::to_string(nodes.memsets) + " memsets)";
+    const roofline::Ceilings h200;
+    std::printf("kernels        %lld a step in its CUDA graph%s: %s\n", (long long)nodes.kernels,
+                copies.c_str(),
+                roofline::handover_floor_text(static_cast<double>(nodes.kernels), h200.handover_ns,
+                                              h200.handover_calibrated, median * 1e6)
+                    .c_str());
   }
   std::printf("step bytes     %.3f GB (weights + KV + activations), %.2f GFLOP\n", bytes / 1e9,
               flops / 1e9);
@@ -538,6 +553,7 @@ int run_bench_latency(const CommonFlags& flags, const std::string& batch_list, i
   constexpr int64_t kWarmup = 3;
   constexpr double kCopyBytesPerSecond = 4.28e12,
                    kPeakFlops = 783e12;  // H200 measured (HARDWARE.md)
+  constexpr double kHandoverNs = roofline::kH200HandoverNs;
   nlohmann::json rows = nlohmann::json::array();
   std::string device_name;
   std::printf("%6s %12s %12s %10s %12s %12s %12s %10s\n", "batch", "prefill ms", "prefill t/s",
@@ -564,6 +580,14 @@ int run_bench_latency(const CommonFlags& flags, const std::string& batch_list, i
     const double prefill_s = setup->prefill_ms / 1e3;
     const double prefill_tps = static_cast<double>(batch * context) / prefill_s;
     const double mfu = setup->prefill_flops / prefill_s / kPeakFlops;
+    // The kernels of the decode step's CUDA graph and the least time their chain of handovers
+    // takes at the H200's (0 when the steps ran eagerly: no graph to count).
+    int64_t graph_kernels = 0;
+    if (r.graph_report().graphs > 0) {
+      auto nodes = r.last_decode_graph_nodes();
+      if (!nodes.ok()) return fail(nodes.status());
+      graph_kernels = nodes->kernels;
+    }
     std::printf("%6lld %12.2f %12.1f %10s %12.3f %12.1f %12.3f %10s\n",
                 static_cast<long long>(batch), setup->prefill_ms, prefill_tps,
                 gpu ? fmt_percent(mfu).c_str() : "-", median, batch / (median / 1e3), roofline_ms,
@@ -579,7 +603,9 @@ int run_bench_latency(const CommonFlags& flags, const std::string& batch_list, i
                     {"decode_step_bytes", bytes},
                     {"roofline_ms", roofline_ms},
                     {"roofline_fraction", roofline_ms / median},
-                    {"cuda_graphs", r.graph_report().graphs > 0}});
+                    {"cuda_graphs", r.graph_report().graphs > 0},
+                    {"decode_graph_kernels", graph_kernels},
+                    {"handover_floor_ms", static_cast<double>(graph_kernels) * kHandoverNs / 1e6}});
   }
   if (device_name == "cpu")
     std::printf(
@@ -587,14 +613,16 @@ int run_bench_latency(const CommonFlags& flags, const std::string& batch_list, i
   const std::string model = flags.model.dummy_weights.empty()
                                 ? flags.model.model_dir
                                 : "dummy " + flags.model.dummy_weights;
-  nlohmann::json result{
-      {"mode", "latency"},
-      {"model", model},
-      {"device", device_name},
-      {"context", context},
-      {"steps", steps},
-      {"ceilings", {{"bytes_per_s", kCopyBytesPerSecond}, {"flops_per_s", kPeakFlops}}},
-      {"rows", rows}};
+  nlohmann::json result{{"mode", "latency"},
+                        {"model", model},
+                        {"device", device_name},
+                        {"context", context},
+                        {"steps", steps},
+                        {"ceilings",
+                         {{"bytes_per_s", kCopyBytesPerSecond},
+                          {"flops_per_s", kPeakFlops},
+                          {"handover_ns", kHandoverNs}}},
+                        {"rows", rows}};
   if (json_path == "-") {
     std::printf("%s\n", result.dump(2).c_str());
   } else if (!json_path.empty()) {
@@ -643,7 +671,8 @@ int run_profile(CommonFlags& f, roofline::ProfileOptions o, double overhead_budg
   o.overhead_budget = overhead_budget_pct / 100.0;
   const int64_t batch = o.batch, context = o.context, steps = o.steps;
   if (o.calibrate)
-    std::fprintf(stderr, "calibrating %s (copy bandwidth, GEMM peak)...\n", f.model.device.c_str());
+    std::fprintf(stderr, "calibrating %s (copy bandwidth, GEMM peak%s)...\n",
+                 f.model.device.c_str(), f.model.device == "cpu" ? "" : ", kernel handover");
   auto result = roofline::profile_decode(o);
   if (!result.ok()) return fail(result.status());
   const roofline::ProfileResult& p = *result;
@@ -886,8 +915,8 @@ int main(int argc, char** argv) {
   prof->add_option("--peak-tflops", prof_tflops, "Compute ceiling (default: the H200's 783 bf16)");
   bool prof_calibrate = false;
   prof->add_flag("--calibrate", prof_calibrate,
-                 "Measure this machine's copy bandwidth and GEMM peak first and cache them (later "
-                 "profiles use the cache)");
+                 "Measure this machine's copy bandwidth and GEMM peak (and a GPU's dependent-"
+                 "kernel handover) first and cache them (later profiles use the cache)");
   double prof_budget_pct = 3;
   prof->add_option("--overhead-budget", prof_budget_pct,
                    "With CUDA graphs: the most tracing may add to the profiled window, in % of its "
