@@ -21,6 +21,18 @@ __device__ __forceinline__ void cp_async_16(void* smem_dst, const void* gmem_src
                : "memory");
 }
 
+// 4 or 8 bytes global -> shared without registers, through L1 (.ca: the only form for copies under
+// 16 bytes): for a kernel's small step inputs (positions, slots), so that a thread issuing them
+// does not stall on their arrival the way a load stored to shared memory does. Both addresses
+// aligned to the size. Complete with the thread's commit group, like cp_async_16.
+template <int kBytes>
+__device__ __forceinline__ void cp_async_small(void* smem_dst, const void* gmem_src) {
+  static_assert(kBytes == 4 || kBytes == 8, "cp.async copies 4, 8 or 16 bytes");
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(dst), "l"(gmem_src), "n"(kBytes)
+               : "memory");
+}
+
 // Closes the group of this thread's cp.async issued since the last commit (possibly empty).
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");

@@ -234,20 +234,20 @@ inline MatmulSkinnyLaunch matmul_skinny_launch(
 
 // Whether the kernel applies a RoPE epilogue itself with launch `l` on `num_sms` SMs, or writes the
 // q|k|v product and leaves the rotation to qkv_rope_cuda: fused only where the launch leaves block
-// slots free (fewer tiles than SMs × blocks per SM). A grid that fills every slot keeps the next
-// kernel of a decode step (attention) from becoming resident until its own last tiles end, so
-// that kernel's prologue (metadata, block-table reads) no longer overlaps anything, and the
-// epilogue's rotation sits on every tile's critical path (+0.6-1.1 us a call): on the H200 the
-// fused Llama-3-8B qkv (384 tiles on 264 slots at m = 1) made the bs 1 step 1.5-2.5 % slower
+// slots free (fewer tiles than SMs × the variant's blocks per SM). A grid that fills every slot
+// keeps the next kernel of a decode step (attention) from becoming resident until its own last
+// tiles end, so that kernel's prologue (metadata, block-table reads) no longer overlaps anything,
+// and the epilogue's rotation sits on every tile's critical path (+0.6-1.1 us a call): on the H200
+// the fused Llama-3-8B qkv (384 tiles on 264 slots at m = 1) made the bs 1 step 1.5-2.5 % slower
 // than the product followed by qkv_rope, while Qwen2.5-0.5B's (72 tiles) made its steps 3.5-4.3 %
-// faster (bench/results/2026-12-01-qkv-rope-epilogue.md). Not on the few-token variant either,
-// although its three blocks per SM leave Llama-3-8B's q|k|v 12 slots free: fused there, the RoPE
-// variant ran 1.7-2.2 us slower than the plain launch in a chain of calls (not for the epilogue's
-// work: with it switched off, still 1.7 us), and the bs 1 step measured 0.3 % slower or level
-// against the product followed by qkv_rope (bench/results/2026-12-01-skinny-few-tokens.md).
+// faster (bench/results/2026-12-01-qkv-rope-epilogue.md). The few-token variant's three blocks per
+// SM leave Llama-3-8B's q|k|v 12 slots free, so it fuses there too: since the weight copies are
+// addressed once a tile, that fused launch takes 13.3 us at m = 1 against 15.8 us for the product
+// and the qkv_rope kernel, and the bs 1 step 3.77-3.80 ms against 3.81 ms
+// (bench/results/2026-12-02-skinny-copy-addressing.md).
 inline bool matmul_skinny_fuses_rope(const MatmulSkinnyLaunch& l, int num_sms) {
-  return !l.few_tokens &&
-         l.tiles < int64_t{std::max(num_sms, 1)} * matmul_skinny_blocks_per_sm(l.m_tiles);
+  return l.tiles <
+         int64_t{std::max(num_sms, 1)} * matmul_skinny_blocks_per_sm(l.m_tiles, l.few_tokens);
 }
 
 // The most splits of one column block that merge inside a thread-block cluster (the portable

@@ -13,6 +13,13 @@
 // them through a ring of matmul_skinny_stages shared-memory stages (2–4), one 512-wide K chunk
 // each: the chunk's 16 weight rows (1 KB contiguous from each) and its token rows of x,
 // copied with cp.async by all 256 threads (4 of the weights' 1,024 16-byte pieces each, plus x's).
+// A thread's four weight copies of a stage are the same piece of 4 rows apart, so their sources are
+// worked out once a tile (WeightSource: the row maps of SwiGLU and RoPE, a RoPE tile's division)
+// and a stage adds its K offset: with 24 warps an SM at the copy ceiling, a stage's instructions
+// are a real share of what the SM can issue. Per copy address arithmetic took ~15 % more time on
+// the H200: Llama-3-8B's fused q|k|v + RMSNorm + RoPE at m = 1 15.2 -> 13.3 us, q|k|v at m = 8
+// 73 -> 80 % of the copy ceiling, gate_up at m = 16 74 -> 85 % (bench/results/
+// 2026-12-02-skinny-copy-addressing.md).
 // While the 8 warps multiply one stage — each an eighth of its K — the others are in flight
 // (96 KB of weights per SM at m <= 8), with one block barrier per stage — or, in the RMSNorm
 // prologue's variants, each warp copying and awaiting only its own K slice of every stage
@@ -72,7 +79,8 @@
 // same bits as this kernel's product followed by qkv_rope_cuda, without the [m, n] product in
 // memory or a kernel of its own (kernel variant kRope). A RoPE launch never splits. The caller
 // fuses only where the launch leaves block slots free (matmul_skinny_fuses_rope); otherwise it runs
-// the plain product and qkv_rope_cuda.
+// the plain product and qkv_rope_cuda. Each token's position and slot reach shared memory by
+// cp.async before the PDL wait, so that no thread waits for them before its first copies.
 //
 // Numerics: products of bf16 values are exact in fp32; sums in fp32 (tensor-core order within an
 // MMA, K order within a tile, split order across tiles); bias or residual added in fp32; one
@@ -196,9 +204,6 @@ struct Cursor {
   }
 };
 
-// This thread's cp.async of chunk c's weight rows into `stage`: pieces tid, tid + 256, ..., so
-// consecutive threads copy consecutive pieces of a row (1 KB contiguous). Rows past n and K past k
-// are zero-filled.
 // The first weight row of a RoPE column block b: dims i0.. of head b / (D / 16), i0 = 8·(b mod
 // (D / 16)); its rows 8-15 are D/2 further (see the header).
 __device__ __forceinline__ int rope_first_row(const SkinnyArgs& a, int b) {
@@ -206,31 +211,78 @@ __device__ __forceinline__ int rope_first_row(const SkinnyArgs& a, int b) {
   return b / blocks_per_head * a.rope_head_dim + b % blocks_per_head * 8;
 }
 
-//   kWarpSlices: each warp copies only its own K slice of the 16 rows (the pieces it multiplies),
-// 4 rows × 128 bytes per instruction; otherwise consecutive threads copy consecutive pieces of the
-// whole stage, 512 contiguous bytes per instruction (see kWarpSlicesFor).
-template <bool kRope, bool kWarpSlices>
-__device__ __forceinline__ void load_weights(const SkinnyArgs& a, const Cursor& c, uint8_t* stage) {
-  const int row0 = c.col_block * kRows;
-  const int rope_row0 = kRope ? rope_first_row(a, c.col_block) : 0;
-  const int64_t k0 = static_cast<int64_t>(c.chunk) * kChunkK;
-  const int warp = static_cast<int>(threadIdx.x) / 32;
+// A thread's copies of a stage's 16 weight rows: copy j takes stage row r0 + 4j and the same
+// 16-byte piece p of each (kWarpSlices: each warp its own K slice of the rows, 4 rows × 128 bytes
+// per instruction; otherwise consecutive threads copy consecutive pieces of the stage, 512
+// contiguous bytes per instruction; see kWarpSlicesFor).
+constexpr int kRowsPerCopy = kThreads / kPiecesPerRow;
+static_assert(kRowsPerCopy == 32 / kWarpPieces && kRowsPerCopy * kWeightCopies == kRows,
+              "both copy layouts step 4 stage rows a copy");
+static_assert(kWeightCopies == 4 && kRows == 16, "copies 0-1 take rows 0-7, copies 2-3 rows 8-15");
+
+template <bool kWarpSlices>
+__device__ __forceinline__ int copy_row0() {
   const int lane = static_cast<int>(threadIdx.x) % 32;
+  return kWarpSlices ? lane / kWarpPieces : static_cast<int>(threadIdx.x) / kPiecesPerRow;
+}
+template <bool kWarpSlices>
+__device__ __forceinline__ int copy_piece() {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  return kWarpSlices ? static_cast<int>(threadIdx.x) / 32 * kWarpPieces + lane % kWarpPieces
+                     : static_cast<int>(threadIdx.x) % kPiecesPerRow;
+}
+
+// Where this thread's weight copies of one tile read, worked out once a tile (the division of a
+// RoPE column block, the SwiGLU and RoPE row maps) so that a stage's copies cost a few adds each:
+// a stage's rows 0-7 are weight rows lo_row.. and its rows 8-15 hi_row.. (plain: row0 + 8; SwiGLU:
+// the up rows I + 8b..; RoPE: D/2 further in the head), of which the first lo_valid / hi_valid
+// are outputs that exist.
+struct WeightSource {
+  const __nv_bfloat16* lo;  // row lo_row + r0 at this thread's piece
+  const __nv_bfloat16* hi;  // row hi_row + r0 at this thread's piece
+  int lo_valid;
+  int hi_valid;
+
+  template <bool kRope, bool kWarpSlices>
+  __device__ __forceinline__ void start(const SkinnyArgs& a, int col_block) {
+    int lo_row, hi_row;
+    if (kRope || !a.swiglu_half) {  // stage row r is output col_block·16 + r
+      const int out0 = col_block * kRows;
+      lo_row = kRope ? rope_first_row(a, col_block) : out0;
+      hi_row = lo_row + (kRope ? a.rope_head_dim / 2 : 8);
+      lo_valid = a.n - out0;
+      hi_valid = a.n - out0 - 8;
+    } else {  // SwiGLU: stage rows r and r + 8 are gate and up of output col_block·8 + r
+      lo_row = col_block * 8;
+      hi_row = a.swiglu_half + lo_row;
+      lo_valid = hi_valid = a.swiglu_half - lo_row;
+    }
+    const int64_t at =
+        static_cast<int64_t>(copy_row0<kWarpSlices>()) * a.k + copy_piece<kWarpSlices>() * 8;
+    lo = a.w + static_cast<int64_t>(lo_row) * a.k + at;
+    hi = a.w + static_cast<int64_t>(hi_row) * a.k + at;
+  }
+};
+
+// This thread's cp.async of chunk `chunk`'s weight rows into `stage` (see WeightSource). Rows past
+// the outputs and K past k are zero-filled.
+template <bool kWarpSlices>
+__device__ __forceinline__ void load_weights(const SkinnyArgs& a, const WeightSource& src,
+                                             int chunk, uint8_t* stage) {
+  const int r0 = copy_row0<kWarpSlices>();
+  const int p = copy_piece<kWarpSlices>();
+  const int64_t k0 = static_cast<int64_t>(chunk) * kChunkK;
+  const bool k_valid = k0 + p * 8 < a.k;
+  // piece_offset(r0 + 4j, p): the swizzle depends on the row's parity, which 4j keeps.
+  const int dst0 = piece_offset(r0, p);
+  const int64_t four_rows = static_cast<int64_t>(kRowsPerCopy) * a.k;
 #pragma unroll
   for (int j = 0; j < kWeightCopies; ++j) {
-    const int piece = static_cast<int>(threadIdx.x) + j * kThreads;
-    const int item = lane + j * 32;  // kWarpSlices: 16 rows × the warp's kWarpPieces pieces
-    const int r = kWarpSlices ? item / kWarpPieces : piece / kPiecesPerRow;
-    const int p = kWarpSlices ? warp * kWarpPieces + item % kWarpPieces : piece % kPiecesPerRow;
-    const int64_t kk = k0 + p * 8;
-    // SwiGLU: rows 0-7 are gate rows 8b.., rows 8-15 the up rows I + 8b... RoPE: dims i0.. and
-    // D/2 + i0.. of one head (see the header).
-    const int out = a.swiglu_half ? c.col_block * 8 + (r & 7) : row0 + r;
-    int w_row = a.swiglu_half && r >= 8 ? a.swiglu_half + out : out;
-    if constexpr (kRope) w_row = rope_row0 + (r & 7) + (r >= 8 ? a.rope_head_dim / 2 : 0);
-    const bool valid = out < (a.swiglu_half ? a.swiglu_half : a.n) && kk < a.k;
-    const __nv_bfloat16* src = valid ? a.w + static_cast<int64_t>(w_row) * a.k + kk : a.w;
-    cuda::cp_async_16(stage + piece_offset(r, p), src, valid);
+    const bool upper = j >= 2;                   // stage rows 8-15
+    const int r7 = r0 + kRowsPerCopy * (j & 1);  // the row within its half
+    const bool valid = k_valid && r7 < (upper ? src.hi_valid : src.lo_valid);
+    const __nv_bfloat16* from = (upper ? src.hi : src.lo) + (j & 1 ? four_rows : 0) + k0;
+    cuda::cp_async_16(stage + dst0 + j * kRowsPerCopy * kRowBytes, valid ? from : a.w, valid);
   }
 }
 
@@ -346,23 +398,27 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles,
   Cursor load;
   load.start(a, static_cast<int>(blockIdx.x));
   const Cursor first = load;
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (load.valid(a)) {
-      load_weights<kRope, kSlices>(a, load, ring + s * kStageBytes);
-      if constexpr (kNorm) load_norm_weight<kSlices>(a, load, ring + s * kStageBytes, kNormRow);
-      load.advance(a);
-    }
-    cuda::cp_async_commit();
-  }
+  WeightSource source;  // the loads' tile
+  if (load.valid(a)) source.start<kRope, kSlices>(a, load.col_block);
   // The RoPE epilogue's step inputs, each token's position and slot, in shared memory for every
-  // tile's epilogue (visible after the loop's first barrier): uploaded by the host, not written by
-  // the kernel before, so read before the PDL wait and off every tile's critical path.
+  // tile's epilogue: uploaded by the host, not written by the kernel before, so copied before the
+  // PDL wait, in the first stage's commit group (landed, and visible to the block after the
+  // barrier that opens each tile's epilogue). By cp.async: a plain load stored to shared memory
+  // held its thread — warp 0, whose copies the first stage waits for — until the load returned.
   __shared__ int s_position[kRope ? kMatmulSkinnyMaxM : 1];
   __shared__ int64_t s_slot[kRope ? kMatmulSkinnyMaxM : 1];
   if (kRope && static_cast<int>(threadIdx.x) < a.m) {
-    s_position[threadIdx.x] = a.positions[threadIdx.x];
-    s_slot[threadIdx.x] = a.slot_mapping[threadIdx.x];
+    cuda::cp_async_small<4>(&s_position[threadIdx.x], a.positions + threadIdx.x);
+    cuda::cp_async_small<8>(&s_slot[threadIdx.x], a.slot_mapping + threadIdx.x);
+  }
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (load.valid(a)) {
+      load_weights<kSlices>(a, source, load.chunk, ring + s * kStageBytes);
+      if constexpr (kNorm) load_norm_weight<kSlices>(a, load, ring + s * kStageBytes, kNormRow);
+      if (load.advance(a) && load.valid(a)) source.start<kRope, kSlices>(a, load.col_block);
+    }
+    cuda::cp_async_commit();
   }
   trace.mark(kMarkIssued);
   // x, y, the residual and the workspace may belong to the kernel before this one.
@@ -434,10 +490,10 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles,
       if (i == 0) trace.mark(kMarkFirstStage);
       if (load.valid(a)) {
         uint8_t* slot = ring + ((i + kStages - 1) % kStages) * kStageBytes;
-        load_weights<kRope, kSlices>(a, load, slot);
+        load_weights<kSlices>(a, source, load.chunk, slot);
         if constexpr (kNorm) load_norm_weight<kSlices>(a, load, slot, kNormRow);
         load_tokens<kSlices>(a, load, slot);
-        load.advance(a);
+        if (load.advance(a) && load.valid(a)) source.start<kRope, kSlices>(a, load.col_block);
       }
       cuda::cp_async_commit();
 
@@ -680,9 +736,8 @@ void launch_variant(const SkinnyArgs& args, const MatmulSkinnyLaunch& launch, cu
 template <int kMTiles, bool kNorm, bool kRope>
 void launch_rope_variant(const SkinnyArgs& a, const MatmulSkinnyLaunch& launch,
                          cudaStream_t stream) {
-  // The few-token variant exists for one token tile only, and without the RoPE epilogue
-  // (matmul_skinny_fuses_rope never fuses it there; matmul_skinny_cuda checks).
-  if constexpr (kMTiles == 1 && !kRope) {
+  // The few-token variant exists for one token tile only.
+  if constexpr (kMTiles == 1) {
     if (launch.few_tokens) {
       launch_variant<kMTiles, kNorm, kRope, true>(a, launch, stream);
       return;
@@ -747,9 +802,6 @@ void matmul_skinny_cuda(const MatmulParams& p, MatmulEpilogue epilogue,
   ROOFLINE_CHECK_MSG(!matmul_skinny_no_split(p) || launch.splits == 1,
                      "the skinny matmul's RMSNorm prologue and SwiGLU and RoPE epilogues need an "
                      "unsplit launch (matmul_skinny_launch with no_split = true)");
-  ROOFLINE_CHECK_MSG(!p.qkv_rope || !launch.few_tokens,
-                     "the skinny matmul's RoPE epilogue runs on the two-block launch only "
-                     "(matmul_skinny_fuses_rope)");
 
   SkinnyArgs a;
   a.x = static_cast<const __nv_bfloat16*>(p.x);

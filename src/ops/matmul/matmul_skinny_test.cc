@@ -147,12 +147,12 @@ TEST(MatmulSkinnyLaunch, FewTokenVariantWhereTwoBlocksPerSmLeaveASecondWave) {
   EXPECT_LE(3 * (matmul_skinny_smem_bytes(1, true) + matmul_skinny_reduce_bytes(1) + 1024),
             228 * 1024);
   // llama3-8b's q|k|v at m = 1 to 4: 384 tiles, more than two blocks per SM take (264) — one wave
-  // of 384 blocks, 12 slots left; the RoPE epilogue stays unfused there (measured slower).
+  // of 384 blocks, 12 slots left, so the RoPE epilogue is fused there.
   for (const int64_t m : {1, 2, 3, 4}) {
     const MatmulSkinnyLaunch l = matmul_skinny_launch(m, 6144, 4096, kSms);
     EXPECT_TRUE(l.few_tokens) << m;
     EXPECT_EQ(l.grid, 384) << m;
-    EXPECT_FALSE(matmul_skinny_fuses_rope(l, kSms)) << m;
+    EXPECT_TRUE(matmul_skinny_fuses_rope(l, kSms)) << m;
     EXPECT_TRUE(matmul_skinny_launch_valid(l, m, 6144, 4096)) << m;
   }
   const MatmulSkinnyLaunch qkv = matmul_skinny_launch(4, 6144, 4096, kSms);
@@ -409,16 +409,16 @@ TEST(MatmulSkinnyDomain, RopeEpilogueTakesWholeHeadsOf16DimsAndNoQkNorm) {
   // A RoPE launch never splits: this one on 8 SMs, asked for 4 splits, would.
   EXPECT_EQ(matmul_skinny_launch(1, p.n, p.k, 8, 4).splits, 4);
   EXPECT_EQ(matmul_skinny_launch(1, p.n, p.k, 8, 4, matmul_skinny_no_split(p)).splits, 1);
-  // The kernel rotates in its epilogue only where the tiles leave block slots free, on two blocks
-  // per SM: Qwen2.5-0.5B's q|k|v (72 tiles) at m = 1 and 32, not Llama-3-8B's at m <= 4 (384
-  // tiles: the few-token variant, which leaves 12 of 396 slots but was measured slower fused, or
-  // 264 slots without it), m = 8 (264 slots) or m = 64 (132).
+  // The kernel rotates in its epilogue only where the tiles leave block slots free: Qwen2.5-0.5B's
+  // q|k|v (72 tiles) at m = 1 and 32, on two blocks per SM or three; Llama-3-8B's at m <= 4 on the
+  // few-token variant (384 tiles, 12 of 396 slots free), not without it (264 slots), nor at m = 8
+  // (264 slots) or m = 64 (132).
   EXPECT_TRUE(matmul_skinny_fuses_rope(matmul_skinny_launch(1, 1152, 896, 132, 0, true), 132));
   EXPECT_TRUE(matmul_skinny_fuses_rope(matmul_skinny_launch(32, 1152, 896, 132, 0, true), 132));
-  EXPECT_FALSE(matmul_skinny_fuses_rope(matmul_skinny_launch(1, 6144, 4096, 132, 0, true), 132));
-  EXPECT_FALSE(matmul_skinny_fuses_rope(
+  EXPECT_TRUE(matmul_skinny_fuses_rope(matmul_skinny_launch(1, 6144, 4096, 132, 0, true), 132));
+  EXPECT_TRUE(matmul_skinny_fuses_rope(
       matmul_skinny_launch(1, 1152, 896, 132, 0, true, MatmulSkinnyFewTokens::kOn), 132));
-  EXPECT_FALSE(matmul_skinny_fuses_rope(matmul_skinny_launch(2, 6144, 4096, 132, 0, true), 132));
+  EXPECT_TRUE(matmul_skinny_fuses_rope(matmul_skinny_launch(2, 6144, 4096, 132, 0, true), 132));
   EXPECT_FALSE(matmul_skinny_fuses_rope(matmul_skinny_launch(8, 6144, 4096, 132, 0, true), 132));
   EXPECT_FALSE(matmul_skinny_fuses_rope(matmul_skinny_launch(64, 6144, 4096, 132, 0, true), 132));
   EXPECT_FALSE(matmul_skinny_fuses_rope(
