@@ -13,22 +13,22 @@
 // them through a ring of matmul_skinny_stages shared-memory stages (2–4), one 512-wide K chunk
 // each: the chunk's 16 weight rows (1 KB contiguous from each) and its token rows of x,
 // copied with cp.async by all 256 threads (4 of the weights' 1,024 16-byte pieces each, plus x's).
-// A thread's four weight copies of a stage are the same piece of 4 rows apart, so their sources are
-// worked out once a tile (WeightSource: the row maps of SwiGLU and RoPE, a RoPE tile's division)
-// and a stage adds its K offset: with 24 warps an SM at the copy ceiling, a stage's instructions
-// are a real share of what the SM can issue. Per copy address arithmetic took ~15 % more time on
-// the H200: Llama-3-8B's fused q|k|v + RMSNorm + RoPE at m = 1 15.2 -> 13.3 us, q|k|v at m = 8
-// 73 -> 80 % of the copy ceiling, gate_up at m = 16 74 -> 85 % (bench/results/
-// 2026-12-02-skinny-copy-addressing.md).
-// While the 8 warps multiply one stage — each an eighth of its K — the others are in flight
-// (96 KB of weights per SM at m <= 8), with one block barrier per stage — or, in the RMSNorm
-// prologue's variants, each warp copying and awaiting only its own K slice of every stage
-// (kWarpSlicesFor) — and the ring runs on from one tile into the next without draining. Nothing
-// in the multiply waits on global memory.
-// Measured on the H200 and replaced on the way here: one 256-byte Hopper bulk copy per weight row
-// streamed 0.8 TB/s (the copy engine's issue rate for copies that small); reading x from global
-// memory at multiply time put an L2 round trip on every stage (1.7 TB/s); 64 rows × 256 bytes per
-// stage capped each block at ~24 GB/s whatever the ring's depth (2.2–3.1 TB/s).
+// A thread's four weight copies of a stage are the same piece of rows 4 apart, so their sources
+// are worked out once a tile (WeightSource: the row maps of SwiGLU and RoPE, a RoPE tile's
+// division) and a stage adds its K offset; its x copies step one pointer 4 token rows at a time.
+// At the copy ceiling an SM must run ~16 warp-stages a µs, so a stage's instructions are a real
+// share of what it can issue: per-copy address arithmetic cost the H200 Llama-3-8B's fused q|k|v
+// + RMSNorm + RoPE at m = 1 15.2 -> 13.3 us, q|k|v at m = 8 73 -> 81 %, gate_up at m = 16 and 32
+// 74 -> 92 % and 37 -> 56 % of the copy ceiling
+// (bench/results/2026-12-02-skinny-copy-addressing.md). While the 8 warps multiply one stage — each
+// an eighth of its K — the others are in flight (96 KB of weights per SM at m <= 8), with one block
+// barrier per stage — or, in the RMSNorm prologue's variants, each warp copying and awaiting only
+// its own K slice of every stage (kWarpSlicesFor) — and the ring runs on from one tile into the
+// next without draining. Nothing in the multiply waits on global memory. Measured on the H200 and
+// replaced on the way here: one 256-byte Hopper bulk copy per weight row streamed 0.8 TB/s (the
+// copy engine's issue rate for copies that small); reading x from global memory at multiply time
+// put an L2 round trip on every stage (1.7 TB/s); 64 rows × 256 bytes per stage capped each block
+// at ~24 GB/s whatever the ring's depth (2.2–3.1 TB/s).
 //   Programmatic dependent launch: weights are constants, so the weight copies of the ring's first
 // stages are issued before griddepcontrol.wait, while the kernel before this one still runs; x is
 // what that kernel wrote, so the first stages' x is copied after the wait, all of it in one
@@ -301,25 +301,21 @@ __device__ __forceinline__ void load_norm_weight(const SkinnyArgs& a, const Curs
   cuda::cp_async_16(stage + piece_offset(row, p), valid ? a.norm_w + kk : a.norm_w, valid);
 }
 
-// This thread's cp.async of chunk c's token rows into the stage's x rows (after its kRows weight
-// rows; kWarpSlices: the warp's own K slice of them). K past k is zero-filled; tokens past m are
-// not written.
+// This thread's cp.async of chunk `chunk`'s token rows into the stage's x rows (after its kRows
+// weight rows; kWarpSlices: the warp's own K slice of them): the piece and rows of its weight
+// copies (copy_row0 + 4i, copy_piece), for the tokens that exist. K past k is zero-filled; tokens
+// past m are not written.
 template <bool kWarpSlices>
-__device__ __forceinline__ void load_tokens(const SkinnyArgs& a, const Cursor& c, uint8_t* stage) {
-  uint8_t* x_stage = stage + kRows * kRowBytes;
-  const int64_t k0 = static_cast<int64_t>(c.chunk) * kChunkK;
-  const int warp = static_cast<int>(threadIdx.x) / 32;
-  constexpr int kStep = kWarpSlices ? 32 : kThreads;
-  const int per_token = kWarpSlices ? kWarpPieces : kPiecesPerRow;
-  for (int item = kWarpSlices ? static_cast<int>(threadIdx.x) % 32 : static_cast<int>(threadIdx.x);
-       item < a.m * per_token; item += kStep) {
-    const int token = item / per_token;
-    const int p = kWarpSlices ? warp * kWarpPieces + item % kWarpPieces : item % kPiecesPerRow;
-    const int64_t kk = k0 + p * 8;
-    const bool valid = kk < a.k;
-    const __nv_bfloat16* src = valid ? a.x + static_cast<int64_t>(token) * a.k + kk : a.x;
-    cuda::cp_async_16(x_stage + piece_offset(token, p), src, valid);
-  }
+__device__ __forceinline__ void load_tokens(const SkinnyArgs& a, int chunk, uint8_t* stage) {
+  const int t0 = copy_row0<kWarpSlices>();
+  const int p = copy_piece<kWarpSlices>();
+  const int64_t kk = static_cast<int64_t>(chunk) * kChunkK + p * 8;
+  const bool valid = kk < a.k;
+  const int64_t four_rows = static_cast<int64_t>(kRowsPerCopy) * a.k;
+  const __nv_bfloat16* from = a.x + static_cast<int64_t>(t0) * a.k + kk;
+  uint8_t* to = stage + kRows * kRowBytes + piece_offset(t0, p);  // parity kept by 4 rows
+  for (int t = t0; t < a.m; t += kRowsPerCopy, from += four_rows, to += kRowsPerCopy * kRowBytes)
+    cuda::cp_async_16(to, valid ? from : a.x, valid);
 }
 
 // The sum of the squares of 8 bf16 values, in fp32.
@@ -428,7 +424,7 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles,
   {
     Cursor c = first;
     for (int s = 0; s < kStages - 1 && c.valid(a); ++s, c.advance(a))
-      load_tokens<kSlices>(a, c, ring + s * kStageBytes);
+      load_tokens<kSlices>(a, c.chunk, ring + s * kStageBytes);
     cuda::cp_async_commit();
   }
   trace.mark(kMarkTokens);
@@ -492,7 +488,7 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles,
         uint8_t* slot = ring + ((i + kStages - 1) % kStages) * kStageBytes;
         load_weights<kSlices>(a, source, load.chunk, slot);
         if constexpr (kNorm) load_norm_weight<kSlices>(a, load, slot, kNormRow);
-        load_tokens<kSlices>(a, load, slot);
+        load_tokens<kSlices>(a, load.chunk, slot);
         if (load.advance(a) && load.valid(a)) source.start<kRope, kSlices>(a, load.col_block);
       }
       cuda::cp_async_commit();
