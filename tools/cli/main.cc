@@ -670,9 +670,7 @@ int run_profile(CommonFlags& f, roofline::ProfileOptions o, double overhead_budg
   o.model = f.model;
   o.overhead_budget = overhead_budget_pct / 100.0;
   const int64_t batch = o.batch, context = o.context, steps = o.steps;
-  if (o.calibrate)
-    std::fprintf(stderr, "calibrating %s (copy bandwidth, GEMM peak%s)...\n",
-                 f.model.device.c_str(), f.model.device == "cpu" ? "" : ", kernel handover");
+  // (profile_decode says "calibrating ..." itself when o.calibrate is set.)
   auto result = roofline::profile_decode(o);
   if (!result.ok()) return fail(result.status());
   const roofline::ProfileResult& p = *result;
