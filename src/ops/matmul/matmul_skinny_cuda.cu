@@ -468,6 +468,23 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles,
         rope_bias2 = __bfloat162float(a.bias[rope_row + a.rope_head_dim / 2]);
       }
     }
+    // The plain epilogue's bias and residual for this thread's first output of the tile (the one
+    // it finishes in an unsplit or clustered launch; see below), read now so that their L2 round
+    // trip hides under the tile's stream instead of following its sums. (x and the residual may
+    // be the kernel before's; the wait above covers them. y may be the residual: no output of this
+    // tile is written before its epilogue.)
+    const int first_out = a.splits == 1     ? static_cast<int>(threadIdx.x)
+                          : a.cluster_merge ? static_cast<int>(threadIdx.x) * a.splits + split
+                                            : -1;
+    float first_bias = 0.0f, first_residual = 0.0f;
+    if (!kRope && !a.swiglu_half && first_out >= 0 && first_out < a.m * kRows &&
+        col_block * kRows + first_out % kRows < a.n) {
+      const int col = col_block * kRows + first_out % kRows;
+      if (a.bias) first_bias = __bfloat162float(a.bias[col]);
+      if (a.residual)
+        first_residual = __bfloat162float(
+            a.residual[static_cast<int64_t>(first_out / kRows) * a.y_row_stride + col]);
+    }
     bool tile_done = false;
     while (!tile_done) {
       // Stage i has landed for this thread (the first stage: every group so far, the first
@@ -607,18 +624,22 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles,
       }
       continue;
     }
-    const auto epilogue = [&](int token, int col, float sum) {
+    // Output o = token · kRows + (col - row0): its bias and residual come from the tile's start
+    // when it is this thread's first_out.
+    const auto epilogue = [&](int o, int col, float sum) {
+      const int token = o / kRows;
+      const bool preloaded = o == first_out;
       // Not contracted into an FMA with the prologue's scale: the RoPE epilogue adds the same way,
       // so fused and unfused give the same bits.
-      if (a.bias) sum = __fadd_rn(sum, __bfloat162float(a.bias[col]));
+      if (a.bias) sum = __fadd_rn(sum, preloaded ? first_bias : __bfloat162float(a.bias[col]));
       const int64_t at = static_cast<int64_t>(token) * a.y_row_stride + col;
-      if (a.residual) sum += __bfloat162float(a.residual[at]);
+      if (a.residual) sum += preloaded ? first_residual : __bfloat162float(a.residual[at]);
       a.y[at] = __float2bfloat16(sum);
     };
     if (a.splits == 1) {
       for (int o = threadIdx.x; o < a.m * kRows; o += kThreads) {
         const int col = row0 + o % kRows;
-        if (col < a.n) epilogue(o / kRows, col, warp_sum(o));
+        if (col < a.n) epilogue(o, col, warp_sum(o));
       }
       continue;
     }
@@ -646,7 +667,7 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles,
         float sum = 0.0f;
         for (int sp = 0; sp < a.splits; ++sp)
           sum += cuda::cluster_load_f32(red + o, static_cast<unsigned>(sp));
-        epilogue(o / kRows, col, sum);
+        epilogue(o, col, sum);
       }
       cuda::cluster_sync();  // no block leaves while another may still read its sums
       continue;
@@ -674,7 +695,7 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles,
       float sum = 0.0f;
       for (int sp = 0; sp < a.splits; ++sp)
         sum += __ldcg(a.partials + (static_cast<int64_t>(sp) * a.m + token) * a.n + col);
-      epilogue(token, col, sum);
+      epilogue(o, col, sum);
     }
     // Every split has arrived, so no tile of this launch touches the counter again.
     if (threadIdx.x == 0) a.counters[col_block] = 0;
