@@ -25,8 +25,8 @@ namespace roofline {
 StatusOr<std::pair<Ceilings, std::string>> profile_ceilings(const std::string& device,
                                                             bool calibrate, double bandwidth_gbps,
                                                             double peak_tflops) {
-  Ceilings ceilings;  // H200 measured (shared/docs/HARDWARE.md)
-  std::string source = "H200 measured defaults; --calibrate measures this machine";
+  Ceilings ceilings;
+  std::string source;
   const std::string cache = default_ceilings_cache_path();
   if (calibrate) {
     std::fprintf(stderr, "calibrating %s (copy bandwidth, GEMM peak%s)...\n", device.c_str(),
@@ -38,15 +38,14 @@ StatusOr<std::pair<Ceilings, std::string>> profile_ceilings(const std::string& d
       ROOFLINE_RETURN_IF_ERROR(save_cached_ceilings(cache, c));
       source += ", cached in " + cache;
     }
-  } else if (!cache.empty()) {
-    ROOFLINE_ASSIGN_OR_RETURN(std::string key, ceilings_device_key(device));
-    ROOFLINE_ASSIGN_OR_RETURN(std::optional<CalibratedCeilings> cached,
-                              load_cached_ceilings(cache, key));
-    if (cached) {
-      ceilings = cached->ceilings;
-      source =
-          "calibrated " + cached->measured + " on " + key + " (" + cache + "; --calibrate to redo)";
+  } else {
+    std::string key;  // without a cache the defaults need none: the device is not asked
+    if (!cache.empty()) {
+      ROOFLINE_ASSIGN_OR_RETURN(key, ceilings_device_key(device));
     }
+    ROOFLINE_ASSIGN_OR_RETURN(auto resolved, cached_or_default_ceilings(cache, key));
+    ceilings = resolved.first;
+    source = resolved.second;
   }
   if (device == "cpu") ceilings.handover_ns = 0;  // a kernel is a function call there
   if (bandwidth_gbps > 0) ceilings.bytes_per_s = bandwidth_gbps * 1e9;

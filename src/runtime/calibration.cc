@@ -197,6 +197,22 @@ StatusOr<std::optional<CalibratedCeilings>> load_cached_ceilings(const std::stri
   return std::optional<CalibratedCeilings>(c);
 }
 
+StatusOr<std::pair<Ceilings, std::string>> cached_or_default_ceilings(
+    const std::string& cache_path, const std::string& device_key) {
+  // Ceilings{}: the H200's measured ones (shared/docs/HARDWARE.md).
+  std::pair<Ceilings, std::string> result{
+      Ceilings{}, "H200 measured defaults; --calibrate measures this machine"};
+  if (cache_path.empty()) return result;
+  ROOFLINE_ASSIGN_OR_RETURN(std::optional<CalibratedCeilings> cached,
+                            load_cached_ceilings(cache_path, device_key));
+  if (cached) {
+    result.first = cached->ceilings;
+    result.second = "calibrated " + cached->measured + " on " + device_key + " (" + cache_path +
+                    "; --calibrate to redo)";
+  }
+  return result;
+}
+
 Status save_cached_ceilings(const std::string& path, const CalibratedCeilings& c) {
   if (path.empty()) return invalid_argument("no ceilings cache path (set HOME or XDG_CACHE_HOME)");
   ROOFLINE_ASSIGN_OR_RETURN(nlohmann::json j, read_cache(path));

@@ -17,6 +17,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "profiler/analysis.h"
 #include "roofline/status.h"
@@ -59,6 +60,15 @@ std::string default_ceilings_cache_path();
 // not calibrated.
 StatusOr<std::optional<CalibratedCeilings>> load_cached_ceilings(const std::string& path,
                                                                  const std::string& device_key);
+
+// The ceilings to measure against when this run does not calibrate, and a line saying where they
+// came from: the cache's entry for `device_key` (a key as ceilings_device_key gives), else the
+// H200's measured defaults; an empty cache_path (no HOME) means no cache. One resolution for
+// `roofline profile` and `roofline bench`, so both price a handover alike. A cache that cannot be
+// read is load_cached_ceilings' error, never the defaults in silence.
+StatusOr<std::pair<Ceilings, std::string>> cached_or_default_ceilings(
+    const std::string& cache_path, const std::string& device_key);
+
 // Adds or replaces c's entry, keeping the others; creates the directory. handover_ns is written
 // only when c's was calibrated.
 Status save_cached_ceilings(const std::string& path, const CalibratedCeilings& c);

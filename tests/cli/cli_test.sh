@@ -70,6 +70,8 @@ expect bench_latency 0 "decode t/s" -- bench latency --dummy-weights llama-tiny 
 expect bench_latency_json 0 "\"prefill_mfu\"" -- bench latency --dummy-weights llama-tiny --batch 2 --context 8 --steps 1 --json -
 # No CUDA graph on the CPU: no graph kernels to count.
 expect bench_latency_json_kernels 0 "\"decode_graph_kernels\": 0" -- bench latency --dummy-weights llama-tiny --batch 1 --context 8 --steps 1 --json -
+# The CPU prices no handover of its own: the JSON's is the H200's, not calibrated.
+expect bench_latency_json_handover 0 "\"handover_calibrated\": false" -- bench latency --dummy-weights llama-tiny --batch 1 --context 8 --steps 1 --json -
 expect bench_latency_bad 1 "comma-separated sizes" -- bench latency --dummy-weights llama-tiny --batch 1,x
 # Benchmarks: throughput (synthetic requests, percentiles, JSON) and cold start (phases).
 expect bench_throughput 0 "time to first token +p50" -- bench throughput --dummy-weights llama-tiny --requests 20 --prompt-len 4:40 --output-len 2:16 --max-num-seqs 8

@@ -2,7 +2,8 @@
 // GEMM computed the product: both are checked inside) and no handover, a GPU's handover lies in
 // the plausible range (skipped without a GPU), an implausible handover is an error, device names
 // are validated, and the cache keeps one entry per device (a GPU's handover with it), survives
-// other devices' writes and rejects what is not its JSON.
+// other devices' writes and rejects what is not its JSON; without calibrating, the ceilings are
+// this device's cached entry, else the H200's, and a corrupt cache is an error, not the defaults.
 #include "runtime/calibration.h"
 
 #include <gtest/gtest.h>
@@ -140,6 +141,51 @@ TEST(CalibrationTest, CorruptCacheIsAnErrorThatNamesTheFile) {
   // Saving over a corrupt cache refuses rather than dropping the file's other entries silently.
   std::ofstream(path) << "not json";
   EXPECT_FALSE(save_cached_ceilings(path, {{1e9, 1e9}, "cpu (2 threads)", "x"}).ok());
+  fs::remove_all(dir);
+}
+
+TEST(CalibrationTest, CachedOrDefaultWithoutACacheIsTheH200s) {
+  const fs::path dir = temp_dir("resolve_none");
+  for (const std::string& path : {(dir / "ceilings.json").string(), std::string()}) {
+    auto r = cached_or_default_ceilings(path, "NVIDIA H100");  // no file / no cache path
+    ASSERT_TRUE(r.ok()) << path << ": " << r.status().to_string();
+    EXPECT_EQ(r->first.handover_ns, kH200HandoverNs) << path;
+    EXPECT_FALSE(r->first.handover_calibrated) << path;
+    EXPECT_EQ(r->first.bytes_per_s, Ceilings{}.bytes_per_s) << path;
+    EXPECT_EQ(r->second, "H200 measured defaults; --calibrate measures this machine") << path;
+  }
+  EXPECT_FALSE(fs::exists(dir));  // resolving never writes
+}
+
+TEST(CalibrationTest, CachedOrDefaultTakesThisDevicesEntryOnly) {
+  const fs::path dir = temp_dir("resolve_cached");
+  const std::string path = (dir / "ceilings.json").string();
+  const CalibratedCeilings h100{{3.1e12, 6.5e14, 1250, true}, "NVIDIA H100", "2026-12-02 10:00"};
+  ASSERT_TRUE(save_cached_ceilings(path, h100).ok());
+  auto r = cached_or_default_ceilings(path, "NVIDIA H100");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->first.handover_ns, 1250);
+  EXPECT_TRUE(r->first.handover_calibrated);
+  EXPECT_EQ(r->first.bytes_per_s, 3.1e12);
+  EXPECT_EQ(r->second,
+            "calibrated 2026-12-02 10:00 on NVIDIA H100 (" + path + "; --calibrate to redo)");
+  // Another device's entry is not this one's: the H200's defaults.
+  auto other = cached_or_default_ceilings(path, "NVIDIA H200");
+  ASSERT_TRUE(other.ok()) << other.status().to_string();
+  EXPECT_EQ(other->first.handover_ns, kH200HandoverNs);
+  EXPECT_FALSE(other->first.handover_calibrated);
+  EXPECT_NE(other->second.find("H200 measured defaults"), std::string::npos) << other->second;
+  fs::remove_all(dir);
+}
+
+TEST(CalibrationTest, CachedOrDefaultOverACorruptCacheIsAnErrorThatNamesTheFile) {
+  const fs::path dir = temp_dir("resolve_corrupt");
+  fs::create_directories(dir);
+  const std::string path = (dir / "ceilings.json").string();
+  std::ofstream(path) << "not json";
+  const auto r = cached_or_default_ceilings(path, "NVIDIA H100");
+  ASSERT_FALSE(r.ok());  // never the defaults in silence
+  EXPECT_NE(r.status().message().find(path), std::string::npos) << r.status().message();
   fs::remove_all(dir);
 }
 

@@ -25,6 +25,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "batch_input.h"
@@ -413,6 +414,28 @@ StatusOr<std::vector<double>> time_decode_steps(roofline::ModelRunner& r,
   return ms;
 }
 
+// The dependent-kernel handover `roofline bench` prices a CUDA graph's kernels at on `device`
+// ("cuda" or "cuda:N"): this GPU's, when `roofline profile --calibrate` has cached it, else the
+// H200's, resolved as `roofline profile` resolves it. Only the handover is taken: the bench's
+// copy and compute ceilings stay the H200's, the figures its goals are set against. A cache that
+// cannot be read does not stop a benchmark whose timings do not depend on it, but it is said.
+roofline::Ceilings bench_handover(const std::string& device) {
+  const auto resolve = [&]() -> roofline::StatusOr<std::pair<roofline::Ceilings, std::string>> {
+    ROOFLINE_ASSIGN_OR_RETURN(std::string key, roofline::ceilings_device_key(device));
+    return roofline::cached_or_default_ceilings(roofline::default_ceilings_cache_path(), key);
+  };
+  const auto resolved = resolve();
+  roofline::Ceilings handover;  // the H200's
+  if (!resolved.ok()) {
+    ROOFLINE_LOG(kWarning, resolved.status().to_string() << "; the kernel handover is the H200's "
+                                                         << handover.handover_ns / 1e3 << " us");
+    return handover;
+  }
+  handover.handover_ns = resolved->first.handover_ns;
+  handover.handover_calibrated = resolved->first.handover_calibrated;
+  return handover;
+}
+
 int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, bool breakdown) {
   constexpr int64_t kWarmup = 3;
   if (steps < 1 || steps > 40000)
@@ -476,8 +499,8 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
         "steps): the step boundary (tokens back, inputs up, launch) costs %.3f ms = %.1f%% of the "
         "step\n",
         *floor_or, median - *floor_or, 100.0 * (median - *floor_or) / median);
-    // The same graph's kernels, each a dependent handover at the H200's measured cost (the
-    // profiler's default; `roofline profile --calibrate` measures this GPU's).
+    // The same graph's kernels, each a dependent handover at this GPU's cached cost (`roofline
+    // profile --calibrate`) or else the H200's; the line says which.
     auto nodes_or = r.last_decode_graph_nodes();
     if (!nodes_or.ok()) return fail(nodes_or.status());
     const roofline::DecodeGraphNodes& nodes = *nodes_or;
@@ -485,12 +508,13 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
     if (nodes.memcpys > 0 || nodes.memsets > 0)
       copies = " (and " + std::to_string(nodes.memcpys) + " copies, " +
                std::to_string(nodes.memsets) + " memsets)";
-    const roofline::Ceilings h200;
-    std::printf("kernels        %lld a step in its CUDA graph%s: %s\n", (long long)nodes.kernels,
-                copies.c_str(),
-                roofline::handover_floor_text(static_cast<double>(nodes.kernels), h200.handover_ns,
-                                              h200.handover_calibrated, median * 1e6)
-                    .c_str());
+    const roofline::Ceilings handover = bench_handover(f.model.device);
+    std::printf(
+        "kernels        %lld a step in its CUDA graph%s: %s\n", (long long)nodes.kernels,
+        copies.c_str(),
+        roofline::handover_floor_text(static_cast<double>(nodes.kernels), handover.handover_ns,
+                                      handover.handover_calibrated, median * 1e6)
+            .c_str());
   }
   std::printf("step bytes     %.3f GB (weights + KV + activations), %.2f GFLOP\n", bytes / 1e9,
               flops / 1e9);
@@ -553,7 +577,8 @@ int run_bench_latency(const CommonFlags& flags, const std::string& batch_list, i
   constexpr int64_t kWarmup = 3;
   constexpr double kCopyBytesPerSecond = 4.28e12,
                    kPeakFlops = 783e12;  // H200 measured (HARDWARE.md)
-  constexpr double kHandoverNs = roofline::kH200HandoverNs;
+  // The handover: the H200's until the first runner says this is a GPU, then bench_handover's.
+  roofline::Ceilings handover;
   nlohmann::json rows = nlohmann::json::array();
   std::string device_name;
   std::printf("%6s %12s %12s %10s %12s %12s %12s %10s\n", "batch", "prefill ms", "prefill t/s",
@@ -568,6 +593,7 @@ int run_bench_latency(const CommonFlags& flags, const std::string& batch_list, i
     roofline::ModelRunner& r = *setup->runner;
     device_name = r.backend().name();
     const bool gpu = device_name != "cpu";
+    if (gpu && bi == 0) handover = bench_handover(flags.model.device);
     std::vector<roofline::StepEntry> entries;
     for (int32_t s : setup->seqs) entries.push_back({s, {3}});
     auto ms_or = time_decode_steps(r, entries, kWarmup, steps, /*sampled=*/true);
@@ -581,7 +607,7 @@ int run_bench_latency(const CommonFlags& flags, const std::string& batch_list, i
     const double prefill_tps = static_cast<double>(batch * context) / prefill_s;
     const double mfu = setup->prefill_flops / prefill_s / kPeakFlops;
     // The kernels of the decode step's CUDA graph and the least time their chain of handovers
-    // takes at the H200's (0 when the steps ran eagerly: no graph to count).
+    // takes at `handover` (0 when the steps ran eagerly: no graph to count).
     int64_t graph_kernels = 0;
     if (r.graph_report().graphs > 0) {
       auto nodes = r.last_decode_graph_nodes();
@@ -592,6 +618,8 @@ int run_bench_latency(const CommonFlags& flags, const std::string& batch_list, i
                 static_cast<long long>(batch), setup->prefill_ms, prefill_tps,
                 gpu ? fmt_percent(mfu).c_str() : "-", median, batch / (median / 1e3), roofline_ms,
                 gpu ? fmt_percent(roofline_ms / median).c_str() : "-");
+    const double handover_floor_ms =
+        static_cast<double>(graph_kernels) * handover.handover_ns / 1e6;
     rows.push_back({{"batch", batch},
                     {"prefill_ms", setup->prefill_ms},
                     {"prefill_tokens_per_s", prefill_tps},
@@ -605,7 +633,7 @@ int run_bench_latency(const CommonFlags& flags, const std::string& batch_list, i
                     {"roofline_fraction", roofline_ms / median},
                     {"cuda_graphs", r.graph_report().graphs > 0},
                     {"decode_graph_kernels", graph_kernels},
-                    {"handover_floor_ms", static_cast<double>(graph_kernels) * kHandoverNs / 1e6}});
+                    {"handover_floor_ms", handover_floor_ms}});
   }
   if (device_name == "cpu")
     std::printf(
@@ -621,7 +649,8 @@ int run_bench_latency(const CommonFlags& flags, const std::string& batch_list, i
                         {"ceilings",
                          {{"bytes_per_s", kCopyBytesPerSecond},
                           {"flops_per_s", kPeakFlops},
-                          {"handover_ns", kHandoverNs}}},
+                          {"handover_ns", handover.handover_ns},
+                          {"handover_calibrated", handover.handover_calibrated}}},
                         {"rows", rows}};
   if (json_path == "-") {
     std::printf("%s\n", result.dump(2).c_str());
