@@ -21,6 +21,31 @@ __device__ __forceinline__ void cp_async_16(void* smem_dst, const void* gmem_src
                : "memory");
 }
 
+// cp_async_16 to a shared-space address (__cvta_generic_to_shared of the slot, computed once): in a
+// loop, the generic form can make the compiler rebuild the shared window's base (S2UR of
+// SR_CgaCtaId and its uniform arithmetic) at every copy, which it did in sampling's pass 1.
+__device__ __forceinline__ void cp_async_16_to(uint32_t smem_dst, const void* gmem_src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_dst), "l"(gmem_src)
+               : "memory");
+}
+
+// 16 bytes from a shared-space address into registers (after the cp.async that filled it landed).
+__device__ __forceinline__ uint4 ld_shared_16(uint32_t smem_src) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(smem_src)
+               : "memory");
+  return v;
+}
+
+// 4 bytes from a shared-space address.
+__device__ __forceinline__ uint32_t ld_shared_4(uint32_t smem_src) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(smem_src) : "memory");
+  return v;
+}
+
 // 4 or 8 bytes global -> shared without registers, through L1 (.ca: the only form for copies under
 // 16 bytes): for a kernel's small step inputs (positions, slots), so that a thread issuing them
 // does not stall on their arrival the way a load stored to shared memory does. Both addresses

@@ -896,9 +896,9 @@ __device__ Pass1 pass_one_lean(const RowView<T>& row, const Shared& sh, int pack
   int32_t best_id = INT32_MAX;  // < 0: -(pack + 1), the pack held in best_pack
   P best_pack{};
   float poison = 0.0f;
-  auto visit = [&](const P& pk, int p) {
+  // skip: the pack's bits of the edit bitmap (0 when the row has no edits).
+  auto visit = [&](const P& pk, int p, uint32_t skip) {
     const int first = p * N;
-    const uint32_t skip = edited ? (row.bitmap[first >> 5] >> (first & 31)) & kPackBits : 0u;
     if (skip == 0u) {
       float m = -INFINITY;
 #pragma unroll
@@ -938,30 +938,47 @@ __device__ Pass1 pass_one_lean(const RowView<T>& row, const Shared& sh, int pack
     // gather and 32 KB more shared memory) 26.2 and 43.3 against 4 ahead's 24.8 and 41.0. The
     // slots lie in cand and hist_weight, unused until pass 1 is over; a slot is refilled only
     // after its pack was read and used, and no other thread touches it.
+    // The slots and the edit bitmap are addressed by shared-space addresses computed here, once:
+    // through generic pointers the compiler rebuilt the shared window's base (S2UR of
+    // SR_CgaCtaId, then uniform adds) twice an iteration in one of this function's two inlined
+    // copies, and which copy it did so in moved with unrelated changes to the kernel (pass 1 at
+    // batch 256 ~15 % slower when it lay in the unsplit copy).
     constexpr int kRing = 3;
     static_assert(kRing * kSampleThreads * 16 <= kCap * 8 + kMaxBins * 8 + kMaxBins * 4,
                   "the ring fits cand, hist_weight and hist_count");
-    P* ring = reinterpret_cast<P*>(sh.cand) + tid;
+    constexpr uint32_t kSlotBytes = kSampleThreads * 16;
+    const uint32_t ring = static_cast<uint32_t>(__cvta_generic_to_shared(sh.cand)) + tid * 16u;
+    const uint32_t bitmap = static_cast<uint32_t>(__cvta_generic_to_shared(row.bitmap));
     const int p0 = pack_lo + tid;
 #pragma unroll
     for (int s = 0; s < kRing - 1; ++s) {
       const int p = p0 + s * kSampleThreads;
-      if (p < pack_hi) cuda::cp_async_16(ring + s * kSampleThreads, x + p, true);
+      if (p < pack_hi) cuda::cp_async_16_to(ring + s * kSlotBytes, x + p);
       cuda::cp_async_commit();
     }
     int slot = 0;
     for (int p = p0; p < pack_hi; p += kSampleThreads) {
       const int ahead = p + (kRing - 1) * kSampleThreads;
       const int ahead_slot = slot == 0 ? kRing - 1 : slot - 1;  // the previous pack's, used
-      if (ahead < pack_hi) cuda::cp_async_16(ring + ahead_slot * kSampleThreads, x + ahead, true);
+      if (ahead < pack_hi) cuda::cp_async_16_to(ring + ahead_slot * kSlotBytes, x + ahead);
       cuda::cp_async_commit();
       cuda::cp_async_wait<kRing - 1>();  // this pack's group has landed
-      visit(ring[slot * kSampleThreads], p);
+      const uint4 bits = cuda::ld_shared_16(ring + slot * kSlotBytes);
+      P pk;
+      memcpy(&pk, &bits, sizeof(P));
+      const int first = p * N;
+      const uint32_t skip =
+          edited ? (cuda::ld_shared_4(bitmap + (first >> 5) * 4u) >> (first & 31)) & kPackBits
+                 : 0u;
+      visit(pk, p, skip);
       slot = slot + 1 == kRing ? 0 : slot + 1;
     }
     cuda::cp_async_wait_all();
   } else {
-    for_each_pack<T, N>(row, pack_lo, pack_hi, visit);
+    for_each_pack<T, N>(row, pack_lo, pack_hi, [&](const P& pk, int p) {
+      const int first = p * N;
+      visit(pk, p, edited ? (row.bitmap[first >> 5] >> (first & 31)) & kPackBits : 0u);
+    });
   }
   for (int e = edit_first + tid * edit_step; e < row.num_edits; e += kSampleThreads * edit_step) {
     const TokenEdit ed = row.edits[e];

@@ -410,6 +410,15 @@ TEST_P(SampleRowsCudaTest, SameTokensAsTheCpuTwin) {
     }
     rows[7].edit_begin = static_cast<int64_t>(edits.size()) + 10;
   }
+  // Entries with an invalid field: a negative count, in_prompt 2, a NaN bias.
+  if (num_rows >= 12) {
+    auto first_edit = [&](size_t r) -> TokenEdit* {
+      return rows[r].edit_count > 0 ? &edits[static_cast<size_t>(rows[r].edit_begin)] : nullptr;
+    };
+    if (TokenEdit* e = first_edit(9)) e->generated_count = -1;
+    if (TokenEdit* e = first_edit(10)) e->in_prompt = 2;
+    if (TokenEdit* e = first_edit(11)) e->bias = kNaN;
+  }
   DeviceBatch batch(logits, vocab, dtype, rows, edits);
   const GpuRows cpu = run_cpu(logits, vocab, rows, edits);
   // Rows split across vocabulary slices where the shape allows (every batch here is small enough
