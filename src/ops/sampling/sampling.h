@@ -136,6 +136,13 @@ struct SampleRowsParams {
 // GPU's SM count, tested on the CPU.
 inline constexpr int64_t kSampleMaxSlices = 64;
 inline constexpr int64_t kSampleMinSliceTokens = 2048;  // below it a slice is all fixed cost
+// Fewer slices than this and one block per row is as fast or faster: the merge's chain costs more
+// than the stream saves. Measured on the H200 at a 128k vocabulary, bf16, µs a step split / one
+// block per row (bench/results/2026-12-02-sampling-pass-one-addresses.md): 2 slices (96-132
+// rows) sampled 28.9-29.5 / 24.4-25.4, greedy 17.6-18.3 / 15.7-16.6; 3 slices (72-88 rows)
+// sampled 26.2 / 24.0-24.3, greedy 14.6-14.7 / 15.2-15.5; 4 slices (64-66 rows) sampled 24.0-24.1
+// / 23.9-24.0, greedy 13.0-13.1 / 15.1-15.2.
+inline constexpr int64_t kSampleMinSlices = 4;
 // Blocks of one split launch, at most (two resident per SM on 132 SMs is 264): sizes the workspace.
 inline constexpr int64_t kSampleSplitMaxBlocks = 512;
 inline constexpr int64_t kSampleThreadsPerBlock = 512;  // the kernel's block
@@ -146,8 +153,8 @@ struct SampleSplit {
 };
 
 // As many slices as keep the batch within one wave of two blocks per SM, each at least
-// kSampleMinSliceTokens, at most kSampleMaxSlices; 1 without a workspace or when the rows alone
-// fill the GPU.
+// kSampleMinSliceTokens, at most kSampleMaxSlices; 1 without a workspace, when the rows alone
+// fill the GPU, or when that leaves fewer than kSampleMinSlices slices.
 inline SampleSplit sample_rows_split(int64_t num_rows, int64_t vocab, int num_sms,
                                      bool has_workspace) {
   SampleSplit s;
@@ -157,7 +164,7 @@ inline SampleSplit sample_rows_split(int64_t num_rows, int64_t vocab, int num_sm
   slices = std::min(slices, kSampleMaxSlices);
   slices = std::min(slices, vocab / kSampleMinSliceTokens);
   slices = std::min(slices, kSampleSplitMaxBlocks / num_rows);
-  if (slices < 2) return s;
+  if (slices < kSampleMinSlices) return s;
   s.slice_tokens = ((vocab + slices - 1) / slices + 31) / 32 * 32;
   s.slices = (vocab + s.slice_tokens - 1) / s.slice_tokens;
   return s;

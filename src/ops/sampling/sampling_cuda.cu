@@ -187,20 +187,20 @@ void argmax_cuda(const ArgmaxParams& p, CudaStream stream) {
 // edited values never need to be written anywhere.
 //
 // Split of small batches (sampling.h, sample_rows_split; needs p.workspace): one block per row
-// keeps ~16 KB of a row in flight, so a batch of 1 at a 128k vocabulary took ~27 us greedy and
-// ~60 us sampled on the H200, bound by DRAM latency, not bandwidth. A batch of at most one row per
-// SM is launched as (slices, rows) blocks instead (one wave of two blocks per SM): each block runs
-// pass 1 over its slice (an edit bitmap of its own slice's tokens, every slices-th entry of the
-// edit list), writes its counts, log-normaliser and best key to the workspace, and each thread's
-// best keys; the row's last block to arrive (one acquire-release atomic, as decode attention merges
-// its splits) merges them into what pass 1 over the whole row gives its threads: the counts and the
-// normaliser sum exactly, a greedy row's argmax is the best of the slices' bests, and thread t's
-// best key is the best of the t-th threads' of every slice, 512 bests of disjoint token sets as
-// before, so the top-k pivot and everything after it are unchanged (thread t's stripe is then its
-// packs in every slice). That block then checks the edit list and runs the later passes over the
-// whole row as before (a row in error runs pass 1 again, so its non-finite count stays exact
-// whatever its edit list). Tokens, errors and logprobs are identical to the unsplit kernel's
-// (sampling_cuda_test runs both against the CPU twin).
+// keeps ~16 KB of a row in flight, so a batch of 1 at a 128k vocabulary took ~27 us greedy and ~60
+// us sampled on the H200, bound by DRAM latency, not bandwidth. A batch of few enough rows to give
+// each at least kSampleMinSlices slices in one wave of two blocks per SM is launched as (slices,
+// rows) blocks instead: each block runs pass 1 over its slice (an edit bitmap of its own slice's
+// tokens, every slices-th entry of the edit list), writes its counts, log-normaliser and best key
+// to the workspace, and each thread's best keys; the row's last block to arrive (one
+// acquire-release atomic, as decode attention merges its splits) merges them into what pass 1 over
+// the whole row gives its threads: the counts and the normaliser sum exactly, a greedy row's argmax
+// is the best of the slices' bests, and thread t's best key is the best of the t-th threads' of
+// every slice, 512 bests of disjoint token sets as before, so the top-k pivot and everything after
+// it are unchanged (thread t's stripe is then its packs in every slice). That block then checks the
+// edit list and runs the later passes over the whole row as before (a row in error runs pass 1
+// again, so its non-finite count stays exact whatever its edit list). Tokens, errors and logprobs
+// are identical to the unsplit kernel's (sampling_cuda_test runs both against the CPU twin).
 //
 // Bound: memory. Reads num_rows * vocab_size logits in pass 1 and again (from L2 when it holds
 // them) in each further pass: two passes for a top-k <= 512 row.

@@ -422,8 +422,8 @@ TEST_P(SampleRowsCudaTest, SameTokensAsTheCpuTwin) {
   DeviceBatch batch(logits, vocab, dtype, rows, edits);
   const GpuRows cpu = run_cpu(logits, vocab, rows, edits);
   // Rows split across vocabulary slices where the shape allows (every batch here is small enough
-  // at a vocabulary of 4096 and up), then one block per row, each against the twin.
-  ASSERT_EQ(sample_rows_split(num_rows, vocab, 132, true).slices > 1, vocab >= 4096);
+  // at a vocabulary of 8192 and up), then one block per row, each against the twin.
+  ASSERT_EQ(sample_rows_split(num_rows, vocab, 132, true).slices > 1, vocab >= 8192);
   sample_rows_cuda(batch.p, nullptr);
   expect_same(batch.results(), cpu, rows, std::string(dtype_name(dtype)) + " split");
   for (DeviceBuffer* b : {&batch.tokens, &batch.errors, &batch.nonfinite, &batch.logprobs,

@@ -721,6 +721,11 @@ TEST(SampleRowsSplit, SlicesFillOneWaveOfSmallBatches) {
   EXPECT_EQ(sample_rows_split(1, 128256, kSms, false).slice_tokens, 128256);
   EXPECT_EQ(sample_rows_split(133, 128256, kSms, true).slices, 1);
   EXPECT_EQ(sample_rows_split(256, 128256, kSms, true).slices, 1);
+  // Rows that would get 2 or 3 slices run one block per row (faster on the H200).
+  EXPECT_EQ(sample_rows_split(132, 128256, kSms, true).slices, 1);
+  EXPECT_EQ(sample_rows_split(89, 128256, kSms, true).slices, 1);
+  EXPECT_EQ(sample_rows_split(67, 128256, kSms, true).slices, 1);
+  EXPECT_EQ(sample_rows_split(66, 128256, kSms, true).slices, 4);
   // Batch 1: 62 slices of 2080 tokens (at least 2048 each; 264 would fill the GPU).
   const SampleSplit one = sample_rows_split(1, 128256, kSms, true);
   EXPECT_EQ(one.slices, 62);
@@ -731,7 +736,9 @@ TEST(SampleRowsSplit, SlicesFillOneWaveOfSmallBatches) {
   // Vocabularies too small to be worth a slice.
   EXPECT_EQ(sample_rows_split(1, 1000, kSms, true).slices, 1);
   EXPECT_EQ(sample_rows_split(1, 4095, kSms, true).slices, 1);
-  EXPECT_EQ(sample_rows_split(1, 4096, kSms, true).slices, 2);
+  EXPECT_EQ(sample_rows_split(1, 4096, kSms, true).slices, 1);  // 2 slices: not worth a split
+  EXPECT_EQ(sample_rows_split(1, 8191, kSms, true).slices, 1);
+  EXPECT_EQ(sample_rows_split(1, 8192, kSms, true).slices, 4);
 }
 
 TEST(SampleRowsSplit, InvariantsHoldForEveryShape) {
@@ -747,6 +754,7 @@ TEST(SampleRowsSplit, InvariantsHoldForEveryShape) {
         ASSERT_LT((s.slices - 1) * s.slice_tokens, vocab) << what;
         ASSERT_GE(s.slices * s.slice_tokens, vocab) << what;
         if (s.slices == 1) continue;
+        ASSERT_GE(s.slices, kSampleMinSlices) << what;
         ASSERT_EQ(s.slice_tokens % 32, 0) << what;  // whole words of the edit bitmap
         ASSERT_GE(s.slice_tokens, kSampleMinSliceTokens) << what;
         ASSERT_LE(s.slices * rows, kSampleSplitMaxBlocks) << what;  // within the workspace
