@@ -941,8 +941,9 @@ __device__ Pass1 pass_one_lean(const RowView<T>& row, const Shared& sh, int pack
     // The slots and the edit bitmap are addressed by shared-space addresses computed here, once:
     // through generic pointers the compiler rebuilt the shared window's base (S2UR of
     // SR_CgaCtaId, then uniform adds) twice an iteration in one of this function's two inlined
-    // copies, and which copy it did so in moved with unrelated changes to the kernel (pass 1 at
-    // batch 256 ~15 % slower when it lay in the unsplit copy).
+    // copies, and which copy it did so in moved with unrelated changes to the kernel. Without it
+    // 256 rows (the unsplit copy) sample 6 % faster and greedy 10 % on the H200
+    // (bench/results/2026-12-02-sampling-pass-one-addresses.md).
     constexpr int kRing = 3;
     static_assert(kRing * kSampleThreads * 16 <= kCap * 8 + kMaxBins * 8 + kMaxBins * 4,
                   "the ring fits cand, hist_weight and hist_count");
