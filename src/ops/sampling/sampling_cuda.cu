@@ -167,8 +167,9 @@ void argmax_cuda(const ArgmaxParams& p, CudaStream stream) {
 //   s >= s(v). Pass 2 gathers the tokens with s >= s(v) into shared memory (typically a few
 //   dozen; the division only for x within rounding of v or above), reading again only the
 //   stripes of pass 1 whose best reaches v (a stripe is the packs one thread read; a few dozen of
-//   512), all their packs in flight at once. The candidates are ranked by counting (or the
-//   bitonic sort above 256), and top-p, min-p and the draw run in one warp over the first k.
+//   512), all their packs in flight at once; in a split row, only the stripe's best slice unless
+//   its second best slice reaches v too (StripeSlices). The candidates are ranked by counting (or
+//   the bitonic sort above 256), and top-p, min-p and the draw run in one warp over the first k.
 // - Otherwise (no top-k, a large k, or a pivot that lets more than kCap tokens through): radix
 //   selection on the 50-bit rank key, 11/11/10/9/9 bits per level. One pass per level builds a
 //   histogram of token counts and integer weights of the tokens that share the key prefix found
@@ -197,7 +198,10 @@ void argmax_cuda(const ArgmaxParams& p, CudaStream stream) {
 // the whole row gives its threads: the counts and the normaliser sum exactly, a greedy row's argmax
 // is the best of the slices' bests, and thread t's best key is the best of the t-th threads' of
 // every slice, 512 bests of disjoint token sets as before, so the top-k pivot and everything after
-// it are unchanged (thread t's stripe is then its packs in every slice). That block then checks the
+// it are unchanged (thread t's stripe is then its packs in every slice; the merge also keeps the
+// slice of thread t's best and the second best key, so the gather can skip the other slices,
+// measured on the H200 at 128k bf16 sampled rows: batch 1 20.8 -> 19.2 us, 32 rows 21.7 -> 19.4,
+// 64 rows 24.0 -> 21.9; bench/results/2026-12-02-sampling-slice-gather.md). That block then checks the
 // edit list and runs the later passes over the whole row as before (a row in error runs pass 1
 // again, so its non-finite count stays exact whatever its edit list). Tokens, errors and logprobs
 // are identical to the unsplit kernel's (sampling_cuda_test runs both against the CPU twin).
@@ -341,42 +345,73 @@ struct Stripes {
   int slice_packs;
 };
 
+// Where in a split row's stripe its best tokens can lie, per thread: of the t-th threads' best keys
+// over the slices (pass 1's, each an upper bound on the unedited tokens of its slice's packs of the
+// stripe), the largest one's slice and the second largest key (0: none). A stripe whose second
+// key is below a floor holds tokens that reach the floor only in that one slice. Unsplit rows:
+// slice 0 and no second key.
+struct StripeSlices {
+  int best_slice = 0;
+  uint64_t second = 0;
+};
+
 // Calls f(raw, raw, id) for the unedited tokens of the packs whose largest value reaches `floor`
 // in the stripes whose best x reaches it, and f(raw, edited, id) for every edit. Pass 1 left each
 // thread its stripe's best edited x (`mine`, a rank key), so a stripe below `floor` holds no
 // token that reaches it (edited tokens, in no stripe, come through the list). Typically a few
 // dozen of the 512 stripes qualify; the whole block loads their packs together, item by item,
-// so the row is not walked again and the loads are in flight at once. Uses hist_count.
+// so the row is not walked again and the loads are in flight at once. A split row's stripe whose
+// second best slice (`where`) is below `floor` is read in its best slice only: its packs of one
+// slice instead of all of them (at batch 1, 1 pack instead of 62). Uses hist_count.
 template <typename T, int N, typename F>
 __device__ void for_each_token_reaching_in_stripes(const RowView<T>& row, const Shared& sh,
                                                    float floor, uint64_t mine, Stripes stripes,
-                                                   int* s_num, F&& f) {
+                                                   StripeSlices where, int* s_num, F&& f) {
   using P = cuda::Pack<typename T::Storage, N>;
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = tid & 31;
+  // Two lists in hist_count: stripes read in one slice (thread | slice << 16) from 0, stripes read
+  // in every slice from kSampleThreads; s_num[0] and s_num[1] count them.
   int* list = reinterpret_cast<int*>(sh.hist_count);
-  if (tid == 0) *s_num = 0;
+  if (tid < 2) s_num[tid] = 0;
   __syncthreads();
   const bool active = mine != 0 && sampling::rank_key_value(mine) >= floor;
-  const unsigned ballot = __ballot_sync(0xffffffffu, active);
-  int base = 0;
-  if (lane == 0 && ballot != 0u) base = atomicAdd(s_num, __popc(ballot));
-  base = __shfl_sync(0xffffffffu, base, 0);
-  if (active) list[base + __popc(ballot & ((1u << lane) - 1u))] = tid;
+  const bool whole = where.second != 0 && sampling::rank_key_value(where.second) >= floor;
+#pragma unroll
+  for (int which = 0; which < 2; ++which) {
+    const bool mine_here = active && whole == (which == 1);
+    const unsigned ballot = __ballot_sync(0xffffffffu, mine_here);
+    int base = 0;
+    if (lane == 0 && ballot != 0u) base = atomicAdd(&s_num[which], __popc(ballot));
+    base = __shfl_sync(0xffffffffu, base, 0);
+    if (mine_here)
+      list[which * kSampleThreads + base + __popc(ballot & ((1u << lane) - 1u))] =
+          which == 1 ? tid : tid | (where.best_slice << 16);
+  }
   __syncthreads();
-  const int num = *s_num;
+  const int num_single = s_num[0], num_whole = s_num[1];
   const int packs = row.vocab / N;
   const int per_slice = (stripes.slice_packs + kSampleThreads - 1) / kSampleThreads;
   const int per_stripe = stripes.slices * per_slice;
-  const int items = num * per_stripe;
+  const int single_items = num_single * per_slice;
+  const int items = single_items + num_whole * per_stripe;
   const bool edited = row.num_edits > 0;
   // One pack at a time: batches of two or four measured slower (spills under the 64-register
   // cap; run 6 of bench/results/2026-12-01-sampling-lean-passes.md).
   for (int i = tid; i < items; i += kSampleThreads) {
-    const int stripe = i / per_stripe;
-    const int rem = i - stripe * per_stripe;
-    const int slice = rem / per_slice;
-    const int local = list[stripe] + (rem - slice * per_slice) * kSampleThreads;
+    int slice, local;
+    if (i < single_items) {
+      const int entry = i / per_slice;
+      const int packed = list[entry];
+      slice = packed >> 16;
+      local = (packed & 0xffff) + (i - entry * per_slice) * kSampleThreads;
+    } else {
+      const int j = i - single_items;
+      const int stripe = j / per_stripe;
+      const int rem = j - stripe * per_stripe;
+      slice = rem / per_slice;
+      local = list[kSampleThreads + stripe] + (rem - slice * per_slice) * kSampleThreads;
+    }
     const int p = slice * stripes.slice_packs + local;
     if (local >= stripes.slice_packs || p >= packs) continue;
     const P pk = reinterpret_cast<const P*>(row.x)[p];
@@ -807,7 +842,7 @@ __device__ int gather_raw_keys(const RowView<T>& row, const Shared& sh, uint64_t
 // their number, or -1 past kCap.
 template <typename T, int N>
 __device__ int gather_s_keys(const RowView<T>& row, const Shared& sh, uint64_t pivot, int* s_count,
-                             uint64_t mine, Stripes stripes, int* s_num) {
+                             uint64_t mine, Stripes stripes, StripeSlices where, int* s_num) {
   // s = x / T is monotone in x, so x >= v implies s(x) >= s(v), and a smaller x can round to the
   // same s only within T * ulp(s(v)) <= |v| 2^-23 (or T 2^-149 for a subnormal s) below v: only
   // tokens above that margin pay for the division.
@@ -817,7 +852,7 @@ __device__ int gather_s_keys(const RowView<T>& row, const Shared& sh, uint64_t p
   return gather_keys(sh, s_count, [&](auto keep) {
     // Streamed tokens are unedited (edited == raw): a pack below `near` holds no candidate.
     for_each_token_reaching_in_stripes<T, N>(
-        row, sh, near, mine, stripes, s_num, [&](float raw, float edited, int id) {
+        row, sh, near, mine, stripes, where, s_num, [&](float raw, float edited, int id) {
           if (!(edited >= near)) return;
           const float s = sampling::scaled_logit(edited, row.temperature);
           if (s >= s_v) keep(sampling::rank_key(s, id));
@@ -1056,22 +1091,51 @@ enum SampleMark : int {
   kMarkToken,       // the token chosen
 };
 
-// The largest of p[0], p[kSampleThreads], ... (one per slice), eight loads in flight (the last
-// slices % 8 one by one): with the greedy / top-logprobs tests inside one loop each load sat in
-// its own branch and waited for the one before (~7 µs for a row of 62 slices on the H200).
-__device__ __forceinline__ uint64_t max_over_slices(const unsigned long long* p, int slices) {
+// Calls fold(key, slice) for p[0], p[kSampleThreads], ... (one key per slice) in slice order,
+// eight loads in flight (the last slices % 8 one by one): with the greedy / top-logprobs tests
+// inside one loop each load sat in its own branch and waited for the one before (~7 µs for a row
+// of 62 slices on the H200). A predicated last batch and a branch-free fold measured slower
+// (their register allocation moved spills into the row loops;
+// bench/results/2026-12-02-sampling-slice-gather.md).
+template <typename F>
+__device__ __forceinline__ void for_each_slice_key(const unsigned long long* p, int slices,
+                                                   F&& fold) {
   constexpr int kBatch = 8;
-  uint64_t best = 0;
   int sl = 0;
   for (; sl + kBatch <= slices; sl += kBatch) {
     unsigned long long v[kBatch];
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) v[j] = __ldcg(p + (sl + j) * kSampleThreads);
 #pragma unroll
-    for (int j = 0; j < kBatch; ++j) best = max(best, static_cast<uint64_t>(v[j]));
+    for (int j = 0; j < kBatch; ++j) fold(static_cast<uint64_t>(v[j]), sl + j);
   }
-  for (; sl < slices; ++sl)
-    best = max(best, static_cast<uint64_t>(__ldcg(p + sl * kSampleThreads)));
+  for (; sl < slices; ++sl) fold(static_cast<uint64_t>(__ldcg(p + sl * kSampleThreads)), sl);
+}
+
+// The largest key over the slices.
+__device__ __forceinline__ uint64_t max_over_slices(const unsigned long long* p, int slices) {
+  uint64_t best = 0;
+  for_each_slice_key(p, slices, [&](uint64_t v, int) { best = max(best, v); });
+  return best;
+}
+
+// max_over_slices, also giving the largest key's slice and the second largest key (StripeSlices;
+// keys are distinct but for 0, so "second" is a different token's or 0).
+__device__ __forceinline__ uint64_t max_two_over_slices(const unsigned long long* p, int slices,
+                                                        StripeSlices* where) {
+  uint64_t best = 0, second = 0;
+  int best_slice = 0;
+  for_each_slice_key(p, slices, [&](uint64_t v, int sl) {
+    if (v > best) {
+      second = best;
+      best = v;
+      best_slice = sl;
+    } else {
+      second = max(second, v);
+    }
+  });
+  where->best_slice = best_slice;
+  where->second = second;
   return best;
 }
 
@@ -1085,7 +1149,8 @@ __device__ __forceinline__ uint64_t max_over_slices(const unsigned long long* p,
 template <typename T, int N>
 __device__ bool pass_one_split(const SplitWorkspace& ws, const RowView<T>& row, const Shared& sh,
                                int slices, int slice_tokens, bool greedy, bool want_top,
-                               bool want_lse, Pass1* merged, cuda::PhaseTraceThrough& trace) {
+                               bool want_lse, Pass1* merged, StripeSlices* where,
+                               cuda::PhaseTraceThrough& trace) {
   __shared__ int s_counts[2][kSampleWarps];
   __shared__ float s_lse[2][kSampleWarps];
   __shared__ uint64_t s_key[kSampleWarps];
@@ -1171,7 +1236,7 @@ __device__ bool pass_one_split(const SplitWorkspace& ws, const RowView<T>& row, 
   }
   const unsigned long long* keys = ws.keys + row_index * slices * kSampleThreads + tid;
   const unsigned long long* raw_keys = ws.raw_keys + row_index * slices * kSampleThreads + tid;
-  if (!greedy) mg.key = max_over_slices(keys, slices);
+  if (!greedy) mg.key = max_two_over_slices(keys, slices, where);
   if (want_top) mg.raw_key = max_over_slices(raw_keys, slices);
   *merged = mg;
   return true;
@@ -1187,7 +1252,7 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
   __shared__ uint64_t warp_tmp[32];
   __shared__ int s_index, s_count;
   __shared__ uint32_t s_bin_above;
-  __shared__ int s_num;
+  __shared__ int s_num2[2];
   __shared__ uint32_t s_bad_edit;
   __shared__ float s_red_f[32];
   __shared__ int s_red_i[32];
@@ -1233,11 +1298,12 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
   // A split launch: pass 1 over this block's slice; the row's last block goes on with the merged
   // results, the others are done.
   Pass1 r;
+  StripeSlices where;  // the sampled top-k gather's (split rows)
   const bool split = slices > 1;
   if (split) {
     row.num_edits = params_ok ? num_edits : 0;
     if (!pass_one_split<T, N>(launch.ws, row, sh, slices, slice_tokens, greedy, want_top, want_lse,
-                              &r, trace))
+                              &r, &where, trace))
       return trace.finish();
     trace.mark(kMarkMerged);
   }
@@ -1350,7 +1416,8 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
         trace.mark(kMarkPivot);
         // Pass 1's stripes: the split's slices, or the whole row.
         const Stripes stripes = split ? Stripes{slices, slice_tokens / N} : Stripes{1, vocab / N};
-        const int n = gather_s_keys<T, N>(row, sh, pivot, &s_count, mine, stripes, &s_num);
+        const int n =
+            gather_s_keys<T, N>(row, sh, pivot, &s_count, mine, stripes, where, s_num2);
         trace.mark(kMarkCandidates);
         if (n >= rp.top_k) {
           token = finish_in_warp(row, rank_candidates(sh, n), rp.top_k, st, &s_index);

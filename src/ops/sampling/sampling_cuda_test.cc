@@ -491,6 +491,56 @@ TEST(SampleRowsCudaTest, ManyStepsAtLargeBatches) {
   }
 }
 
+// Edit lists longer than the block's 512 threads (a long generation's penalty history): the
+// kernel takes each thread's first entry ahead of the candidate gather and the rest in a loop,
+// so both must be seen. Rows of the fast top-k path (50, 512), the radix path (513) and greedy,
+// split across slices and one block per row, each against the twin.
+TEST(SampleRowsCudaTest, EditListsLongerThanABlock) {
+  ROOFLINE_SKIP_WITHOUT_GPU();
+  constexpr int64_t kVocab = 128256;
+  auto rng = make_rng(8);
+  for (const DType dtype : {DType::kBF16, DType::kF32}) {
+    constexpr int64_t kRows = 6;
+    std::vector<float> logits = make_logits(kRows, kVocab, dtype, rng);
+    std::vector<SamplingRowParams> rows;
+    std::vector<TokenEdit> edits;
+    std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(kVocab - 1));
+    const int32_t top_ks[kRows] = {50, 512, 50, 513, 0, 50};
+    for (int64_t r = 0; r < kRows; ++r) {
+      SamplingRowParams row = row_config(2, rng, kVocab);  // top-k 50, top-p 0.9
+      row.top_k = top_ks[r];
+      if (r == 4) row.temperature = 0.0f;
+      row.num_top_logprobs = r % 2 == 0 ? -1 : 2;  // the lean pass 1, and the one with logprobs
+      row.repetition_penalty = 1.3f;
+      row.frequency_penalty = 0.4f;
+      row.presence_penalty = 0.2f;
+      row.edit_begin = static_cast<int64_t>(edits.size());
+      const int want = 513 + static_cast<int>(r) * 300;
+      std::set<int32_t> used;
+      while (static_cast<int>(used.size()) < want) {
+        const int32_t t = tok(rng);
+        if (!used.insert(t).second) continue;
+        const int kind = static_cast<int>(rng() % 4);
+        // +8 lifts an edited token into the top of its row, so edited entries from both the
+        // prefetched first entry and the loop become candidates.
+        edits.push_back(TokenEdit{t, kind == 0 ? 8.0f : 0.0f, static_cast<int32_t>(rng() % 3),
+                                  kind == 3 ? 1 : 0});
+      }
+      row.edit_count = want;
+      rows.push_back(row);
+    }
+    DeviceBatch batch(logits, kVocab, dtype, rows, edits);
+    const GpuRows cpu = run_cpu(logits, kVocab, rows, edits);
+    sample_rows_cuda(batch.p, nullptr);
+    expect_same(batch.results(), cpu, rows, std::string(dtype_name(dtype)) + " split, long edits");
+    batch.tokens.poison();
+    batch.p.workspace = nullptr;
+    sample_rows_cuda(batch.p, nullptr);
+    expect_same(batch.results(), cpu, rows,
+                std::string(dtype_name(dtype)) + " one block per row, long edits");
+  }
+}
+
 // Captured once, replayed with new row parameters (a memcpy into the same device buffer before
 // each replay, as a runtime updates its fixed buffers): the graph reads them at replay time.
 TEST(SampleRowsCudaTest, InsideACudaGraph) {
