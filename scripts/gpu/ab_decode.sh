@@ -5,7 +5,7 @@
 # built with every core for sm_90a in build/cuda, then `roofline bench` of each shape run
 # alternately old / new / new / old on the same GPU, for a change whose effect is smaller than the
 # 3-5 % that separates two hosts.
-#   scripts/gpu/ab_decode.sh BASE_DIR OUTDIR
+#   scripts/gpu/ab_decode.sh BASE_DIR [BASE_DIR ...] OUTDIR   (several: scripts/gpu/ab.sh's variants)
 # Shapes: AB_SHAPES (";"-separated `roofline bench` arguments), default the four decode shapes of
 # issue 8; each runs with --context 512 --device cuda --steps 32. Output in OUTDIR/ab.txt.
 set -uo pipefail
