@@ -1252,7 +1252,7 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
   __shared__ uint64_t warp_tmp[32];
   __shared__ int s_index, s_count;
   __shared__ uint32_t s_bin_above;
-  __shared__ int s_num2[2];
+  __shared__ int s_num[2];  // the stripe gather's two list counts
   __shared__ uint32_t s_bad_edit;
   __shared__ float s_red_f[32];
   __shared__ int s_red_i[32];
@@ -1417,7 +1417,7 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
         // Pass 1's stripes: the split's slices, or the whole row.
         const Stripes stripes = split ? Stripes{slices, slice_tokens / N} : Stripes{1, vocab / N};
         const int n =
-            gather_s_keys<T, N>(row, sh, pivot, &s_count, mine, stripes, where, s_num2);
+            gather_s_keys<T, N>(row, sh, pivot, &s_count, mine, stripes, where, s_num);
         trace.mark(kMarkCandidates);
         if (n >= rp.top_k) {
           token = finish_in_warp(row, rank_candidates(sh, n), rp.top_k, st, &s_index);
