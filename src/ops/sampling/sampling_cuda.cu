@@ -201,10 +201,13 @@ void argmax_cuda(const ArgmaxParams& p, CudaStream stream) {
 // it are unchanged (thread t's stripe is then its packs in every slice; the merge also keeps the
 // slice of thread t's best and the second best key, so the gather can skip the other slices,
 // measured on the H200 at 128k bf16 sampled rows: batch 1 20.8 -> 19.2 us, 32 rows 21.7 -> 19.4,
-// 64 rows 24.0 -> 21.9; bench/results/2026-12-02-sampling-slice-gather.md). That block then checks the
-// edit list and runs the later passes over the whole row as before (a row in error runs pass 1
-// again, so its non-finite count stays exact whatever its edit list). Tokens, errors and logprobs
-// are identical to the unsplit kernel's (sampling_cuda_test runs both against the CPU twin).
+// 64 rows 24.0 -> 21.9; bench/results/2026-12-02-sampling-slice-gather.md; the slices' thread keys
+// are stored and merged as 32-bit values, the ids dropped: batch 1 19.2 -> 17.6 us, 32 rows 19.3 ->
+// 18.7, 64 rows 21.8 -> 21.6; bench/results/2026-12-03-sampling-value-keys.md). That block then
+// checks the edit list and runs the later passes over the whole row as before (a row in error runs
+// pass 1 again, so its non-finite count stays exact whatever its edit list). Tokens, errors and
+// logprobs are identical to the unsplit kernel's (sampling_cuda_test runs both against the CPU
+// twin).
 //
 // Bound: memory. Reads num_rows * vocab_size logits in pass 1 and again (from L2 when it holds
 // them) in each further pass: two passes for a top-k <= 512 row.
@@ -1062,7 +1065,8 @@ struct SlicePartial {
 static_assert(sizeof(SlicePartial) == kSampleSplitPartialBytes, "the workspace layout");
 struct SplitWorkspace {
   SlicePartial* partials;        // [kSampleSplitMaxBlocks]
-  unsigned long long* keys;      // [kSampleSplitMaxBlocks][kSampleThreads]: threads' Pass1::key
+  uint32_t* keys;                // [kSampleSplitMaxBlocks][kSampleThreads]: threads' Pass1::key >>
+                                 // kIdBits, the value's order (sampled rows; 0: no token)
   unsigned long long* raw_keys;  // [kSampleSplitMaxBlocks][kSampleThreads]: threads' raw_key
   unsigned* counters;            // [kSampleSplitMaxBlocks]: arrivals per row, zero between launches
 };
@@ -1097,46 +1101,45 @@ enum SampleMark : int {
 // of 62 slices on the H200). A predicated last batch and a branch-free fold measured slower
 // (their register allocation moved spills into the row loops;
 // bench/results/2026-12-02-sampling-slice-gather.md).
-template <typename F>
-__device__ __forceinline__ void for_each_slice_key(const unsigned long long* p, int slices,
-                                                   F&& fold) {
+template <typename K, typename F>
+__device__ __forceinline__ void for_each_slice_key(const K* p, int slices, F&& fold) {
   constexpr int kBatch = 8;
   int sl = 0;
   for (; sl + kBatch <= slices; sl += kBatch) {
-    unsigned long long v[kBatch];
+    K v[kBatch];
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) v[j] = __ldcg(p + (sl + j) * kSampleThreads);
 #pragma unroll
-    for (int j = 0; j < kBatch; ++j) fold(static_cast<uint64_t>(v[j]), sl + j);
+    for (int j = 0; j < kBatch; ++j) fold(v[j], sl + j);
   }
-  for (; sl < slices; ++sl) fold(static_cast<uint64_t>(__ldcg(p + sl * kSampleThreads)), sl);
+  for (; sl < slices; ++sl) fold(__ldcg(p + sl * kSampleThreads), sl);
 }
 
 // The largest key over the slices.
 __device__ __forceinline__ uint64_t max_over_slices(const unsigned long long* p, int slices) {
   uint64_t best = 0;
-  for_each_slice_key(p, slices, [&](uint64_t v, int) { best = max(best, v); });
+  for_each_slice_key(p, slices, [&](unsigned long long v, int) {
+    best = max(best, static_cast<uint64_t>(v));
+  });
   return best;
 }
 
-// max_over_slices, also giving the largest key's slice and the second largest key (StripeSlices;
-// keys are distinct but for 0, so "second" is a different token's or 0).
-__device__ __forceinline__ uint64_t max_two_over_slices(const unsigned long long* p, int slices,
+// The largest of the slices' value keys (Pass1::key >> kIdBits) as a rank key with id bits 0,
+// its slice and the second largest (StripeSlices; of another slice's thread; 0: none). 32-bit
+// keys: a 62-slice row's last block folds 31,744 of them (the 64-bit keys took ~20 instructions
+// a key, +1.9 µs over a plain max on the H200).
+__device__ __forceinline__ uint64_t max_two_over_slices(const uint32_t* p, int slices,
                                                         StripeSlices* where) {
-  uint64_t best = 0, second = 0;
+  uint32_t best = 0, second = 0;
   int best_slice = 0;
-  for_each_slice_key(p, slices, [&](uint64_t v, int sl) {
-    if (v > best) {
-      second = best;
-      best = v;
-      best_slice = sl;
-    } else {
-      second = max(second, v);
-    }
+  for_each_slice_key(p, slices, [&](uint32_t v, int sl) {
+    second = max(second, min(v, best));  // the largest of all but the largest
+    best_slice = v > best ? sl : best_slice;
+    best = max(best, v);
   });
   where->best_slice = best_slice;
-  where->second = second;
-  return best;
+  where->second = static_cast<uint64_t>(second) << sampling::kIdBits;
+  return static_cast<uint64_t>(best) << sampling::kIdBits;
 }
 
 // A split launch's block over its slice of the row: pass 1 with the slice's own edit bitmap, its
@@ -1198,7 +1201,8 @@ __device__ bool pass_one_split(const SplitWorkspace& ws, const RowView<T>& row, 
   }
   const int64_t block = row_index * slices + slice;
   if (!greedy)
-    __stcg(ws.keys + block * kSampleThreads + tid, static_cast<unsigned long long>(mine.key));
+    __stcg(ws.keys + block * kSampleThreads + tid,
+           static_cast<uint32_t>(mine.key >> sampling::kIdBits));
   if (want_top)
     __stcg(ws.raw_keys + block * kSampleThreads + tid,
            static_cast<unsigned long long>(mine.raw_key));
@@ -1234,8 +1238,10 @@ __device__ bool pass_one_split(const SplitWorkspace& ws, const RowView<T>& row, 
     mg.lse_l = __ldcg(&sp->lse_l);
     if (greedy) mg.key = __ldcg(reinterpret_cast<const unsigned long long*>(&sp->key));
   }
-  const unsigned long long* keys = ws.keys + row_index * slices * kSampleThreads + tid;
+  const uint32_t* keys = ws.keys + row_index * slices * kSampleThreads + tid;
   const unsigned long long* raw_keys = ws.raw_keys + row_index * slices * kSampleThreads + tid;
+  // The merged key keeps the value's order only (its id bits 0): what follows reads a thread's
+  // best through its value (the top-k pivot's top 24 key bits, the stripe filter, s_max) alone.
   if (!greedy) mg.key = max_two_over_slices(keys, slices, where);
   if (want_top) mg.raw_key = max_over_slices(raw_keys, slices);
   *merged = mg;
@@ -1540,7 +1546,7 @@ void launch_sample_rows(const SampleRowsParams& p, const SampleSplit& split, cud
     auto* base = static_cast<uint8_t*>(p.workspace);
     ws.partials = reinterpret_cast<SlicePartial*>(base);
     base += kSampleSplitMaxBlocks * kSampleSplitPartialBytes;
-    ws.keys = reinterpret_cast<unsigned long long*>(base);
+    ws.keys = reinterpret_cast<uint32_t*>(base);  // 4 of the 8 bytes a thread the layout gives
     base += kSampleSplitMaxBlocks * kSampleThreads * 8;
     ws.raw_keys = reinterpret_cast<unsigned long long*>(base);
     base += kSampleSplitMaxBlocks * kSampleThreads * 8;
