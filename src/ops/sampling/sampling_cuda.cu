@@ -1096,9 +1096,11 @@ enum SampleMark : int {
 };
 
 // Calls fold(key, slice) for p[0], p[kSampleThreads], ... (one key per slice) in slice order,
-// eight loads in flight (the last slices % 8 one by one): with the greedy / top-logprobs tests
-// inside one loop each load sat in its own branch and waited for the one before (~7 µs for a row
-// of 62 slices on the H200). A predicated last batch and a branch-free fold measured slower
+// eight loads in flight (the last slices % 8 in a loop the compiler unrolls by 4: 62 slices take
+// ~10 L2 round trips; 16-key batches, 6 round trips, measured only 0.4 µs faster a row and slowed
+// greedy rows, bench/results/2026-12-03-sampling-value-keys.md): with the greedy / top-logprobs
+// tests inside one loop each load sat in its own branch and waited for the one before (~7 µs for
+// a row of 62 slices on the H200). A predicated last batch and a branch-free fold measured slower
 // (their register allocation moved spills into the row loops;
 // bench/results/2026-12-02-sampling-slice-gather.md).
 template <typename K, typename F>
