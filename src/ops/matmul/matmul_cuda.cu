@@ -452,8 +452,21 @@ std::unique_ptr<MatmulCudaContext> MatmulCudaContext::create() {
                        << value << "' is not 'auto', 'cublas', 'skinny' or 'wide': ignored (auto)");
     }
   }
-  if (!env_switch("ROOFLINE_SKINNY_FEW_TOKENS", "off", "where the plan chooses it"))
-    impl.skinny_few_tokens = MatmulSkinnyFewTokens::kOff;
+  // ROOFLINE_SKINNY_FEW_TOKENS: 0 off, 1 where the plan chooses it (the default), all wherever
+  // m <= 4 and K is not split (A/B runs of the variant on other shapes).
+  if (const char* env = std::getenv("ROOFLINE_SKINNY_FEW_TOKENS")) {
+    const std::string value = env;
+    if (value == "0") {
+      impl.skinny_few_tokens = MatmulSkinnyFewTokens::kOff;
+    } else if (value == "all") {
+      impl.skinny_few_tokens = MatmulSkinnyFewTokens::kOn;
+    } else if (value != "1") {
+      ROOFLINE_LOG(kWarning, "ROOFLINE_SKINNY_FEW_TOKENS='"
+                                 << value
+                                 << "' is not 0 (off), 1 (where the plan chooses it) or all "
+                                    "(wherever m <= 4 and K is not split): ignored (1)");
+    }
+  }
   impl.skinny_fuse_rope =
       env_switch("ROOFLINE_SKINNY_ROPE", "never fuse", "fuse where the plan allows");
   if (const char* env = std::getenv("ROOFLINE_MATMUL_WIDE")) {

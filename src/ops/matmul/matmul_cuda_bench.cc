@@ -1,5 +1,6 @@
-// matmul_cuda benchmark (bf16): Llama-3-8B's decode GEMMs at m = 1, 2, 4, 8, 16, 32, 64 as weight
-// bandwidth (weight bytes / time, the memory-bound ceiling) beside the 4.28 TB/s copy ceiling, for
+// matmul_cuda benchmark (bf16): Llama-3-8B's and Qwen2.5-0.5B's decode GEMMs at m = 1, 2, 4, 8,
+// 16, 32, 64 as weight bandwidth (weight bytes / time, the memory-bound ceiling) beside the
+// 4.28 TB/s copy ceiling, for
 // each implementation in one run — the skinny kernel forced ("skinny"), cuBLASLt forced ("cublas"),
 // the wide kernel forced ("wide") and the measured selection ("selected") — then a line of skinny
 // times per split count (for tuning matmul_skinny.h; "*" marks matmul_skinny_launch's choice), and
@@ -11,7 +12,8 @@
 // kernel; one token's K and V into the cache). Then one prefill of m = 8192 tokens per weight as
 // TFLOP/s beside the 783 TFLOP/s bf16 GEMM ceiling. `matmul_cuda_bench [decode] [prologue]
 // [prefill]` runs only the sections named (all by default), `verbose` adds the selector's
-// measurements (the times its choices rest on); anything else gets a usage line. Method
+// measurements (the times its choices rest on); `shape N K`, `wide [N K M]` and `trace [wide]`
+// are the modes below (run_shape, run_wide, run_trace); anything else gets a usage line. Method
 // (as HARDWARE.md's cuBLAS table): 16 back-to-back calls captured in one CUDA graph (launch latency
 // excluded), each on the next of `rotation_count` weight copies so L2 does not serve the weights;
 // median of 50 graph launches after warm-up (20 for the split sweep).
@@ -21,8 +23,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/cuda_check.h"
@@ -198,6 +202,13 @@ double time_matmul(MatmulCudaContext& ctx, cudaStream_t stream, int64_t m, int64
 }
 
 // Copies of one random [n, k] bf16 weight, as many as rotating through them takes past L2.
+// A context that runs every GEMM on `impl`.
+std::unique_ptr<MatmulCudaContext> forced(MatmulImpl impl) {
+  auto ctx = MatmulCudaContext::create();
+  ctx->set_impl(impl);
+  return ctx;
+}
+
 struct RotatedWeights {
   std::vector<std::unique_ptr<DeviceMemory>> copies;
   std::vector<const DeviceMemory*> ptrs;
@@ -227,8 +238,7 @@ int run_trace() {
                                                   "first tile's epilogue",
                                                   "other tiles streamed",
                                                   "last epilogue, done"};
-  auto skinny = MatmulCudaContext::create();
-  skinny->set_impl(MatmulImpl::kSkinny);
+  auto skinny = forced(MatmulImpl::kSkinny);
   cudaStream_t stream;
   ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   bench::settle();
@@ -261,8 +271,7 @@ int run_trace_wide() {
   static const std::vector<std::string> kNames = {
       "entry",       "PDL wait",        "first stage landed",    "stages multiplied",
       "sums shared", "outputs written", "cluster released, done"};
-  auto wide = MatmulCudaContext::create();
-  wide->set_impl(MatmulImpl::kWide);
+  auto wide = forced(MatmulImpl::kWide);
   cudaStream_t stream;
   ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   bench::settle();
@@ -283,13 +292,50 @@ int run_trace_wide() {
 }
 #endif
 
+// shape N K: one weight at m = 1, 2, 4, 8 on the skinny kernel as its plan launches it, on the
+// skinny kernel's few-token variant forced (m <= 4, K unsplit: three blocks per SM) and on
+// cuBLASLt; plain and, for an even n, with the RMSNorm prologue and the SwiGLU epilogue (a gated
+// MLP's gate_up). For the plan's choices on shapes outside the decode section's models.
+int run_shape(int64_t n, int64_t k) {
+  auto skinny = forced(MatmulImpl::kSkinny);
+  auto few = forced(MatmulImpl::kSkinny);
+  few->set_skinny_few_tokens(MatmulSkinnyFewTokens::kOn);
+  auto cublas = forced(MatmulImpl::kCublas);
+  const int num_sms = bench::sm_count();
+  cudaStream_t stream;
+  ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const size_t weight_bytes = static_cast<size_t>(n * k) * 2;
+  RotatedWeights rotated(n, k, 1);
+  for (const int64_t m : {1, 2, 4, 8}) {
+    const MatmulSkinnyLaunch planned = matmul_skinny_launch(m, n, k, num_sms);
+    std::printf("%lldx%lld m=%lld: %lld tiles of %lld chunks, %d split(s), planned %s\n",
+                static_cast<long long>(n), static_cast<long long>(k), static_cast<long long>(m),
+                static_cast<long long>(planned.tiles), static_cast<long long>(planned.num_chunks),
+                planned.splits, planned.few_tokens ? "few-token" : "two blocks per SM");
+    for (const bool gated : {false, true}) {
+      if (gated && n % 2 != 0) continue;
+      const std::string name = std::to_string(n) + "x" + std::to_string(k) +
+                               " m=" + std::to_string(m) + (gated ? " +norm +swiglu" : "");
+      for (auto& [ctx, tag] : {std::pair<MatmulCudaContext*, const char*>{skinny.get(), "skinny"},
+                               {few.get(), "skinny few-token"},
+                               {cublas.get(), "cublas"}}) {
+        if (ctx == few.get() && (m > kMatmulSkinnyFewTokensMaxM || planned.splits > 1)) continue;
+        bench::print_bandwidth(
+            (name + " " + tag).c_str(),
+            time_matmul(*ctx, stream, m, n, k, rotated.ptrs, 50, false, gated, gated),
+            static_cast<double>(weight_bytes));
+      }
+    }
+  }
+  ROOFLINE_CUDA_CHECK(cudaStreamDestroy(stream));
+  return 0;
+}
+
 // wide: the wide kernel forced beside cuBLASLt on Llama-3-8B's decode GEMMs at m = 1, 8, 64, with
 // its split sweep (the A/B of the wide kernel's variants: ROOFLINE_WIDE_* in the environment).
 int run_wide() {
-  auto cublas = MatmulCudaContext::create();
-  cublas->set_impl(MatmulImpl::kCublas);
-  auto wide = MatmulCudaContext::create();
-  wide->set_impl(MatmulImpl::kWide);
+  auto cublas = forced(MatmulImpl::kCublas);
+  auto wide = forced(MatmulImpl::kWide);
   cudaStream_t stream;
   ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   bench::settle();
@@ -327,10 +373,8 @@ int run_wide() {
 // wide N K M: one shape, 10 eager calls of the wide kernel then 10 of cuBLASLt on rotated weights,
 // untimed — the launches a profiler (Nsight Compute) is pointed at.
 int run_wide_shape(int64_t n, int64_t k, int64_t m) {
-  auto cublas = MatmulCudaContext::create();
-  cublas->set_impl(MatmulImpl::kCublas);
-  auto wide = MatmulCudaContext::create();
-  wide->set_impl(MatmulImpl::kWide);
+  auto cublas = forced(MatmulImpl::kCublas);
+  auto wide = forced(MatmulImpl::kWide);
   const RotatedWeights rotated(n, k, 1);
   DecodeProblem problem(m, n, k);
   MatmulParams& p = problem.p;
@@ -350,19 +394,20 @@ int run(bool decode, bool prologue, bool prefill) {
   // One context per implementation; the selection's measurements happen once per problem, in the
   // warm-up calls before capture.
   auto ctx = MatmulCudaContext::create();
-  auto cublas = MatmulCudaContext::create();
-  cublas->set_impl(MatmulImpl::kCublas);
-  auto skinny = MatmulCudaContext::create();
-  skinny->set_impl(MatmulImpl::kSkinny);
-  auto wide = MatmulCudaContext::create();
-  wide->set_impl(MatmulImpl::kWide);
+  auto cublas = forced(MatmulImpl::kCublas);
+  auto skinny = forced(MatmulImpl::kSkinny);
+  auto wide = forced(MatmulImpl::kWide);
   const int num_sms = bench::sm_count();
   cudaStream_t stream;
   ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   bench::settle();
 
   if (decode) std::printf("decode GEMMs (bandwidth = weight bytes / time):\n");
-  for (const auto& w : kLlama3_8bWeights) {
+  std::vector<MatmulWeightShape> decode_weights(std::begin(kLlama3_8bWeights),
+                                                std::end(kLlama3_8bWeights));
+  decode_weights.insert(decode_weights.end(), std::begin(kQwen25_05bWeights),
+                        std::end(kQwen25_05bWeights));
+  for (const auto& w : decode_weights) {
     if (!decode) break;
     const size_t weight_bytes = static_cast<size_t>(w.n * w.k) * 2;
     RotatedWeights rotated(w.n, w.k, 1);
@@ -403,7 +448,9 @@ int run(bool decode, bool prologue, bool prefill) {
       std::printf("\n");
       // The residual epilogue (y += x · Wᵀ in place) of the projections that feed the residual
       // stream: it should cost nothing over the plain GEMM on either implementation.
-      if ((w.n == 4096 && (w.k == 4096 || w.k == 14336)) && (m == 1 || m == 8)) {
+      const std::string weight = w.name;
+      const bool feeds_residual = weight.ends_with(" o") || weight.ends_with(" down");
+      if (feeds_residual && (m == 1 || m == 8)) {
         bench::print_bandwidth((name + " skinny +residual").c_str(),
                                time_matmul(*skinny, stream, m, w.n, w.k, ptrs, 50, true),
                                static_cast<double>(weight_bytes));
@@ -474,6 +521,14 @@ int run(bool decode, bool prologue, bool prefill) {
   return 0;
 }
 
+// Whether this machine has no CUDA device, saying so (the benchmark then exits 0: nothing to time).
+bool no_device() {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0) return false;
+  std::printf("matmul_cuda_bench: no CUDA device on this machine, nothing to time\n");
+  return true;
+}
+
 }  // namespace
 }  // namespace roofline
 
@@ -508,19 +563,22 @@ int main(int argc, char** argv) {
                    "most 2^31, m in 1..64)\n");
       return 2;
     }
-    int devices = 0;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-      std::printf("matmul_cuda_bench: no CUDA device on this machine, nothing to run\n");
-      return 0;
-    }
+    if (roofline::no_device()) return 0;
     return roofline::run_wide_shape(n, k, m);
   }
-  if (argc == 2 && std::string(argv[1]) == "wide") {
-    int devices = 0;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-      std::printf("matmul_cuda_bench: no CUDA device on this machine, nothing to time\n");
-      return 0;
+  if (argc == 4 && std::string(argv[1]) == "shape") {
+    const long long n = std::atoll(argv[2]), k = std::atoll(argv[3]);
+    if (n < 1 || k < 8 || k % 8 != 0 || n > (int64_t{1} << 31) / k) {
+      std::fprintf(stderr,
+                   "usage: matmul_cuda_bench shape N K (n >= 1, k >= 8 a multiple of 8, n·k at "
+                   "most 2^31)\n");
+      return 2;
     }
+    if (roofline::no_device()) return 0;
+    return roofline::run_shape(n, k);
+  }
+  if (argc == 2 && std::string(argv[1]) == "wide") {
+    if (roofline::no_device()) return 0;
     return roofline::run_wide();
   }
   for (int i = 1; i < argc; ++i) {
@@ -540,16 +598,13 @@ int main(int argc, char** argv) {
                    "usage: matmul_cuda_bench [decode] [prologue] [prefill] [verbose] (default: "
                    "all sections; verbose: the selector's measurements too) | wide (the wide "
                    "kernel beside cuBLASLt, by splits) | wide N K M (one shape's calls, for a "
-                   "profiler) | trace [wide] (the skinny or the wide kernel's phases: "
+                   "profiler) | shape N K (one weight on both skinny variants and cuBLASLt) | "
+                   "trace [wide] (the skinny or the wide kernel's phases: "
                    "matmul_skinny_trace_bench)\n");
       return 2;
     }
   }
   if (!any) decode = prologue = prefill = true;
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("matmul_cuda_bench: no CUDA device on this machine, nothing to time\n");
-    return 0;
-  }
+  if (roofline::no_device()) return 0;
   return roofline::run(decode, prologue, prefill);
 }

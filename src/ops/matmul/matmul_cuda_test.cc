@@ -608,7 +608,8 @@ TEST(MatmulCudaSkinnyTest, FewTokenVariantMatchesCpuTwinAndTheTwoBlockVariantBit
   // The few-token variant (three blocks per SM, 4 rows of x a stage) forced on every weight of
   // kMatmulCudaTestWeights at m = 1 and 3 (a stage row of x left stale) — the plan picks it itself
   // only where the tiles fill more than two blocks per SM and no more than three (Llama-3-8B's and
-  // Qwen2.5-7B's q|k|v, which the other tests cover through the plan) — with each epilogue, with
+  // Qwen2.5-7B's q|k|v), or more with tiles of at most two chunks (Qwen2.5-0.5B's gate_up), which
+  // the other tests cover through the plan — with each epilogue, with
   // and without the RMSNorm prologue, and the SwiGLU epilogue on the gate_up weights: against the
   // CPU twin, and bit for bit against the two-block variant (the same products summed in the same
   // order). Launches that split K take the two-block variant either way.

@@ -37,6 +37,16 @@ inline constexpr MatmulWeightShape kLlama3_8bWeights[] = {
     {"llama3-8b down", 4096, 14336},
 };
 
+// Qwen2.5-0.5B's per-layer projections: a small model whose decode GEMMs are short streams of
+// fewer column blocks than the H200 has SMs (o and down: 56), where the launch's fixed costs and
+// the split choice decide the time.
+inline constexpr MatmulWeightShape kQwen25_05bWeights[] = {
+    {"qwen2.5-0.5b qkv", 1152, 896},
+    {"qwen2.5-0.5b o", 896, 896},
+    {"qwen2.5-0.5b gate_up", 9728, 896},
+    {"qwen2.5-0.5b down", 896, 4864},
+};
+
 // The CUDA test's weights: every per-layer projection of Llama-3-8B, Qwen2.5-7B (hidden 3584,
 // q|k|v 3584 + 2·512, intermediate 18944) and Qwen2.5-0.5B (hidden 896, q|k|v 1152, gate|up 9728,
 // intermediate 4864), and odd sizes that no tile divides (including K not a multiple of 8, whose

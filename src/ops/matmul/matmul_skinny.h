@@ -59,6 +59,17 @@ inline constexpr int kMatmulSkinnyMaxStages = 8;
 // matmul_skinny_launch) runs three blocks per SM instead of two, its stages carrying 4 rows of x
 // instead of 8.
 inline constexpr int64_t kMatmulSkinnyFewTokensMaxM = 4;
+// The few-token variant also runs a launch of more tiles than three blocks per SM hold when a tile
+// is at most this many chunks (K <= 1024: Qwen2.5-0.5B's gate_up, 608 tiles, and its LM head).
+// Such a tile is one fill of the variant's ring (its 2 stages in flight), so a block streams a
+// tile, then stops for the tile's end (the block barrier, the warps' reduction, the stores) every
+// two stages; a third block per SM streams through those stops. Measured on the H200
+// (bench/results/2026-12-03-few-token-short-tiles.md, 16 chained calls, % of the copy ceiling at
+// m = 1): 9728 × 896 65 -> 80 % (with the RMSNorm prologue and SwiGLU 58 -> 62 %), 151936 × 896
+// 98 -> 102 %; the Qwen2.5-0.5B bs 1 / bs 4 decode steps -1 / -2 %. Longer tiles lose: at 3-4
+// chunks the prologue variants 3-5 % (two stages in flight where the two-block ring keeps three),
+// at 8 (Llama-3-8B's gate_up) every variant 1-6 %.
+inline constexpr int64_t kMatmulSkinnyFewTokensShortTileChunks = 2;
 constexpr int matmul_skinny_blocks_per_sm(int m_tiles, bool few_tokens = false) {
   return few_tokens ? 3 : m_tiles <= 2 ? 2 : 1;
 }
@@ -206,7 +217,8 @@ inline int64_t matmul_skinny_max_splits(int64_t m, int64_t n, int64_t k) {
 // after them with half the block slots idle. On the H200
 // (bench/results/2026-12-01-skinny-few-tokens.md) that q|k|v at m = 1 went from 81.8 to 92.8 % of
 // the copy ceiling (with the RMSNorm prologue 73.2 -> 89.3 %) and the llama3-8b bs 1 decode step
-// 3.97 -> 3.89 ms. `few_tokens` overrides the choice
+// 3.97 -> 3.89 ms. It also takes the variant beyond three tiles per SM where a tile is at most
+// kMatmulSkinnyFewTokensShortTileChunks chunks (see there). `few_tokens` overrides the choice
 // (tests, A/B runs).
 //   The grid fills every block slot (matmul_skinny_blocks_per_sm per SM), or one block per tile
 // when there are fewer tiles.
@@ -224,10 +236,10 @@ inline MatmulSkinnyLaunch matmul_skinny_launch(
   l.chunks_per_split = (l.num_chunks + splits - 1) / splits;
   l.splits = static_cast<int>((l.num_chunks + l.chunks_per_split - 1) / l.chunks_per_split);
   l.tiles = l.n_blocks * l.splits;
-  l.few_tokens =
-      m <= kMatmulSkinnyFewTokensMaxM && l.splits == 1 &&
-      (few_tokens == MatmulSkinnyFewTokens::kOn ||
-       (few_tokens == MatmulSkinnyFewTokens::kAuto && l.tiles > 2 * sms && l.tiles <= 3 * sms));
+  l.few_tokens = m <= kMatmulSkinnyFewTokensMaxM && l.splits == 1 &&
+                 (few_tokens == MatmulSkinnyFewTokens::kOn ||
+                  (few_tokens == MatmulSkinnyFewTokens::kAuto && l.tiles > 2 * sms &&
+                   (l.tiles <= 3 * sms || l.num_chunks <= kMatmulSkinnyFewTokensShortTileChunks)));
   l.grid = std::min(l.tiles, sms * matmul_skinny_blocks_per_sm(l.m_tiles, l.few_tokens));
   return l;
 }

@@ -169,6 +169,26 @@ TEST(MatmulSkinnyLaunch, FewTokenVariantWhereTwoBlocksPerSmLeaveASecondWave) {
            {264, false}, {265, true}, {396, true}, {397, false}}) {
     EXPECT_EQ(matmul_skinny_launch(1, tiles * 16, 4096, kSms).few_tokens, expected) << tiles;
   }
+  // Beyond three tiles per SM only where a tile is at most two chunks (K <= 1024): qwen2.5-0.5b's
+  // gate_up (608 tiles of 2 chunks) and LM head (9,496), a persistent grid of 396 blocks; not at 3
+  // chunks (K = 1536), nor Llama-3-8B's gate_up (8), nor at m = 5.
+  for (const int64_t n : {9728, 151936}) {
+    const MatmulSkinnyLaunch l = matmul_skinny_launch(1, n, 896, kSms);
+    EXPECT_TRUE(l.few_tokens) << n;
+    EXPECT_EQ(l.grid, 3 * kSms) << n;
+    EXPECT_TRUE(matmul_skinny_launch_valid(l, 1, n, 896)) << n;
+  }
+  EXPECT_TRUE(matmul_skinny_launch(4, 9728, 1024, kSms).few_tokens);
+  EXPECT_FALSE(matmul_skinny_launch(1, 9728, 1032, kSms).few_tokens);  // 3 chunks
+  EXPECT_FALSE(matmul_skinny_launch(1, 17920, 1536, kSms).few_tokens);
+  EXPECT_FALSE(matmul_skinny_launch(5, 9728, 896, kSms).few_tokens);
+  EXPECT_FALSE(
+      matmul_skinny_launch(1, 9728, 896, kSms, 0, false, MatmulSkinnyFewTokens::kOff).few_tokens);
+  // Short tiles that two blocks per SM hold keep two (qwen2.5-0.5b's o: 56 tiles; 264 tiles);
+  // 397 tiles of 2 chunks take three (of 4096: two, the edges above).
+  EXPECT_FALSE(matmul_skinny_launch(1, 896, 896, kSms).few_tokens);
+  EXPECT_FALSE(matmul_skinny_launch(1, 264 * 16, 896, kSms).few_tokens);
+  EXPECT_TRUE(matmul_skinny_launch(1, 397 * 16, 896, kSms).few_tokens);
   // Forced: wherever m <= 4 and K is not split; a split launch (qwen2.5-0.5b's down) keeps two.
   const MatmulSkinnyLaunch small =
       matmul_skinny_launch(1, 896, 896, kSms, 0, false, MatmulSkinnyFewTokens::kOn);
@@ -265,9 +285,11 @@ TEST(MatmulSkinnyLaunch, InvariantsHoldForEveryShapeAndRequest) {
                                                                    l.m_tiles, l.few_tokens)))
                 << what;
             // The few-token variant: up to 4 tokens, one split, more tiles than two blocks per
-            // SM take and no more than three.
-            ASSERT_EQ(l.few_tokens, m <= kMatmulSkinnyFewTokensMaxM && l.splits == 1 &&
-                                        l.tiles > 2 * sms && l.tiles <= 3 * sms)
+            // SM take, and no more than three unless a tile is at most two chunks.
+            ASSERT_EQ(
+                l.few_tokens,
+                m <= kMatmulSkinnyFewTokensMaxM && l.splits == 1 && l.tiles > 2 * sms &&
+                    (l.tiles <= 3 * sms || l.num_chunks <= kMatmulSkinnyFewTokensShortTileChunks))
                 << what;
             ASSERT_TRUE(matmul_skinny_launch_valid(l, m, n, k)) << what;
           }
