@@ -178,7 +178,16 @@ struct MatmulSkinnyLaunch {
   // The few-token variant (m <= 4; see matmul_skinny_launch): three blocks per SM, 4 x rows a
   // stage.
   bool few_tokens = false;
+  // Stages of the ring each block allocates: the variant's matmul_skinny_stages, or fewer where
+  // the launch has at most one block per SM and its blocks stream fewer chunks than that (see
+  // matmul_skinny_launch).
+  int ring_stages = 0;
 };
+
+// The most chunks one block of `l` streams: its tiles (blockIdx.x, + grid, ...) times a split's.
+inline int64_t matmul_skinny_block_chunks(const MatmulSkinnyLaunch& l) {
+  return l.grid < 1 ? 0 : (l.tiles + l.grid - 1) / l.grid * l.chunks_per_split;
+}
 
 // The token tiles the kernel is built for: m / 8 rounded up to a power of two.
 inline int matmul_skinny_m_tiles(int64_t m) {
@@ -222,6 +231,17 @@ inline int64_t matmul_skinny_max_splits(int64_t m, int64_t n, int64_t k) {
 // (tests, A/B runs).
 //   The grid fills every block slot (matmul_skinny_blocks_per_sm per SM), or one block per tile
 // when there are fewer tiles.
+//   The ring: a block puts chunk j of its stream in stage j mod stages, so a block of fewer chunks
+// than the variant's stages never touches the rest. Where the grid has at most one block per SM
+// (Qwen2.5-0.5B's o and q|k|v at m <= 32: one tile of 2 chunks a block; Qwen3-0.6B's o and down)
+// the launch allocates only the stages its blocks fill: half the shared memory for those two, so
+// the next kernel's blocks become resident beside them and issue their weights before their PDL
+// wait. Such a launch moves too few bytes to keep DRAM busy, so their early copies cost it
+// nothing. Launches of more blocks than SMs keep every stage: fitting those too (Qwen3-0.6B's
+// q|k|v, 256 blocks, and gate_up) let the next kernel's copies compete with a stream at the
+// ceiling, and its bs 1 step got 2.3 % slower. Measured on the H200
+// (bench/results/2026-12-03-skinny-ring-fit.md), graph floors: Qwen2.5-0.5B bs 1 -0.8 %,
+// Qwen3-0.6B bs 1 -0.6 %, bs 4 -1.7 %; Llama-3-8B (no such launch) level.
 inline MatmulSkinnyLaunch matmul_skinny_launch(
     int64_t m, int64_t n, int64_t k, int num_sms, int requested_splits = 0, bool no_split = false,
     MatmulSkinnyFewTokens few_tokens = MatmulSkinnyFewTokens::kAuto) {
@@ -241,6 +261,10 @@ inline MatmulSkinnyLaunch matmul_skinny_launch(
                   (few_tokens == MatmulSkinnyFewTokens::kAuto && l.tiles > 2 * sms &&
                    (l.tiles <= 3 * sms || l.num_chunks <= kMatmulSkinnyFewTokensShortTileChunks)));
   l.grid = std::min(l.tiles, sms * matmul_skinny_blocks_per_sm(l.m_tiles, l.few_tokens));
+  l.ring_stages = matmul_skinny_stages(l.m_tiles, l.few_tokens);
+  if (l.grid <= sms)
+    l.ring_stages =
+        static_cast<int>(std::min<int64_t>(l.ring_stages, matmul_skinny_block_chunks(l)));
   return l;
 }
 
@@ -295,6 +319,11 @@ inline bool matmul_skinny_launch_valid(const MatmulSkinnyLaunch& l, int64_t m, i
   if (l.tiles != l.n_blocks * l.splits || l.grid < 1 || l.grid > l.tiles) return false;
   if (l.few_tokens && (m > kMatmulSkinnyFewTokensMaxM || l.splits != 1)) return false;
   if (l.grid > (int64_t{1} << 31) - 1) return false;
+  // The ring: within the variant's stages, and every stage a block's stream touches allocated.
+  const int stages = matmul_skinny_stages(l.m_tiles, l.few_tokens);
+  if (l.ring_stages < 1 || l.ring_stages > stages ||
+      l.ring_stages < std::min<int64_t>(stages, matmul_skinny_block_chunks(l)))
+    return false;
   return l.splits == 1 || (l.n_blocks <= kMatmulSkinnyMaxCounters &&
                            l.splits * m * n * 4 <= kMatmulSkinnyPartialBytes);
 }

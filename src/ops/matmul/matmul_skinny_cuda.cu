@@ -90,6 +90,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <string_view>
 
 #include "core/check.h"
 #include "core/cuda_check.h"
@@ -145,6 +147,9 @@ struct SkinnyArgs {
   int chunks_per_split;
   int num_chunks;
   int tiles;
+  // The ring's stages this launch allocates (MatmulSkinnyLaunch::ring_stages: at most the
+  // variant's, and every stage a block's stream touches); the reduction buffer follows them.
+  int ring_stages;
   // The RoPE epilogue (rope_head_dim > 0): y is not written; q goes to q_out [m, rope_heads · D],
   // k and v to the caches [slots, rope_kv_heads, D] at slot_mapping[token].
   int rope_head_dim;
@@ -376,9 +381,9 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles,
   constexpr bool kSlices = kWarpSlicesFor<kNorm>;
   static_assert(kStages >= 2, "the ring needs two stages");
   extern __shared__ __align__(128) uint8_t ring[];
-  // The warps' accumulators at the end of a tile, after the ring: [warp][row][token]; then their
-  // tokens' sums of squares (kNorm): [warp][token].
-  float* red = reinterpret_cast<float*>(ring + kStages * kStageBytes);
+  // The warps' accumulators at the end of a tile, after the ring's allocated stages (a block uses
+  // no others): [warp][row][token]; then their tokens' sums of squares (kNorm): [warp][token].
+  float* red = reinterpret_cast<float*>(ring + a.ring_stages * kStageBytes);
   float* red_squares = red + kWarps * kRows * kTokens;
   __shared__ bool is_last;
 
@@ -738,12 +743,26 @@ bool variant_merges_in_clusters(const MatmulSkinnyLaunch& launch) {
           launch.splits, "ROOFLINE_SKINNY_CLUSTER"));
 }
 
+// ROOFLINE_SKINNY_RING_FIT=0 allocates every stage of the ring whatever the plan's ring_stages
+// (A/B runs).
+bool ring_fit() {
+  static const bool on = [] {
+    const char* env = std::getenv("ROOFLINE_SKINNY_RING_FIT");
+    return env == nullptr || std::string_view(env) != "0";
+  }();
+  return on;
+}
+
 template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens>
 void launch_variant(const SkinnyArgs& args, const MatmulSkinnyLaunch& launch, cudaStream_t stream) {
   constexpr auto kKernel = matmul_skinny_kernel<kMTiles, kNorm, kRope, kFewTokens>;
-  constexpr int smem = kSmemFor<kMTiles, kFewTokens>;
+  constexpr int kStageBytes =
+      static_cast<int>(matmul_skinny_stage_rows(kMTiles, kFewTokens) * kMatmulSkinnyRowBytes);
   configure_variant<kMTiles, kNorm, kRope, kFewTokens>();
   SkinnyArgs a = args;
+  a.ring_stages = ring_fit() ? launch.ring_stages : kStagesFor<kMTiles, kFewTokens>;
+  const int smem =
+      a.ring_stages * kStageBytes + static_cast<int>(matmul_skinny_reduce_bytes(kMTiles));
   a.cluster_merge = variant_merges_in_clusters<kMTiles, kNorm, kRope, kFewTokens>(launch);
   cuda::launch_pdl_clustered(kKernel, dim3(static_cast<unsigned>(launch.grid)), dim3(kThreads),
                              static_cast<size_t>(smem), stream,

@@ -291,6 +291,14 @@ TEST(MatmulSkinnyLaunch, InvariantsHoldForEveryShapeAndRequest) {
                 m <= kMatmulSkinnyFewTokensMaxM && l.splits == 1 && l.tiles > 2 * sms &&
                     (l.tiles <= 3 * sms || l.num_chunks <= kMatmulSkinnyFewTokensShortTileChunks))
                 << what;
+            // The ring: the variant's stages, fewer only with at most one block per SM, and
+            // never fewer than a block's stream touches.
+            const int stages = matmul_skinny_stages(l.m_tiles, l.few_tokens);
+            ASSERT_EQ(l.ring_stages, l.grid <= sms
+                                         ? std::min<int64_t>(stages, matmul_skinny_block_chunks(l))
+                                         : stages)
+                << what;
+            ASSERT_GE(l.ring_stages, 1) << what;
             ASSERT_TRUE(matmul_skinny_launch_valid(l, m, n, k)) << what;
           }
         }
@@ -331,7 +339,50 @@ TEST(MatmulSkinnyLaunch, ValidityCheckRejectsLaunchesThatDoNotFit) {
   l.tiles = l.n_blocks * l.splits;
   EXPECT_FALSE(matmul_skinny_launch_valid(l, 64, 8192, 16384));
   l.m_tiles = matmul_skinny_m_tiles(32);
+  l.ring_stages = matmul_skinny_stages(l.m_tiles);
   EXPECT_TRUE(matmul_skinny_launch_valid(l, 32, 8192, 16384));
+  // A ring without a stage its blocks stream into, or with more than the variant's.
+  l = matmul_skinny_launch(1, 896, 896, 132);  // one tile of 2 chunks a block: 2 stages
+  ASSERT_EQ(l.ring_stages, 2);
+  ASSERT_TRUE(matmul_skinny_launch_valid(l, 1, 896, 896));
+  l.ring_stages = 1;
+  EXPECT_FALSE(matmul_skinny_launch_valid(l, 1, 896, 896));
+  l.ring_stages = 0;
+  EXPECT_FALSE(matmul_skinny_launch_valid(l, 1, 896, 896));
+  l.ring_stages = matmul_skinny_stages(1);
+  EXPECT_TRUE(matmul_skinny_launch_valid(l, 1, 896, 896));  // more than needed is allowed
+  l.ring_stages += 1;
+  EXPECT_FALSE(matmul_skinny_launch_valid(l, 1, 896, 896));
+}
+
+TEST(MatmulSkinnyLaunch, RingFitsOnlyLaunchesOfAtMostOneBlockPerSm) {
+  constexpr int kSms = 132;
+  // Qwen2.5-0.5B's o (56 tiles) and q|k|v (72) at m = 1 and 16: one tile of 2 chunks a block, so 2
+  // of the variant's 4 stages; at m = 32 (one block per SM, 4 stages of 49 rows) also 2.
+  for (const int64_t m : {1, 16, 32}) {
+    EXPECT_EQ(matmul_skinny_launch(m, 896, 896, kSms).ring_stages, 2) << m;
+    EXPECT_EQ(matmul_skinny_launch(m, 1152, 896, kSms, 0, true).ring_stages, 2) << m;
+  }
+  // Its down: 2 splits of 5 chunks on 112 blocks, more than 4 stages: all of them.
+  const MatmulSkinnyLaunch down = matmul_skinny_launch(1, 896, 4864, kSms);
+  EXPECT_EQ(down.grid, 112);
+  EXPECT_EQ(down.ring_stages, 4);
+  // Qwen3-0.6B's o (2 splits of 2 chunks, 128 blocks) and down (2 of 3): 2 and 3 stages.
+  EXPECT_EQ(matmul_skinny_launch(1, 1024, 2048, kSms).ring_stages, 2);
+  EXPECT_EQ(matmul_skinny_launch(1, 1024, 3072, kSms).ring_stages, 3);
+  // More blocks than SMs keep every stage even where a block streams fewer chunks: Qwen3-0.6B's
+  // q|k|v (256 tiles of 2 chunks) and gate_up (384, the few-token variant's 3 stages).
+  EXPECT_EQ(matmul_skinny_launch(1, 4096, 1024, kSms, 0, true).ring_stages, 4);
+  const MatmulSkinnyLaunch gate_up = matmul_skinny_launch(1, 6144, 1024, kSms, 0, true);
+  EXPECT_TRUE(gate_up.few_tokens);
+  EXPECT_EQ(gate_up.ring_stages, 3);
+  // One chunk a block: one stage.
+  EXPECT_EQ(matmul_skinny_launch(1, 64, 512, kSms).ring_stages, 1);
+  // A block of several tiles counts them all: 2 tiles of 1 chunk on one SM (m = 32: one block
+  // per SM), 2 stages.
+  const MatmulSkinnyLaunch two = matmul_skinny_launch(32, 32, 512, 1);
+  EXPECT_EQ(two.grid, 1);
+  EXPECT_EQ(two.ring_stages, 2);
 }
 
 TEST(MatmulSkinnyLaunch, RmsNormPrologueNeverSplits) {
