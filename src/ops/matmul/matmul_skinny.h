@@ -240,8 +240,8 @@ inline int64_t matmul_skinny_max_splits(int64_t m, int64_t n, int64_t k) {
 // nothing. Launches of more blocks than SMs keep every stage: fitting those too (Qwen3-0.6B's
 // q|k|v, 256 blocks, and gate_up) let the next kernel's copies compete with a stream at the
 // ceiling, and its bs 1 step got 2.3 % slower. Measured on the H200
-// (bench/results/2026-12-03-skinny-ring-fit.md), graph floors: Qwen2.5-0.5B bs 1 -0.8 %,
-// Qwen3-0.6B bs 1 -0.6 %, bs 4 -1.7 %; Llama-3-8B (no such launch) level.
+// (bench/results/2026-12-03-skinny-ring-fit.md), graph floors: Qwen2.5-0.5B bs 1 -0.4 to -0.8 %,
+// Qwen3-0.6B bs 1 -0.6 %, bs 4 -1.7 to -1.9 %; Llama-3-8B (no such launch) level.
 inline MatmulSkinnyLaunch matmul_skinny_launch(
     int64_t m, int64_t n, int64_t k, int num_sms, int requested_splits = 0, bool no_split = false,
     MatmulSkinnyFewTokens few_tokens = MatmulSkinnyFewTokens::kAuto) {
