@@ -95,6 +95,7 @@
 
 #include "core/check.h"
 #include "core/cuda_check.h"
+#include "core/log.h"
 #include "ops/common/cuda_async.cuh"
 #include "ops/common/cuda_barrier.cuh"
 #include "ops/common/cuda_launch.cuh"
@@ -744,11 +745,17 @@ bool variant_merges_in_clusters(const MatmulSkinnyLaunch& launch) {
 }
 
 // ROOFLINE_SKINNY_RING_FIT=0 allocates every stage of the ring whatever the plan's ring_stages
-// (A/B runs).
+// (A/B runs); 1 or unset follows the plan; any other value is ignored (1) with a warning.
 bool ring_fit() {
   static const bool on = [] {
     const char* env = std::getenv("ROOFLINE_SKINNY_RING_FIT");
-    return env == nullptr || std::string_view(env) != "0";
+    if (env == nullptr || std::string_view(env) == "1") return true;
+    if (std::string_view(env) == "0") return false;
+    ROOFLINE_LOG(kWarning, "ROOFLINE_SKINNY_RING_FIT='"
+                               << env
+                               << "' is not 0 (every ring stage) or 1 (the stages the plan "
+                                  "fits): ignored (1)");
+    return true;
   }();
   return on;
 }
