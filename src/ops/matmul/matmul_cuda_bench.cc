@@ -12,11 +12,12 @@
 // kernel; one token's K and V into the cache). Then one prefill of m = 8192 tokens per weight as
 // TFLOP/s beside the 783 TFLOP/s bf16 GEMM ceiling. `matmul_cuda_bench [decode] [prologue]
 // [prefill]` runs only the sections named (all by default), `verbose` adds the selector's
-// measurements (the times its choices rest on); `shape N K`, `wide [N K M]` and `trace [wide]`
-// are the modes below (run_shape, run_wide, run_trace); anything else gets a usage line. Method
-// (as HARDWARE.md's cuBLAS table): 16 back-to-back calls captured in one CUDA graph (launch latency
-// excluded), each on the next of `rotation_count` weight copies so L2 does not serve the weights;
-// median of 50 graph launches after warm-up (20 for the split sweep).
+// measurements (the times its choices rest on); `shape N K`, `wide [N K M]`, `mlp` and
+// `trace [wide]` are the modes below (run_shape, run_wide, run_mlp, run_trace); anything else
+// gets a usage line. Method (as HARDWARE.md's cuBLAS table): 16 back-to-back calls captured in
+// one CUDA graph (launch latency excluded), each on the next of `rotation_count` weight copies so
+// L2 does not serve the weights; median of 50 graph launches after warm-up (20 for the split
+// sweep).
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -521,6 +522,97 @@ int run(bool decode, bool prologue, bool prefill) {
   return 0;
 }
 
+// mlp: a decode layer's gated MLP as the engine runs it — gate_up with the RMSNorm prologue and
+// the SwiGLU epilogue, then down with the residual epilogue writing the residual stream in place
+// — chained 16 times in one CUDA graph (each pair on the next of the rotated weight copies, each
+// call the selected implementation, PDL between them as in a step), for Qwen2.5-0.5B, Qwen3-0.6B
+// and Llama-3-8B at m = 1 and 4. Time per pair and both weights' bytes / time against the copy
+// ceiling: what one fused MLP kernel would have to beat
+// (bench/results/2026-12-03-fused-mlp/fused_mlp.cu).
+int run_mlp() {
+  struct Mlp {
+    const char* name;
+    int64_t hidden, inter;
+  };
+  constexpr Mlp kMlps[] = {
+      {"qwen2.5-0.5b", 896, 4864}, {"qwen3-0.6b", 1024, 3072}, {"llama3-8b", 4096, 14336}};
+  auto ctx = MatmulCudaContext::create();
+  cudaStream_t stream;
+  ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  std::printf("gated MLP, gate_up (+norm +swiglu) then down (+residual), selected kernels:\n");
+  for (const Mlp& mlp : kMlps) {
+    const int64_t h = mlp.hidden, inter = mlp.inter;
+    RotatedWeights gate_up(2 * inter, h, 1), down(h, inter, 2);
+    const size_t copies = std::min(gate_up.ptrs.size(), down.ptrs.size());
+    const double bytes = 2.0 * static_cast<double>(3 * inter * h + h);
+    for (const int64_t m : {int64_t{1}, int64_t{4}}) {
+      const std::vector<uint16_t> x_host = random_bf16(m * h, 11);
+      const std::vector<uint16_t> norm_host = random_bf16(h, 12);
+      DeviceMemory x(static_cast<size_t>(m * h) * 2), norm(static_cast<size_t>(h) * 2),
+          normed(static_cast<size_t>(m * h) * 2), act(static_cast<size_t>(m * inter) * 2),
+          product(static_cast<size_t>(m * 2 * inter) * 2);
+      ROOFLINE_CUDA_CHECK(
+          cudaMemcpy(x.ptr, x_host.data(), x_host.size() * 2, cudaMemcpyHostToDevice));
+      ROOFLINE_CUDA_CHECK(
+          cudaMemcpy(norm.ptr, norm_host.data(), norm_host.size() * 2, cudaMemcpyHostToDevice));
+      MatmulParams up;
+      up.x = x.ptr;
+      up.w_dtype = DType::kBF16;
+      up.y = act.ptr;
+      up.dtype = DType::kBF16;
+      up.m = m;
+      up.n = 2 * inter;
+      up.k = h;
+      up.y_row_stride = inter;
+      up.norm_weight = norm.ptr;
+      up.norm_weight_dtype = DType::kBF16;
+      up.normed = normed.ptr;
+      up.swiglu = true;
+      up.gate_up = product.ptr;
+      MatmulParams dn;
+      dn.x = act.ptr;
+      dn.w_dtype = DType::kBF16;
+      dn.residual = x.ptr;
+      dn.y = x.ptr;
+      dn.dtype = DType::kBF16;
+      dn.m = m;
+      dn.n = h;
+      dn.k = inter;
+      dn.y_row_stride = h;
+      auto pair = [&](int i) {
+        up.w = gate_up.ptrs[static_cast<size_t>(i) % copies]->ptr;
+        dn.w = down.ptrs[static_cast<size_t>(i) % copies]->ptr;
+        matmul_cuda(up, *ctx, stream);
+        matmul_residual_cuda(dn, *ctx, stream);
+      };
+      for (size_t i = 0; i < copies; ++i) pair(static_cast<int>(i));  // choose the algorithms
+      ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
+      cudaGraph_t graph;
+      ROOFLINE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+      for (int i = 0; i < kCallsPerGraph; ++i) pair(i);
+      ROOFLINE_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+      cudaGraphExec_t exec;
+      ROOFLINE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      // The residual stream grows by one MLP a pair over the replays; a GEMM's time does not
+      // depend on the values it streams.
+      const double us =
+          bench::median_ms([&](int) { ROOFLINE_CUDA_CHECK(cudaGraphLaunch(exec, stream)); }, 5, 50,
+                           stream) *
+          1e3 / kCallsPerGraph;
+      ROOFLINE_CUDA_CHECK(cudaGraphExecDestroy(exec));
+      ROOFLINE_CUDA_CHECK(cudaGraphDestroy(graph));
+      std::printf(
+          "  %-13s hidden %5lld inter %6lld m=%lld: %8.2f us a pair, %5.1f %% of %.2f TB/s\n",
+          mlp.name, static_cast<long long>(h), static_cast<long long>(inter),
+          static_cast<long long>(m), us,
+          bytes / (us * 1e-6) / bench::kCopyCeilingBytesPerSecond * 100,
+          bench::kCopyCeilingBytesPerSecond / 1e12);
+    }
+  }
+  ROOFLINE_CUDA_CHECK(cudaStreamDestroy(stream));
+  return 0;
+}
+
 // Whether this machine has no CUDA device, saying so (the benchmark then exits 0: nothing to time).
 bool no_device() {
   int devices = 0;
@@ -577,6 +669,10 @@ int main(int argc, char** argv) {
     if (roofline::no_device()) return 0;
     return roofline::run_shape(n, k);
   }
+  if (argc == 2 && std::string(argv[1]) == "mlp") {
+    if (roofline::no_device()) return 0;
+    return roofline::run_mlp();
+  }
   if (argc == 2 && std::string(argv[1]) == "wide") {
     if (roofline::no_device()) return 0;
     return roofline::run_wide();
@@ -594,13 +690,15 @@ int main(int argc, char** argv) {
     prologue = prologue || section == "prologue";
     prefill = prefill || section == "prefill";
     if (section != "decode" && section != "prologue" && section != "prefill") {
-      std::fprintf(stderr,
-                   "usage: matmul_cuda_bench [decode] [prologue] [prefill] [verbose] (default: "
-                   "all sections; verbose: the selector's measurements too) | wide (the wide "
-                   "kernel beside cuBLASLt, by splits) | wide N K M (one shape's calls, for a "
-                   "profiler) | shape N K (one weight on both skinny variants and cuBLASLt) | "
-                   "trace [wide] (the skinny or the wide kernel's phases: "
-                   "matmul_skinny_trace_bench)\n");
+      std::fprintf(
+          stderr,
+          "usage: matmul_cuda_bench [decode] [prologue] [prefill] [verbose] (default: "
+          "all sections; verbose: the selector's measurements too) | wide (the wide "
+          "kernel beside cuBLASLt, by splits) | mlp (a layer's gated MLP as the engine chains "
+          "it) | wide N K M (one shape's calls, for a "
+          "profiler) | shape N K (one weight on both skinny variants and cuBLASLt) | "
+          "trace [wide] (the skinny or the wide kernel's phases: "
+          "matmul_skinny_trace_bench)\n");
       return 2;
     }
   }
