@@ -35,6 +35,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #define CHECK(x)                                                                      \
@@ -48,12 +49,19 @@
 
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
-constexpr int kMaxGroups = 6;  // groups of 8 units a block (a barrier each) at most
-constexpr int kReduceCols = 64;  // columns of a reducer's slice
+constexpr int kMaxChunks = 6;    // chunks of 8 units a block (a barrier / cp.async group each)
+constexpr int kReduceCols = 32;  // columns of a reducer's slice
+constexpr int kReduceGroups = kThreads / kReduceCols;
+constexpr int kMaxBlocks = 2 * 144;
+constexpr int kReduceRows = (kMaxBlocks + kReduceGroups - 1) / kReduceGroups;
+
+constexpr int kStamps = 9;  // entry, waited, normed, gate/up, down landed, partial, counted, spun, end
+enum Copy { kBulk = 0, kRows = 1, kCpAsync = 2 };
+static const char* const kCopyNames[] = {"bulk", "rows", "cp.async"};
 
 struct Args {
   const __nv_bfloat16* w_gu;    // [2I][H]: gate rows, then up rows
-  const __nv_bfloat16* w_d;     // down_t: [I][H]; else [H][I]
+  const __nv_bfloat16* w_dt;    // [I][H]: down, transposed
   const __nv_bfloat16* norm_w;  // [H]
   const __nv_bfloat16* x;       // [H]
   __nv_bfloat16* y;             // [H] = x + W_d · swiglu(W_gu · rmsnorm(x))
@@ -61,25 +69,27 @@ struct Args {
   unsigned* counter;            // [2], zero between calls (the kernel resets them)
   int H, I;
   float eps;
-  int down_t, reduce;
+  int copy, reduce;
+  unsigned long long* trace;  // [calls][gridDim.x][kStamps] %globaltimer ns, or null
+  int call;
+  int probe;  // 0: the MLP; 1: the copies alone (wait for them, exit); 2: everything but the copies
 };
 
 struct Layout {  // dynamic shared memory offsets, bytes
-  int bars, xn, gu, h, red, w, wd, pitch, total;
+  int bars, xn, x, gu, h, red, g, u, d, total;
 };
-__host__ __device__ inline Layout layout(int H, int U, int down_t) {
+__host__ __device__ inline Layout layout(int H, int U) {
   Layout l;
-  l.bars = 0;                        // kMaxGroups + 1 mbarriers
-  l.xn = 128;                        // H floats
-  l.gu = l.xn + H * 4;               // 2U floats
-  l.h = l.gu + 2 * 8 * kMaxGroups * 4;  // U floats
-  l.red = l.h + 8 * kMaxGroups * 4;  // kWarps x kReduceCols floats... (kThreads floats)
-  l.w = (l.red + kThreads * 4 + 127) / 128 * 128;
-  l.wd = l.w + 2 * U * H * 2;
-  int p = U * 2;
-  if ((p / 16) % 2 == 0) p += 16;  // n layout: an odd number of 16-byte units a row
-  l.pitch = down_t ? H * 2 : p;
-  l.total = l.wd + (down_t ? U * H * 2 : H * p);
+  l.bars = 0;                         // kMaxChunks + 1 mbarriers
+  l.xn = 128;                         // H floats
+  l.x = l.xn + H * 4;                 // H floats: x as read, for the residual add
+  l.gu = l.x + H * 4;                 // 2 * 8 * kMaxChunks floats
+  l.h = l.gu + 2 * 8 * kMaxChunks * 4;  // 8 * kMaxChunks floats
+  l.red = l.h + 8 * kMaxChunks * 4;   // kThreads floats
+  l.g = (l.red + kThreads * 4 + 127) / 128 * 128;  // [U][H] gate rows
+  l.u = l.g + U * H * 2;                           // [U][H] up rows
+  l.d = l.u + U * H * 2;                           // [U][H] down^T rows
+  l.total = l.d + U * H * 2;
   return l;
 }
 
@@ -92,6 +102,36 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned b
           "r"(smem_addr(dst)),
       "l"(src), "r"(bytes), "r"(smem_addr(bar))
       : "memory");
+}
+// Rows [r0, r1) of a [.][H] matrix into shared memory, as one bulk copy or one per row (lanes of
+// the calling warp), or as 16-byte cp.async by every thread of the block.
+__device__ __forceinline__ void copy_rows(int mode, unsigned char* dst, const __nv_bfloat16* src,
+                                          int rows, int H, uint64_t* bar) {
+  const unsigned row_bytes = H * 2;
+  if (mode == kBulk) {
+    if (threadIdx.x == 0) bulk_copy(dst, src, rows * row_bytes, bar);
+  } else if (mode == kRows) {
+    if (threadIdx.x < 32)
+      for (int r = threadIdx.x; r < rows; r += 32)
+        bulk_copy(dst + r * row_bytes, src + static_cast<size_t>(r) * H, row_bytes, bar);
+  } else {
+    const int pieces = rows * H / 8;
+    for (int i = threadIdx.x; i < pieces; i += kThreads)
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst + 16 * i)),
+                   "l"(src + 8 * static_cast<size_t>(i))
+                   : "memory");
+  }
+}
+__device__ __forceinline__ void cp_async_wait(int pending) {
+  switch (pending) {
+    case 0: asm volatile("cp.async.wait_group 0;\n" ::: "memory"); break;
+    case 1: asm volatile("cp.async.wait_group 1;\n" ::: "memory"); break;
+    case 2: asm volatile("cp.async.wait_group 2;\n" ::: "memory"); break;
+    case 3: asm volatile("cp.async.wait_group 3;\n" ::: "memory"); break;
+    case 4: asm volatile("cp.async.wait_group 4;\n" ::: "memory"); break;
+    case 5: asm volatile("cp.async.wait_group 5;\n" ::: "memory"); break;
+    default: asm volatile("cp.async.wait_group 6;\n" ::: "memory"); break;
+  }
 }
 __device__ __forceinline__ void bar_wait(uint64_t* bar) {
   const unsigned a = smem_addr(bar);
@@ -111,63 +151,85 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
 }
 __device__ __forceinline__ float bf(float v) { return __bfloat162float(__float2bfloat16(v)); }
 
+__device__ __forceinline__ void stamp(const Args& a, int i) {
+  if (a.trace != nullptr && threadIdx.x == 0) {
+    unsigned long long ns;
+    asm volatile("mov.u64 %0, %globaltimer;" : "=l"(ns));
+    a.trace[(static_cast<size_t>(a.call) * gridDim.x + blockIdx.x) * kStamps + i] = ns;
+  }
+}
+
 __global__ void __launch_bounds__(kThreads, 1) fused_mlp(Args a) {
   extern __shared__ __align__(128) unsigned char smem[];
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
-  const int H = a.H, G = a.I / 8, nb = gridDim.x, b = blockIdx.x;
-  const int g0 = static_cast<int>(static_cast<int64_t>(b) * G / nb);
-  const int g1 = static_cast<int>(static_cast<int64_t>(b + 1) * G / nb);
-  const int groups = g1 - g0, U = groups * 8, j0 = g0 * 8;
-  const Layout L = layout(H, U, a.down_t);
+  const int H = a.H, nb = gridDim.x, b = blockIdx.x;
+  const int j0 = static_cast<int>(static_cast<int64_t>(b) * a.I / nb);
+  const int U = static_cast<int>(static_cast<int64_t>(b + 1) * a.I / nb) - j0;
+  const int chunks = (U + 7) / 8;
+  const Layout L = layout(H, U);
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem + L.bars);
   float* s_xn = reinterpret_cast<float*>(smem + L.xn);
+  float* s_x = reinterpret_cast<float*>(smem + L.x);
   float* s_gu = reinterpret_cast<float*>(smem + L.gu);
   float* s_h = reinterpret_cast<float*>(smem + L.h);
   float* s_red = reinterpret_cast<float*>(smem + L.red);
-  __nv_bfloat16* s_w = reinterpret_cast<__nv_bfloat16*>(smem + L.w);
-  unsigned char* s_wd = smem + L.wd;
   __shared__ unsigned s_k;
+  const bool tma = a.copy != kCpAsync;
+  stamp(a, 0);
+  const bool copies = a.probe != 2;
 
-  // Every weight byte of the block requested before the PDL wait: group c's gate and up rows on
-  // bar c, the down slice on bar `groups`.
-  if (warp == 0) {
-    const unsigned row_bytes = H * 2;
-    const unsigned wd_bytes = a.down_t ? U * H * 2 : H * U * 2;
-    if (lane == 0) {
-      for (int c = 0; c <= groups; ++c)
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(smem_addr(bars + c)));
-      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-      for (int c = 0; c < groups; ++c)
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(
-                         smem_addr(bars + c)),
-                     "r"(16 * row_bytes)
-                     : "memory");
+  // Every weight byte of the block requested before the PDL wait: chunk c's gate and up rows on
+  // bar c (or cp.async group c), the down rows on bar `chunks` (the last group).
+  if (copies && tma && t == 0) {
+    for (int c = 0; c <= chunks; ++c)
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(smem_addr(bars + c)));
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    for (int c = 0; c < chunks; ++c) {
+      const int rows = min(8, U - 8 * c);
       asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(
-                       smem_addr(bars + groups)),
-                   "r"(wd_bytes)
+                       smem_addr(bars + c)),
+                   "r"(2 * rows * H * 2)
                    : "memory");
-      for (int c = 0; c < groups; ++c) {
-        bulk_copy(s_w + static_cast<size_t>(c) * 16 * H, a.w_gu + static_cast<size_t>(j0 + 8 * c) * H,
-                  8 * row_bytes, bars + c);
-        bulk_copy(s_w + static_cast<size_t>(c * 16 + 8) * H,
-                  a.w_gu + static_cast<size_t>(a.I + j0 + 8 * c) * H, 8 * row_bytes, bars + c);
-      }
-      if (a.down_t) bulk_copy(s_wd, a.w_d + static_cast<size_t>(j0) * H, wd_bytes, bars + groups);
     }
-    __syncwarp();
-    if (!a.down_t)
-      for (int n = lane; n < H; n += 32)
-        bulk_copy(s_wd + n * L.pitch, a.w_d + static_cast<size_t>(n) * a.I + j0, U * 2,
-                  bars + groups);
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(
+                     smem_addr(bars + chunks)),
+                 "r"(U * H * 2)
+                 : "memory");
   }
+  if (tma) __syncwarp();
+  for (int c = 0; c < chunks && copies; ++c) {
+    const int rows = min(8, U - 8 * c);
+    copy_rows(a.copy, smem + L.g + 8 * c * H * 2, a.w_gu + static_cast<size_t>(j0 + 8 * c) * H, rows,
+              H, bars + c);
+    copy_rows(a.copy, smem + L.u + 8 * c * H * 2, a.w_gu + static_cast<size_t>(a.I + j0 + 8 * c) * H,
+              rows, H, bars + c);
+    if (!tma) asm volatile("cp.async.commit_group;\n" ::: "memory");
+  }
+  if (copies) {
+    copy_rows(a.copy, smem + L.d, a.w_dt + static_cast<size_t>(j0) * H, U, H, bars + chunks);
+    if (!tma) asm volatile("cp.async.commit_group;\n" ::: "memory");
+  }
+  // The norm weight too (a weight: before the wait), into registers: at most 2 a thread.
+  float nw[2];
+  for (int e = 0; e < 2; ++e)
+    nw[e] = t + e * kThreads < H ? __bfloat162float(a.norm_w[t + e * kThreads]) : 0.0f;
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  stamp(a, 1);
+  if (a.probe == 1) {  // the weight stream alone
+    if (tma) {
+      for (int c = 0; c <= chunks; ++c) bar_wait(bars + c);
+    } else {
+      cp_async_wait(0);
+    }
+    return;
+  }
 
   // RMSNorm of x (bf16 out, as the engine's prologue).
   float ss = 0.0f;
   for (int i = t; i < H; i += kThreads) {
     const float v = __bfloat162float(a.x[i]);
-    s_xn[i] = v;
+    s_x[i] = v;
     ss += v * v;
   }
   for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
@@ -176,79 +238,128 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp(Args a) {
   float tot = 0.0f;
   for (int w = 0; w < kWarps; ++w) tot += s_red[w];
   const float inv = rsqrtf(tot / H + a.eps);
-  for (int i = t; i < H; i += kThreads) s_xn[i] = bf(s_xn[i] * inv * __bfloat162float(a.norm_w[i]));
-  __syncthreads();
-
-  // gate and up: a warp a row, 16 bytes a lane at a time.
-  for (int r = warp; r < 2 * U; r += kWarps) {
-    const int c = r / 16;
-    bar_wait(bars + c);
-    const uint4* row = reinterpret_cast<const uint4*>(s_w + static_cast<size_t>(r) * H);
-    float acc = 0.0f;
-    for (int k = lane; k < H / 8; k += 32) {
-      const uint4 v = row[k];
-      const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&v);
-      const float4 x0 = reinterpret_cast<const float4*>(s_xn)[2 * k];
-      const float4 x1 = reinterpret_cast<const float4*>(s_xn)[2 * k + 1];
-      float2 f;
-      f = __bfloat1622float2(p[0]); acc += f.x * x0.x + f.y * x0.y;
-      f = __bfloat1622float2(p[1]); acc += f.x * x0.z + f.y * x0.w;
-      f = __bfloat1622float2(p[2]); acc += f.x * x1.x + f.y * x1.y;
-      f = __bfloat1622float2(p[3]); acc += f.x * x1.z + f.y * x1.w;
-    }
-    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    if (lane == 0) s_gu[r] = acc;
+  for (int e = 0; e < 2; ++e) {
+    const int i = t + e * kThreads;
+    if (i < H) s_xn[i] = bf(s_x[i] * inv * nw[e]);
   }
   __syncthreads();
-  if (t < U) {
-    const int c = t / 8, u = t % 8;
-    const float g = bf(s_gu[c * 16 + u]), up = bf(s_gu[c * 16 + 8 + u]);
-    s_h[t] = bf(g / (1.0f + __expf(-g)) * up);
-  }
-  __syncthreads();
+  stamp(a, 2);
 
-  // This block's partial of W_down · h.
-  bar_wait(bars + groups);
-  float* part = a.partial + static_cast<size_t>(b) * H;
-  if (a.down_t) {
-    for (int n2 = t; n2 < H / 2; n2 += kThreads) {
-      float2 acc = make_float2(0.0f, 0.0f);
-      for (int j = 0; j < U; ++j) {
-        const float2 w = __bfloat1622float2(
-            reinterpret_cast<const __nv_bfloat162*>(s_wd + static_cast<size_t>(j) * H * 2)[n2]);
-        acc.x += s_h[j] * w.x;
-        acc.y += s_h[j] * w.y;
-      }
-      reinterpret_cast<float2*>(part)[n2] = acc;
+  // gate and up, chunk by chunk: a warp a row, 16 bytes a lane at a time.
+#if defined(PHASE_A_REGS)
+  // Each lane's packs of the normed x (k = lane + 32 i, at most 4 for H <= 1024) in registers,
+  // read from shared memory once instead of once a row.
+  float xr[4][8];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int k = lane + 32 * i;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) xr[i][e] = k < H / 8 ? s_xn[8 * k + e] : 0.0f;
+  }
+#endif
+  for (int c = 0; c < chunks; ++c) {
+    if (!copies) {
+    } else if (tma) {
+      bar_wait(bars + c);
+    } else {
+      cp_async_wait(chunks - c);  // chunk c's group landed (later chunks and down may not have)
+      __syncthreads();
     }
-  } else {
-    for (int n = t; n < H; n += kThreads) {
-      const uint4* row = reinterpret_cast<const uint4*>(s_wd + n * L.pitch);
+    const int rows = min(8, U - 8 * c);
+    for (int r = warp; r < 2 * rows; r += kWarps) {
+      const int unit = 8 * c + r % rows;
+      const unsigned char* base = smem + (r < rows ? L.g : L.u);
+      const uint4* row = reinterpret_cast<const uint4*>(base + static_cast<size_t>(unit) * H * 2);
       float acc = 0.0f;
-      for (int k = 0; k < U / 8; ++k) {
+#if defined(PHASE_A_REGS)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int k = lane + 32 * i;
+        if (k >= H / 8) break;
         const uint4 v = row[k];
         const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&v);
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const float2 f = __bfloat1622float2(p[e]);
-          acc += f.x * s_h[8 * k + 2 * e] + f.y * s_h[8 * k + 2 * e + 1];
+          acc += f.x * xr[i][2 * e] + f.y * xr[i][2 * e + 1];
         }
       }
-      part[n] = acc;
+#else
+#if defined(PHASE_A_UNROLL)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {  // H <= 1024: at most 4 packs a lane, all loads issued first
+        const int k = lane + 32 * i;
+        if (k >= H / 8) break;
+#else
+      for (int k = lane; k < H / 8; k += 32) {
+#endif
+        const uint4 v = row[k];
+        const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&v);
+        const float4 x0 = reinterpret_cast<const float4*>(s_xn)[2 * k];
+        const float4 x1 = reinterpret_cast<const float4*>(s_xn)[2 * k + 1];
+        float2 f;
+        f = __bfloat1622float2(p[0]); acc += f.x * x0.x + f.y * x0.y;
+        f = __bfloat1622float2(p[1]); acc += f.x * x0.z + f.y * x0.w;
+        f = __bfloat1622float2(p[2]); acc += f.x * x1.x + f.y * x1.y;
+        f = __bfloat1622float2(p[3]); acc += f.x * x1.z + f.y * x1.w;
+      }
+#endif
+      for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+      if (lane == 0) s_gu[2 * unit + (r < rows ? 0 : 1)] = acc;
     }
   }
-  if (!a.reduce) return;
+  __syncthreads();
+  stamp(a, 3);
+  if (t < U) {
+    const float g = bf(s_gu[2 * t]), up = bf(s_gu[2 * t + 1]);
+    s_h[t] = bf(g / (1.0f + __expf(-g)) * up);
+  }
+  if (!copies) {
+  } else if (tma) {
+    bar_wait(bars + chunks);
+  } else {
+    cp_async_wait(0);
+  }
+  __syncthreads();
+  stamp(a, 4);
 
-  // The last R = H / 64 blocks to arrive each sum one 64-column slice over every block's partial.
+  // This block's partial of W_down · h.
+  float* part = a.partial + static_cast<size_t>(b) * H;
+  for (int n2 = t; n2 < H / 2; n2 += kThreads) {
+    float2 acc = make_float2(0.0f, 0.0f);
+    for (int j = 0; j < U; ++j) {
+      const float2 w = __bfloat1622float2(
+          reinterpret_cast<const __nv_bfloat162*>(smem + L.d + static_cast<size_t>(j) * H * 2)[n2]);
+      acc.x += s_h[j] * w.x;
+      acc.y += s_h[j] * w.y;
+    }
+    reinterpret_cast<float2*>(part)[n2] = acc;
+  }
+  if (!a.reduce) {
+    stamp(a, 8);
+    return;
+  }
+
+  // The last R = H / 32 blocks to arrive each sum one 32-column slice over every block's partial:
+  // every load of a thread in flight at once, then summed in block order (deterministic).
   const int R = H / kReduceCols;
   __syncthreads();
-  if (t == 0) {
-    __threadfence();
-    s_k = atomicAdd(a.counter, 1u);
+  stamp(a, 5);
+  if (t == 0) {  // a release add: the block's partial stores, gathered by the barrier, before it
+    unsigned old;
+    asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], 1;\n"
+                 : "=r"(old)
+                 : "l"(a.counter)
+                 : "memory");
+    s_k = old;
   }
   __syncthreads();
   const int k = static_cast<int>(s_k);
-  if (k < nb - R) return;
+  stamp(a, 6);
+  if (k < nb - R) {
+    stamp(a, 8);
+    return;
+  }
   const int slice = k - (nb - R);
   if (t == 0) {
     while (ld_acquire(a.counter) < static_cast<unsigned>(nb)) {
@@ -260,18 +371,26 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp(Args a) {
     }
   }
   __syncthreads();
+  stamp(a, 7);
   const int col = slice * kReduceCols + (t % kReduceCols), rg = t / kReduceCols;
-  constexpr int kGroups = kThreads / kReduceCols;
+  float v[kReduceRows];
+#pragma unroll
+  for (int i = 0; i < kReduceRows; ++i) {
+    const int r = rg + i * kReduceGroups;
+    v[i] = r < nb ? __ldcg(a.partial + static_cast<size_t>(r) * H + col) : 0.0f;
+  }
   float sum = 0.0f;
-#pragma unroll 8
-  for (int r = rg; r < nb; r += kGroups) sum += __ldcg(a.partial + static_cast<size_t>(r) * H + col);
+#pragma unroll
+  for (int i = 0; i < kReduceRows; ++i) sum += v[i];
   s_red[t] = sum;
   __syncthreads();
   if (t < kReduceCols) {
     float s = 0.0f;
-    for (int g = 0; g < kGroups; ++g) s += s_red[g * kReduceCols + t];
-    a.y[col] = __float2bfloat16(__bfloat162float(a.x[col]) + s);
+    for (int g = 0; g < kReduceGroups; ++g) s += s_red[g * kReduceCols + t];
+    a.y[col] = __float2bfloat16(s_x[col] + s);
   }
+  __syncthreads();
+  stamp(a, 8);
 }
 
 // Host side.
@@ -296,6 +415,10 @@ static float rb(float v) { return __bfloat162float(__float2bfloat16(v)); }
 
 int main(int argc, char** argv) {
   std::vector<std::pair<int, int>> shapes = {{896, 4864}, {1024, 3072}};
+  // `fused_mlp profile`: qwen2.5-0.5b's shape, one block an SM, bulk copies, and only five
+  // untimed calls of everything but the copies after the check (for Nsight Compute).
+  const bool profile = argc == 2 && std::string(argv[1]) == "profile";
+  if (profile) shapes = {{896, 4864}};
   if (argc == 3) shapes = {{std::atoi(argv[1]), std::atoi(argv[2])}};
   int sms = 0;
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -304,14 +427,11 @@ int main(int argc, char** argv) {
   CHECK(cudaFuncSetAttribute(fused_mlp, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem - 1024));
   cudaStream_t stream;
   CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  bool all_ok = true;
   for (auto [H, I] : shapes) {
-    if (H % kReduceCols || I % 8 || H / kReduceCols > sms) {
-      std::fprintf(stderr, "H %d I %d: H must be a multiple of %d and I of 8\n", H, I, kReduceCols);
-      return 2;
-    }
-    const int nb = sms, G = I / 8, max_u = (G + nb - 1) / nb * 8;
-    if ((G + nb - 1) / nb > kMaxGroups) {
-      std::fprintf(stderr, "H %d I %d: %d groups a block exceed %d\n", H, I, (G + nb - 1) / nb, kMaxGroups);
+    if (H % (2 * kReduceCols) || H > 2 * kThreads || H / kReduceCols > sms || sms * 2 > kMaxBlocks) {
+      std::fprintf(stderr, "H %d I %d: H must be a multiple of %d, at most %d (and this GPU at most %d SMs)\n",
+                   H, I, 2 * kReduceCols, 2 * kThreads, kMaxBlocks / 2);
       return 2;
     }
     const size_t gu_n = size_t{2} * I * H, d_n = static_cast<size_t>(I) * H;
@@ -345,13 +465,11 @@ int main(int argc, char** argv) {
         ref[n] = h2f(x[n]) + static_cast<float>(s);
       }
     }
-    std::vector<void*> w_gu(copies), w_dn(copies), w_dt(copies);
+    std::vector<void*> w_gu(copies), w_dt(copies);
     for (int c = 0; c < copies; ++c) {
       CHECK(cudaMalloc(&w_gu[c], gu_n * 2));
-      CHECK(cudaMalloc(&w_dn[c], d_n * 2));
       CHECK(cudaMalloc(&w_dt[c], d_n * 2));
       CHECK(cudaMemcpy(w_gu[c], gu.data(), gu_n * 2, cudaMemcpyHostToDevice));
-      CHECK(cudaMemcpy(w_dn[c], dn.data(), d_n * 2, cudaMemcpyHostToDevice));
       CHECK(cudaMemcpy(w_dt[c], dt.data(), d_n * 2, cudaMemcpyHostToDevice));
     }
     void *d_nw, *d_x[2], *d_part, *d_cnt;
@@ -361,114 +479,194 @@ int main(int argc, char** argv) {
       CHECK(cudaMalloc(&p, H * 2));
       CHECK(cudaMemcpy(p, x.data(), H * 2, cudaMemcpyHostToDevice));
     }
-    CHECK(cudaMalloc(&d_part, size_t(nb) * H * 4));
+    CHECK(cudaMalloc(&d_part, size_t(kMaxBlocks) * H * 4));
     CHECK(cudaMalloc(&d_cnt, 8));
     CHECK(cudaMemset(d_cnt, 0, 8));
-    auto args = [&](int i, int down_t, int reduce) {
-      Args a;
-      a.w_gu = static_cast<const __nv_bfloat16*>(w_gu[i % copies]);
-      a.w_d = static_cast<const __nv_bfloat16*>(down_t ? w_dt[i % copies] : w_dn[i % copies]);
-      a.norm_w = static_cast<const __nv_bfloat16*>(d_nw);
-      a.x = static_cast<const __nv_bfloat16*>(d_x[i % 2]);
-      a.y = static_cast<__nv_bfloat16*>(d_x[(i + 1) % 2]);
-      a.partial = static_cast<float*>(d_part);
-      a.counter = static_cast<unsigned*>(d_cnt);
-      a.H = H;
-      a.I = I;
-      a.eps = 1e-6f;
-      a.down_t = down_t;
-      a.reduce = reduce;
-      return a;
-    };
-    const int smem = layout(H, max_u, 1).total > layout(H, max_u, 0).total ? layout(H, max_u, 1).total
-                                                                           : layout(H, max_u, 0).total;
-    if (smem > max_smem - 1024) {
-      std::fprintf(stderr, "H %d I %d: %d bytes of shared memory a block exceed %d\n", H, I, smem,
-                   max_smem - 1024);
-      return 2;
-    }
-    auto launch = [&](const Args& a) {
-      cudaLaunchConfig_t cfg = {};
-      cfg.gridDim = dim3(nb);
-      cfg.blockDim = dim3(kThreads);
-      cfg.dynamicSmemBytes = smem;
-      cfg.stream = stream;
-      cudaLaunchAttribute attr[1];
-      attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      attr[0].val.programmaticStreamSerializationAllowed = 1;
-      cfg.attrs = attr;
-      cfg.numAttrs = 1;
-      CHECK(cudaLaunchKernelEx(&cfg, fused_mlp, a));
-    };
-    std::printf("H %d I %d: %d blocks of %d-%d units, %d B shared memory, %.1f MB of weights a call, %d copies\n",
-                H, I, nb, G / nb * 8, max_u, smem, wbytes / 1e6, copies);
-    bool all_ok = true;
-    for (int down_t = 1; down_t >= 0; --down_t) {
-      // Correctness: one call from x, every element against the reference; twice, bit for bit.
-      std::vector<uint16_t> out[2];
-      for (int rep = 0; rep < 2; ++rep) {
-        CHECK(cudaMemcpy(d_x[0], x.data(), H * 2, cudaMemcpyHostToDevice));
-        CHECK(cudaMemset(d_x[1], 0xFF, H * 2));
-        launch(args(0, down_t, 1));
+    std::printf("H %d I %d: %.1f MB of weights a call, %d copies\n", H, I, wbytes / 1e6, copies);
+    for (int bps = 1; bps <= 2; ++bps) {
+      const int nb = sms * bps;
+      const int max_u = (I + nb - 1) / nb;
+      const int smem = layout(H, max_u).total;
+      const int budget = bps == 1 ? max_smem - 1024 : 112 * 1024;
+      if ((max_u + 7) / 8 > kMaxChunks || smem > budget) {
+        std::printf("  %d blocks an SM: %d units, %d B of shared memory a block: does not fit\n", bps,
+                    max_u, smem);
+        continue;
+      }
+      auto args = [&](int i, int copy, int reduce, int probe = 0) {
+        Args a;
+        a.w_gu = static_cast<const __nv_bfloat16*>(w_gu[i % copies]);
+        a.w_dt = static_cast<const __nv_bfloat16*>(w_dt[i % copies]);
+        a.norm_w = static_cast<const __nv_bfloat16*>(d_nw);
+        a.x = static_cast<const __nv_bfloat16*>(d_x[i % 2]);
+        a.y = static_cast<__nv_bfloat16*>(d_x[(i + 1) % 2]);
+        a.partial = static_cast<float*>(d_part);
+        a.counter = static_cast<unsigned*>(d_cnt);
+        a.H = H;
+        a.I = I;
+        a.eps = 1e-6f;
+        a.copy = copy;
+        a.reduce = reduce;
+        a.probe = probe;
+        a.trace = nullptr;
+        a.call = i;
+        return a;
+      };
+      auto launch = [&](const Args& a) {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(nb);
+        cfg.blockDim = dim3(kThreads);
+        cfg.dynamicSmemBytes = smem;
+        cfg.stream = stream;
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        CHECK(cudaLaunchKernelEx(&cfg, fused_mlp, a));
+      };
+      int resident = 0;
+      CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, fused_mlp, kThreads, smem));
+      std::printf("  %d block(s) an SM (%d resident): %d blocks of up to %d units, %d B of shared "
+                  "memory a block\n",
+                  bps, resident, nb, max_u, smem);
+      if (profile) {
+        if (bps == 2) continue;
+        for (int i = 0; i < 5; ++i) launch(args(i, kBulk, 1, 2));
         CHECK(cudaStreamSynchronize(stream));
-        out[rep].resize(H);
-        CHECK(cudaMemcpy(out[rep].data(), d_x[1], H * 2, cudaMemcpyDeviceToHost));
+        std::printf("    profile: 5 calls of everything but the copies\n");
+        continue;
       }
-      double max_err = 0;
-      int bad = 0;
-      for (int n = 0; n < H; ++n) {
-        const float got = h2f(out[0][n]);
-        const double err = std::fabs(double(got) - ref[n]);
-        const double tol = 1e-2 * std::fabs(ref[n]) + 1e-2;
-        if (!(err <= tol)) ++bad;
-        max_err = std::max(max_err, err);
-      }
-      const bool same = out[0] == out[1];
-      all_ok = all_ok && bad == 0 && same;
-      std::printf("  down %s: check %s (max |err| %.3g over %d outputs, %d beyond 1e-2 |ref| + 1e-2; "
-                  "two runs %s)\n",
-                  down_t ? "t" : "n", bad == 0 && same ? "PASS" : "FAIL", max_err, H, bad,
-                  same ? "bit-identical" : "DIFFER");
-      for (int reduce = 1; reduce >= 0; --reduce) {
-        CHECK(cudaMemcpy(d_x[0], x.data(), H * 2, cudaMemcpyHostToDevice));
-        CHECK(cudaMemcpy(d_x[1], x.data(), H * 2, cudaMemcpyHostToDevice));
-        cudaGraph_t graph;
-        CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-        for (int i = 0; i < 16; ++i) launch(args(i, down_t, reduce));
-        CHECK(cudaStreamEndCapture(stream, &graph));
-        cudaGraphExec_t exec;
-        CHECK(cudaGraphInstantiate(&exec, graph, 0));
-        cudaEvent_t e0, e1;
-        CHECK(cudaEventCreate(&e0));
-        CHECK(cudaEventCreate(&e1));
-        std::vector<float> ms;
-        for (int r = 0; r < 55; ++r) {
-          CHECK(cudaEventRecord(e0, stream));
-          CHECK(cudaGraphLaunch(exec, stream));
-          CHECK(cudaEventRecord(e1, stream));
-          CHECK(cudaEventSynchronize(e1));
-          float m;
-          CHECK(cudaEventElapsedTime(&m, e0, e1));
-          if (r >= 5) ms.push_back(m);
+      for (int copy = kBulk; copy <= kCpAsync; ++copy) {
+        // Correctness: one call from x, every element against the reference; twice, bit for bit.
+        std::vector<uint16_t> out[2];
+        for (int rep = 0; rep < 2; ++rep) {
+          CHECK(cudaMemcpy(d_x[0], x.data(), H * 2, cudaMemcpyHostToDevice));
+          CHECK(cudaMemset(d_x[1], 0xFF, H * 2));
+          launch(args(0, copy, 1));
+          CHECK(cudaStreamSynchronize(stream));
+          out[rep].resize(H);
+          CHECK(cudaMemcpy(out[rep].data(), d_x[1], H * 2, cudaMemcpyDeviceToHost));
         }
-        std::sort(ms.begin(), ms.end());
-        const double us = ms[ms.size() / 2] * 1e3 / 16;
-        std::printf("  down %s%s: %.2f us a call, %.1f %% of the 4.28 TB/s copy ceiling\n",
-                    down_t ? "t" : "n", reduce ? "" : " nored", us, wbytes / (us * 1e-6) / 4.28e12 * 100);
-        CHECK(cudaGraphExecDestroy(exec));
-        CHECK(cudaGraphDestroy(graph));
+        double max_err = 0;
+        int bad = 0;
+        for (int n = 0; n < H; ++n) {
+          const double err = std::fabs(double(h2f(out[0][n])) - ref[n]);
+          if (!(err <= 1e-2 * std::fabs(ref[n]) + 1e-2)) ++bad;
+          max_err = std::max(max_err, err);
+        }
+        const bool same = out[0] == out[1];
+        all_ok = all_ok && bad == 0 && same;
+        auto time_calls = [&](int reduce, int probe) {
+          CHECK(cudaMemcpy(d_x[0], x.data(), H * 2, cudaMemcpyHostToDevice));
+          CHECK(cudaMemcpy(d_x[1], x.data(), H * 2, cudaMemcpyHostToDevice));
+          cudaGraph_t graph;
+          CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+          for (int i = 0; i < 16; ++i) launch(args(i, copy, reduce, probe));
+          CHECK(cudaStreamEndCapture(stream, &graph));
+          cudaGraphExec_t exec;
+          CHECK(cudaGraphInstantiate(&exec, graph, 0));
+          cudaEvent_t e0, e1;
+          CHECK(cudaEventCreate(&e0));
+          CHECK(cudaEventCreate(&e1));
+          std::vector<float> ms;
+          for (int r = 0; r < 55; ++r) {
+            CHECK(cudaEventRecord(e0, stream));
+            CHECK(cudaGraphLaunch(exec, stream));
+            CHECK(cudaEventRecord(e1, stream));
+            CHECK(cudaEventSynchronize(e1));
+            float m;
+            CHECK(cudaEventElapsedTime(&m, e0, e1));
+            if (r >= 5) ms.push_back(m);
+          }
+          std::sort(ms.begin(), ms.end());
+          CHECK(cudaEventDestroy(e0));
+          CHECK(cudaEventDestroy(e1));
+          CHECK(cudaGraphExecDestroy(exec));
+          CHECK(cudaGraphDestroy(graph));
+          return ms[ms.size() / 2] * 1e3 / 16;
+        };
+        const double us_of[2] = {time_calls(0, 0), time_calls(1, 0)};
+        const double copies_us = time_calls(0, 1), no_copy_us = time_calls(1, 2);
+        std::printf("    copy %-8s check %s (max |err| %.3g, %d of %d beyond 1e-2 |ref| + 1e-2; two runs %s): "
+                    "%.2f us a call = %.1f %% of 4.28 TB/s; partials only %.2f us; the copies alone %.2f us "
+                    "(%.1f %%); all but the copies %.2f us\n",
+                    kCopyNames[copy], bad == 0 && same ? "PASS" : "FAIL", max_err, bad, H,
+                    same ? "bit-identical" : "DIFFER", us_of[1],
+                    wbytes / (us_of[1] * 1e-6) / 4.28e12 * 100, us_of[0], copies_us,
+                    wbytes / (copies_us * 1e-6) / 4.28e12 * 100, no_copy_us);
+        if (copy == kBulk) {
+          // Phase stamps of one replay's 16 calls: for each call after the first, every block's
+          // stamps relative to the end of the previous call's last block; the median block and
+          // the last block (median over the calls), µs.
+          const size_t words = size_t{16} * nb * kStamps;
+          unsigned long long* d_trace;
+          CHECK(cudaMalloc(&d_trace, words * 8));
+          for (int probe : {0, 2}) {
+            CHECK(cudaMemset(d_trace, 0, words * 8));
+            cudaGraph_t graph;
+            CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+            for (int i = 0; i < 16; ++i) {
+              Args a = args(i, copy, 1, probe);
+              a.trace = d_trace;
+              launch(a);
+            }
+            CHECK(cudaStreamEndCapture(stream, &graph));
+            cudaGraphExec_t exec;
+            CHECK(cudaGraphInstantiate(&exec, graph, 0));
+            for (int r = 0; r < 3; ++r) CHECK(cudaGraphLaunch(exec, stream));
+            CHECK(cudaStreamSynchronize(stream));
+            std::vector<unsigned long long> st(words);
+            CHECK(cudaMemcpy(st.data(), d_trace, words * 8, cudaMemcpyDeviceToHost));
+            CHECK(cudaGraphExecDestroy(exec));
+            CHECK(cudaGraphDestroy(graph));
+            auto at = [&](int c, int blk, int i) { return st[(size_t(c) * nb + blk) * kStamps + i]; };
+            static const char* const kNames[kStamps] = {"entry", "waited", "normed", "gate/up", "down in",
+                                                        "partial", "counted", "spun", "end"};
+            std::vector<std::vector<double>> med(kStamps), last(kStamps);
+            std::vector<double> period;
+            for (int c = 1; c < 16; ++c) {
+              unsigned long long prev_end = 0, end = 0;
+              for (int blk = 0; blk < nb; ++blk) {
+                prev_end = std::max(prev_end, at(c - 1, blk, 8));
+                end = std::max(end, at(c, blk, 8));
+              }
+              period.push_back((end - prev_end) * 1e-3);
+              for (int i = 0; i < kStamps; ++i) {
+                std::vector<double> v;
+                for (int blk = 0; blk < nb; ++blk)
+                  if (at(c, blk, i) != 0) v.push_back((double(at(c, blk, i)) - double(prev_end)) * 1e-3);
+                if (v.empty()) continue;
+                std::sort(v.begin(), v.end());
+                med[i].push_back(v[v.size() / 2]);
+                last[i].push_back(v.back());
+              }
+            }
+            auto median = [](std::vector<double> v) {
+              if (v.empty()) return 0.0;
+              std::sort(v.begin(), v.end());
+              return v[v.size() / 2];
+            };
+            std::printf("      trace (%s), us after the previous call's last block ended; median "
+                        "block / last block; call period %.2f us:\n       ",
+                        probe == 0 ? "the MLP" : "all but the copies", median(period));
+            for (int i = 0; i < kStamps; ++i)
+              if (!med[i].empty())
+                std::printf(" %s %.2f / %.2f;", kNames[i], median(med[i]), median(last[i]));
+            std::printf("\n");
+          }
+          CHECK(cudaFree(d_trace));
+        }
       }
     }
     for (int c = 0; c < copies; ++c) {
       CHECK(cudaFree(w_gu[c]));
-      CHECK(cudaFree(w_dn[c]));
       CHECK(cudaFree(w_dt[c]));
     }
     CHECK(cudaFree(d_nw));
     for (auto p : d_x) CHECK(cudaFree(p));
     CHECK(cudaFree(d_part));
     CHECK(cudaFree(d_cnt));
-    if (!all_ok) return 1;
   }
-  return 0;
+  return all_ok ? 0 : 1;
 }
