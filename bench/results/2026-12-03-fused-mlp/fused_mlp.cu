@@ -6,7 +6,8 @@
 // Why: the qwen2.5-0.5b bs 1 step is 0.583 ms against a 0.45 ms goal; its down projection runs at
 // ~39 % of the copy ceiling because its 8.7 MB are too few bytes for a kernel's fixed chain, and
 // gate_up -> down is one of a layer's all-to-all handovers. Split the MLP by the intermediate
-// dimension instead: block b owns intermediate units [j0, j0 + U) (U = 32 or 40 here), and
+// dimension instead: block b owns intermediate units [j0, j0 + U) (U ~ I / blocks: 36-37 for
+// qwen2.5-0.5b at one block an SM), and
 //   - issues bulk copies of ALL its weight bytes before the PDL wait (gate and up rows j0.., the
 //     same units' down weights: U x H, ~215 KB, one block an SM);
 //   - after the wait: x, its RMSNorm (bf16, as the engine's prologue), U values of
@@ -16,16 +17,22 @@
 //     block's partial in a fixed order and add the residual: deterministic, bit for bit.
 // So gate_up -> down needs no handover, and the down bytes stream with the gate_up bytes.
 //
-// Down's weights are read in two layouts: "t" = transposed [I][H] (each block's slice one
-// contiguous run; the engine would transpose at load), "n" = the checkpoint's [H][I] (H bulk
-// copies of U * 2 bytes a block). "nored" skips the reduction (partials only), to price it.
+// Down's weights are read transposed ([I][H]: each block's slice one contiguous run; the engine
+// would transpose at load — run 1 read them as stored, [H][I], at 17 % of the ceiling). Each shape
+// runs at one and two blocks an SM, its copies by one bulk copy a slice ("bulk"), one a row
+// ("rows") or 16-byte cp.async from every thread ("cp.async"), and prints beside each call's time
+// the partials without the reduction, the copies alone and everything but the copies; for bulk
+// copies also a phase trace (%globaltimer stamps: the median and the last block, relative to the
+// end of the previous call).
 //
-// Usage: fused_mlp [H I]   (default: qwen2.5-0.5b 896 4864, then qwen3-0.6b 1024 3072)
-// Build: nvcc -O3 -std=c++20 -gencode arch=compute_90a,code=sm_90a fused_mlp.cu -o fused_mlp
+// Usage: fused_mlp [H I | profile]   (default: qwen2.5-0.5b 896 4864, then qwen3-0.6b 1024 3072;
+//        profile: five untimed calls of everything but the copies, for Nsight Compute)
+// Build: nvcc -O3 -std=c++20 -gencode arch=compute_90a,code=sm_90a [-lineinfo] fused_mlp.cu -o fused_mlp
 // Method: 16 calls in one CUDA graph (PDL between them), weights rotated past L2, x / y ping-pong,
 // median of 50 replays; bandwidth = weight bytes / time against the 4.28 TB/s copy ceiling.
 // Checked first against a host reference with the same bf16 roundings, on every element, and
 // for bit-identical output over two runs.
+// Results and what they say: ../2026-12-03-fused-mlp.md.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -246,7 +253,6 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp(Args a) {
   stamp(a, 2);
 
   // gate and up, chunk by chunk: a warp a row, 16 bytes a lane at a time.
-#if defined(PHASE_A_REGS)
   // Each lane's packs of the normed x (k = lane + 32 i, at most 4 for H <= 1024) in registers,
   // read from shared memory once instead of once a row.
   float xr[4][8];
@@ -256,7 +262,6 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp(Args a) {
 #pragma unroll
     for (int e = 0; e < 8; ++e) xr[i][e] = k < H / 8 ? s_xn[8 * k + e] : 0.0f;
   }
-#endif
   for (int c = 0; c < chunks; ++c) {
     if (!copies) {
     } else if (tma) {
@@ -270,40 +275,22 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp(Args a) {
       const int unit = 8 * c + r % rows;
       const unsigned char* base = smem + (r < rows ? L.g : L.u);
       const uint4* row = reinterpret_cast<const uint4*>(base + static_cast<size_t>(unit) * H * 2);
-      float acc = 0.0f;
-#if defined(PHASE_A_REGS)
+      // One shift or mask (bf16 to fp32: the high half of a word) and one FFMA an element, in two
+      // chains. Run 8: the form `acc += a * x + b * y` compiled to 10.5 instructions an element.
+      float acc0 = 0.0f, acc1 = 0.0f;
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int k = lane + 32 * i;
         if (k >= H / 8) break;
         const uint4 v = row[k];
-        const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&v);
+        const unsigned w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const float2 f = __bfloat1622float2(p[e]);
-          acc += f.x * xr[i][2 * e] + f.y * xr[i][2 * e + 1];
+          acc0 = fmaf(__uint_as_float(w[e] << 16), xr[i][2 * e], acc0);
+          acc1 = fmaf(__uint_as_float(w[e] & 0xffff0000u), xr[i][2 * e + 1], acc1);
         }
       }
-#else
-#if defined(PHASE_A_UNROLL)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {  // H <= 1024: at most 4 packs a lane, all loads issued first
-        const int k = lane + 32 * i;
-        if (k >= H / 8) break;
-#else
-      for (int k = lane; k < H / 8; k += 32) {
-#endif
-        const uint4 v = row[k];
-        const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&v);
-        const float4 x0 = reinterpret_cast<const float4*>(s_xn)[2 * k];
-        const float4 x1 = reinterpret_cast<const float4*>(s_xn)[2 * k + 1];
-        float2 f;
-        f = __bfloat1622float2(p[0]); acc += f.x * x0.x + f.y * x0.y;
-        f = __bfloat1622float2(p[1]); acc += f.x * x0.z + f.y * x0.w;
-        f = __bfloat1622float2(p[2]); acc += f.x * x1.x + f.y * x1.y;
-        f = __bfloat1622float2(p[3]); acc += f.x * x1.z + f.y * x1.w;
-      }
-#endif
+      float acc = acc0 + acc1;
       for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
       if (lane == 0) s_gu[2 * unit + (r < rows ? 0 : 1)] = acc;
     }
@@ -328,10 +315,10 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp(Args a) {
   for (int n2 = t; n2 < H / 2; n2 += kThreads) {
     float2 acc = make_float2(0.0f, 0.0f);
     for (int j = 0; j < U; ++j) {
-      const float2 w = __bfloat1622float2(
-          reinterpret_cast<const __nv_bfloat162*>(smem + L.d + static_cast<size_t>(j) * H * 2)[n2]);
-      acc.x += s_h[j] * w.x;
-      acc.y += s_h[j] * w.y;
+      const unsigned w =
+          reinterpret_cast<const unsigned*>(smem + L.d + static_cast<size_t>(j) * H * 2)[n2];
+      acc.x = fmaf(s_h[j], __uint_as_float(w << 16), acc.x);
+      acc.y = fmaf(s_h[j], __uint_as_float(w & 0xffff0000u), acc.y);
     }
     reinterpret_cast<float2*>(part)[n2] = acc;
   }
