@@ -262,6 +262,51 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp(Args a) {
 #pragma unroll
     for (int e = 0; e < 8; ++e) xr[i][e] = k < H / 8 ? s_xn[8 * k + e] : 0.0f;
   }
+#if defined(ROWS_TOGETHER)
+  // Every chunk awaited first; then each warp's rows (R = warp + 16 q of the 2U: gate rows, then
+  // up rows) three at a time, their loads, FFMA chains and shuffle trees independent.
+  for (int c = 0; c < chunks && copies && tma; ++c) bar_wait(bars + c);
+  if (copies && !tma) {
+    cp_async_wait(1);  // every gate/up group (down's may be pending)
+    __syncthreads();
+  }
+  for (int q0 = warp; q0 < 2 * U; q0 += 3 * kWarps) {
+    float acc[3];
+#pragma unroll
+    for (int j = 0; j < 3; ++j) {
+      const int R = q0 + j * kWarps;
+      float acc0 = 0.0f, acc1 = 0.0f;
+      if (R < 2 * U) {
+        const int unit = R < U ? R : R - U;
+        const uint4* row = reinterpret_cast<const uint4*>(smem + (R < U ? L.g : L.u) +
+                                                          static_cast<size_t>(unit) * H * 2);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int k = lane + 32 * i;
+          if (k >= H / 8) break;
+          const uint4 v = row[k];
+          const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            acc0 = fmaf(__uint_as_float(w[e] << 16), xr[i][2 * e], acc0);
+            acc1 = fmaf(__uint_as_float(w[e] & 0xffff0000u), xr[i][2 * e + 1], acc1);
+          }
+        }
+      }
+      acc[j] = acc0 + acc1;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+      for (int j = 0; j < 3; ++j) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], o);
+    if (lane == 0)
+#pragma unroll
+      for (int j = 0; j < 3; ++j) {
+        const int R = q0 + j * kWarps;
+        if (R < 2 * U) s_gu[2 * (R < U ? R : R - U) + (R < U ? 0 : 1)] = acc[j];
+      }
+  }
+#else
   for (int c = 0; c < chunks; ++c) {
     if (!copies) {
     } else if (tma) {
@@ -295,6 +340,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp(Args a) {
       if (lane == 0) s_gu[2 * unit + (r < rows ? 0 : 1)] = acc;
     }
   }
+#endif
   __syncthreads();
   stamp(a, 3);
   if (t < U) {
