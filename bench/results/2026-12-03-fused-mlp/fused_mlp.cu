@@ -25,6 +25,11 @@
 // copies also a phase trace (%globaltimer stamps: the median and the last block, relative to the
 // end of the previous call).
 //
+// Variants (compile-time): -DROWS_TOGETHER, each warp's gate/up rows three at a time (run 10);
+// -DGU_MMA, the gate/up dot products on the tensor cores (mma_rows_dot; runs 11-12: level with the
+// engine's pair for qwen2.5-0.5b); -DGU_MMA -DGRID_DOWN, down split by its output rows as stored
+// after a grid barrier that exchanges h, in place of the reducers (run 12: slower).
+//
 // Usage: fused_mlp [H I | profile]   (default: qwen2.5-0.5b 896 4864, then qwen3-0.6b 1024 3072;
 //        profile: five untimed calls of everything but the copies, for Nsight Compute)
 // Build: nvcc -O3 -std=c++20 -gencode arch=compute_90a,code=sm_90a [-lineinfo] fused_mlp.cu -o fused_mlp
@@ -68,7 +73,8 @@ static const char* const kCopyNames[] = {"bulk", "rows", "cp.async"};
 
 struct Args {
   const __nv_bfloat16* w_gu;    // [2I][H]: gate rows, then up rows
-  const __nv_bfloat16* w_dt;    // [I][H]: down, transposed
+  const __nv_bfloat16* w_dt;    // [I][H]: down, transposed ([H][I] as stored with GRID_DOWN)
+  __nv_bfloat16* hbuf;          // [I]: h, for GRID_DOWN's exchange
   const __nv_bfloat16* norm_w;  // [H]
   const __nv_bfloat16* x;       // [H]
   __nv_bfloat16* y;             // [H] = x + W_d · swiglu(W_gu · rmsnorm(x))
@@ -83,9 +89,10 @@ struct Args {
 };
 
 struct Layout {  // dynamic shared memory offsets, bytes
-  int bars, xn, x, gu, h, red, g, u, d, total;
+  int bars, xn, x, gu, h, red, xb, g, u, d, total;
 };
-__host__ __device__ inline Layout layout(int H, int U) {
+// d_elems: the down weights a block holds (U H; with GRID_DOWN its rows of W_down, ceil(H / nb) I).
+__host__ __device__ inline Layout layout(int H, int U, int d_elems) {
   Layout l;
   l.bars = 0;                         // kMaxChunks + 1 mbarriers
   l.xn = 128;                         // H floats
@@ -93,10 +100,11 @@ __host__ __device__ inline Layout layout(int H, int U) {
   l.gu = l.x + H * 4;                 // 2 * 8 * kMaxChunks floats
   l.h = l.gu + 2 * 8 * kMaxChunks * 4;  // 8 * kMaxChunks floats
   l.red = l.h + 8 * kMaxChunks * 4;   // kThreads floats
-  l.g = (l.red + kThreads * 4 + 127) / 128 * 128;  // [U][H] gate rows
+  l.xb = l.red + kThreads * 4;        // H bf16: the normed x packed, for the tensor cores
+  l.g = (l.xb + H * 2 + 127) / 128 * 128;          // [U][H] gate rows
   l.u = l.g + U * H * 2;                           // [U][H] up rows
   l.d = l.u + U * H * 2;                           // [U][H] down^T rows
-  l.total = l.d + U * H * 2;
+  l.total = l.d + d_elems * 2;
   return l;
 }
 
@@ -166,6 +174,56 @@ __device__ __forceinline__ void stamp(const Args& a, int i) {
   }
 }
 
+// 16 rows (row stride `stride` bytes, rows past `rows` clamped to the last) times a packed bf16
+// vector, over k in [64 kb0, 64 kb1), on the tensor cores: mma.m16n8k16 with the rows as A and the
+// vector as B. Lane (r, c) holds rows r and r + 8 and the k positions 8c + 32 ((r & 1) ^ pass) of
+// each 64 (pass 0, 1), and the vector at the same positions as column r of B: so D[r][r] and
+// D[r + 8][r] are the rows' dot products (the other columns mix rows with other lanes' vector and
+// are dropped), and a quarter-warp's 16-byte loads cover 128 contiguous bytes: no bank conflicts
+// although every row starts at the same bank. Products are exact in fp32; only the order of the
+// fp32 sums differs from a scalar loop. Returns true on the lane that holds rows r and r + 8
+// (c == r / 2), with their sums in lo and hi.
+__device__ __forceinline__ bool mma_rows_dot(const unsigned char* base, int stride, int rows,
+                                             const unsigned char* vec, int kb0, int kb1, float& lo,
+                                             float& hi) {
+  const int lane = threadIdx.x & 31, r = lane >> 2, c = lane & 3;
+  const uint4* row0 = reinterpret_cast<const uint4*>(base + static_cast<size_t>(min(r, rows - 1)) * stride);
+  const uint4* row1 =
+      reinterpret_cast<const uint4*>(base + static_cast<size_t>(min(r + 8, rows - 1)) * stride);
+  const uint4* xv = reinterpret_cast<const uint4*>(vec);
+  float d[4][4] = {};
+#pragma unroll 2
+  for (int kb = kb0; kb < kb1; ++kb) {
+#pragma unroll
+    for (int pass = 0; pass < 2; ++pass) {
+      const int idx = 8 * kb + c + 4 * ((r & 1) ^ pass);
+      const uint4 a0 = row0[idx], a1 = row1[idx], x = xv[idx];
+      float* d0 = d[2 * pass];
+      float* d1 = d[2 * pass + 1];
+      asm volatile(
+          "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+          "{%8,%9}, {%0,%1,%2,%3};\n"
+          : "+f"(d0[0]), "+f"(d0[1]), "+f"(d0[2]), "+f"(d0[3])
+          : "r"(a0.x), "r"(a1.x), "r"(a0.y), "r"(a1.y), "r"(x.x), "r"(x.y));
+      asm volatile(
+          "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+          "{%8,%9}, {%0,%1,%2,%3};\n"
+          : "+f"(d1[0]), "+f"(d1[1]), "+f"(d1[2]), "+f"(d1[3])
+          : "r"(a0.z), "r"(a1.z), "r"(a0.w), "r"(a1.w), "r"(x.z), "r"(x.w));
+    }
+  }
+  const bool odd = r & 1;  // column r is this lane's second column
+  float l[4], h[4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    l[q] = odd ? d[q][1] : d[q][0];
+    h[q] = odd ? d[q][3] : d[q][2];
+  }
+  lo = (l[0] + l[1]) + (l[2] + l[3]);
+  hi = (h[0] + h[1]) + (h[2] + h[3]);
+  return c == (r >> 1);
+}
+
 __global__ void __launch_bounds__(kThreads, 1) fused_mlp(Args a) {
   extern __shared__ __align__(128) unsigned char smem[];
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
@@ -173,7 +231,17 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp(Args a) {
   const int j0 = static_cast<int>(static_cast<int64_t>(b) * a.I / nb);
   const int U = static_cast<int>(static_cast<int64_t>(b + 1) * a.I / nb) - j0;
   const int chunks = (U + 7) / 8;
-  const Layout L = layout(H, U);
+#if defined(GRID_DOWN)
+  // Down split by its output rows instead: rows [n0, n0 + nr) of W_down as stored, after every
+  // block's h has been exchanged through global memory (a grid barrier: every block resident).
+  const int n0 = static_cast<int>(static_cast<int64_t>(b) * H / nb);
+  const int nr = static_cast<int>(static_cast<int64_t>(b + 1) * H / nb) - n0;
+  const int d_elems = (H + nb - 1) / nb * a.I;
+  const int d_bytes = nr * a.I * 2;
+#else
+  const int d_elems = U * H, d_bytes = U * H * 2;
+#endif
+  const Layout L = layout(H, U, d_elems);
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem + L.bars);
   float* s_xn = reinterpret_cast<float*>(smem + L.xn);
   float* s_x = reinterpret_cast<float*>(smem + L.x);
@@ -200,7 +268,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp(Args a) {
     }
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(
                      smem_addr(bars + chunks)),
-                 "r"(U * H * 2)
+                 "r"(d_bytes)
                  : "memory");
   }
   if (tma) __syncwarp();
@@ -213,7 +281,11 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp(Args a) {
     if (!tma) asm volatile("cp.async.commit_group;\n" ::: "memory");
   }
   if (copies) {
+#if defined(GRID_DOWN)
+    copy_rows(a.copy, smem + L.d, a.w_dt + static_cast<size_t>(n0) * a.I, nr, a.I, bars + chunks);
+#else
     copy_rows(a.copy, smem + L.d, a.w_dt + static_cast<size_t>(j0) * H, U, H, bars + chunks);
+#endif
     if (!tma) asm volatile("cp.async.commit_group;\n" ::: "memory");
   }
   // The norm weight too (a weight: before the wait), into registers: at most 2 a thread.
@@ -247,11 +319,15 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp(Args a) {
   const float inv = rsqrtf(tot / H + a.eps);
   for (int e = 0; e < 2; ++e) {
     const int i = t + e * kThreads;
-    if (i < H) s_xn[i] = bf(s_x[i] * inv * nw[e]);
+    if (i < H) {
+      s_xn[i] = bf(s_x[i] * inv * nw[e]);
+      reinterpret_cast<__nv_bfloat16*>(smem + L.xb)[i] = __float2bfloat16(s_xn[i]);
+    }
   }
   __syncthreads();
   stamp(a, 2);
 
+#if !defined(GU_MMA)
   // gate and up, chunk by chunk: a warp a row, 16 bytes a lane at a time.
   // Each lane's packs of the normed x (k = lane + 32 i, at most 4 for H <= 1024) in registers,
   // read from shared memory once instead of once a row.
@@ -262,7 +338,37 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp(Args a) {
 #pragma unroll
     for (int e = 0; e < 8; ++e) xr[i][e] = k < H / 8 ? s_xn[8 * k + e] : 0.0f;
   }
-#if defined(ROWS_TOGETHER)
+#endif
+#if defined(GU_MMA)
+  // The tensor cores: a warp takes a tile of 16 of the block's 2U gate/up rows (rows [0, U) are
+  // gate, [U, 2U) up: one contiguous run in shared memory) and a range of k (mma_rows_dot).
+  for (int c = 0; c < chunks && copies && tma; ++c) bar_wait(bars + c);
+  if (copies && !tma) {
+    cp_async_wait(1);  // every gate/up group (down's may be pending)
+    __syncthreads();
+  }
+  {
+    const int rows2 = 2 * U, tiles = (rows2 + 15) / 16;
+    const int ks = max(1, kWarps / tiles), k64 = H / 64;
+    float* s_part = s_red;  // [kWarps][16] a warp's 16 row sums
+    for (int item = warp; item < tiles * ks; item += kWarps) {
+      const int tile = item / ks, part = item % ks;
+      float lo, hi;
+      if (mma_rows_dot(smem + L.g + static_cast<size_t>(tile) * 16 * H * 2, H * 2, rows2 - 16 * tile,
+                       smem + L.xb, part * k64 / ks, (part + 1) * k64 / ks, lo, hi)) {
+        s_part[item * 16 + (lane >> 2)] = lo;
+        s_part[item * 16 + (lane >> 2) + 8] = hi;
+      }
+    }
+    __syncthreads();
+    if (t < rows2) {  // the k ranges' sums in a fixed order: deterministic
+      const int tile = t / 16;
+      float sum = 0.0f;
+      for (int part = 0; part < ks; ++part) sum += s_part[(tile * ks + part) * 16 + t % 16];
+      s_gu[t < U ? 2 * t : 2 * (t - U) + 1] = sum;
+    }
+  }
+#elif defined(ROWS_TOGETHER)
   // Every chunk awaited first; then each warp's rows (R = warp + 16 q of the 2U: gate rows, then
   // up rows) three at a time, their loads, FFMA chains and shuffle trees independent.
   for (int c = 0; c < chunks && copies && tma; ++c) bar_wait(bars + c);
@@ -343,6 +449,66 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp(Args a) {
 #endif
   __syncthreads();
   stamp(a, 3);
+#if defined(GRID_DOWN)
+  (void)s_h;
+  (void)s_k;
+  // h to global memory; every block counts in (a release add after the barrier that gathers the
+  // block's stores) and waits until all have; then loads all of h, and its nr rows of W_down · h
+  // plus the residual are its part of y. One block owns each output: deterministic.
+  if (t < U) {
+    const float g = bf(s_gu[2 * t]), up = bf(s_gu[2 * t + 1]);
+    a.hbuf[j0 + t] = __float2bfloat16(g / (1.0f + __expf(-g)) * up);
+  }
+  __syncthreads();
+  stamp(a, 4);
+  if (!a.reduce) {
+    stamp(a, 8);
+    return;
+  }
+  if (t == 0) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(a.counter) : "memory");
+    stamp(a, 5);
+    while (ld_acquire(a.counter) < static_cast<unsigned>(nb)) {
+    }
+    stamp(a, 6);
+    // The last block past the spin resets both counters for the next call (which passes its
+    // PDL wait only after this grid has ended).
+    if (atomicAdd(a.counter + 1, 1u) == static_cast<unsigned>(nb - 1)) {
+      a.counter[0] = 0;
+      a.counter[1] = 0;
+    }
+  }
+  __syncthreads();
+  unsigned char* s_hb = smem + L.g;  // the gate/up rows are spent: h there, I bf16
+  for (int i = t; i < a.I / 8; i += kThreads)
+    reinterpret_cast<uint4*>(s_hb)[i] = __ldcg(reinterpret_cast<const uint4*>(a.hbuf) + i);
+  if (!copies) {
+  } else if (tma) {
+    bar_wait(bars + chunks);
+  } else {
+    cp_async_wait(0);
+  }
+  __syncthreads();
+  stamp(a, 7);
+  {
+    float* s_part = s_red;  // [kWarps][16]
+    const int k64 = a.I / 64;
+    float lo, hi;
+    if (mma_rows_dot(smem + L.d, a.I * 2, nr, s_hb, warp * k64 / kWarps, (warp + 1) * k64 / kWarps,
+                     lo, hi)) {
+      s_part[warp * 16 + (lane >> 2)] = lo;
+      s_part[warp * 16 + (lane >> 2) + 8] = hi;
+    }
+    __syncthreads();
+    if (t < nr) {
+      float sum = 0.0f;
+      for (int w = 0; w < kWarps; ++w) sum += s_part[w * 16 + t];
+      a.y[n0 + t] = __float2bfloat16(s_x[n0 + t] + sum);
+    }
+  }
+  stamp(a, 8);
+}
+#else
   if (t < U) {
     const float g = bf(s_gu[2 * t]), up = bf(s_gu[2 * t + 1]);
     s_h[t] = bf(g / (1.0f + __expf(-g)) * up);
@@ -425,6 +591,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp(Args a) {
   __syncthreads();
   stamp(a, 8);
 }
+#endif
 
 // Host side.
 static std::vector<uint16_t> rnd(size_t n, uint64_t seed, float scale, float base = 0.0f) {
@@ -462,7 +629,7 @@ int main(int argc, char** argv) {
   CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   bool all_ok = true;
   for (auto [H, I] : shapes) {
-    if (H % (2 * kReduceCols) || H > 2 * kThreads || H / kReduceCols > sms || sms * 2 > kMaxBlocks) {
+    if (H % (2 * kReduceCols) || I % 64 || H > 2 * kThreads || H / kReduceCols > sms || sms * 2 > kMaxBlocks) {
       std::fprintf(stderr, "H %d I %d: H must be a multiple of %d, at most %d (and this GPU at most %d SMs)\n",
                    H, I, 2 * kReduceCols, 2 * kThreads, kMaxBlocks / 2);
       return 2;
@@ -503,9 +670,14 @@ int main(int argc, char** argv) {
       CHECK(cudaMalloc(&w_gu[c], gu_n * 2));
       CHECK(cudaMalloc(&w_dt[c], d_n * 2));
       CHECK(cudaMemcpy(w_gu[c], gu.data(), gu_n * 2, cudaMemcpyHostToDevice));
+#if defined(GRID_DOWN)
+      CHECK(cudaMemcpy(w_dt[c], dn.data(), d_n * 2, cudaMemcpyHostToDevice));  // as stored
+#else
       CHECK(cudaMemcpy(w_dt[c], dt.data(), d_n * 2, cudaMemcpyHostToDevice));
+#endif
     }
-    void *d_nw, *d_x[2], *d_part, *d_cnt;
+    void *d_nw, *d_x[2], *d_part, *d_cnt, *d_h;
+    CHECK(cudaMalloc(&d_h, size_t(I) * 2));
     CHECK(cudaMalloc(&d_nw, H * 2));
     CHECK(cudaMemcpy(d_nw, nw.data(), H * 2, cudaMemcpyHostToDevice));
     for (auto& p : d_x) {
@@ -519,7 +691,11 @@ int main(int argc, char** argv) {
     for (int bps = 1; bps <= 2; ++bps) {
       const int nb = sms * bps;
       const int max_u = (I + nb - 1) / nb;
-      const int smem = layout(H, max_u).total;
+#if defined(GRID_DOWN)
+      const int smem = layout(H, max_u, (H + nb - 1) / nb * I).total;
+#else
+      const int smem = layout(H, max_u, max_u * H).total;
+#endif
       const int budget = bps == 1 ? max_smem - 1024 : 112 * 1024;
       if ((max_u + 7) / 8 > kMaxChunks || smem > budget) {
         std::printf("  %d blocks an SM: %d units, %d B of shared memory a block: does not fit\n", bps,
@@ -534,6 +710,7 @@ int main(int argc, char** argv) {
         a.x = static_cast<const __nv_bfloat16*>(d_x[i % 2]);
         a.y = static_cast<__nv_bfloat16*>(d_x[(i + 1) % 2]);
         a.partial = static_cast<float*>(d_part);
+        a.hbuf = static_cast<__nv_bfloat16*>(d_h);
         a.counter = static_cast<unsigned*>(d_cnt);
         a.H = H;
         a.I = I;
@@ -563,6 +740,12 @@ int main(int argc, char** argv) {
       std::printf("  %d block(s) an SM (%d resident): %d blocks of up to %d units, %d B of shared "
                   "memory a block\n",
                   bps, resident, nb, max_u, smem);
+#if defined(GRID_DOWN)
+      if (resident < bps) {
+        std::printf("    skipped: the grid barrier needs every block resident\n");
+        continue;
+      }
+#endif
       if (profile) {
         if (bps == 2) continue;
         for (int i = 0; i < 5; ++i) launch(args(i, kBulk, 1, 2));
@@ -700,6 +883,7 @@ int main(int argc, char** argv) {
     for (auto p : d_x) CHECK(cudaFree(p));
     CHECK(cudaFree(d_part));
     CHECK(cudaFree(d_cnt));
+    CHECK(cudaFree(d_h));
   }
   return all_ok ? 0 : 1;
 }
