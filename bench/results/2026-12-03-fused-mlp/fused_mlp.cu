@@ -28,7 +28,9 @@
 // Variants (compile-time): -DROWS_TOGETHER, each warp's gate/up rows three at a time (run 10);
 // -DGU_MMA, the gate/up dot products on the tensor cores (mma_rows_dot; runs 11-12: level with the
 // engine's pair for qwen2.5-0.5b); -DGU_MMA -DGRID_DOWN, down split by its output rows as stored
-// after a grid barrier that exchanges h, in place of the reducers (run 12: slower).
+// after a grid barrier that exchanges h, in place of the reducers (run 12: slower); with -DGU_MMA,
+// -DGU_PAIRS (two tiles a warp sharing x's loads) and -DDOWN_UNROLL (down's loop four units a
+// step), run 13: level.
 //
 // Usage: fused_mlp [H I | profile]   (default: qwen2.5-0.5b 896 4864, then qwen3-0.6b 1024 3072;
 //        profile: five untimed calls of everything but the copies, for Nsight Compute)
@@ -224,6 +226,61 @@ __device__ __forceinline__ bool mma_rows_dot(const unsigned char* base, int stri
   return c == (r >> 1);
 }
 
+// mma_rows_dot for two 16-row tiles (the second at base + 16 · stride, used only when `two`; a
+// warp-uniform flag) sharing each load of the vector: a third of a one-tile warp's shared-memory
+// traffic is the vector, since a quarter-warp's 128 bytes of it are read by all four quarters.
+// Lane (r, c), c == r / 2, gets rows r and r + 8 of each tile in lo[t] and hi[t].
+__device__ __forceinline__ bool mma_rows_dot2(const unsigned char* base, int stride, int rows,
+                                              bool two, const unsigned char* vec, int kb0, int kb1,
+                                              float (&lo)[2], float (&hi)[2]) {
+  const int lane = threadIdx.x & 31, r = lane >> 2, c = lane & 3;
+  const uint4* row[4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q)  // tile q / 2, rows r and r + 8
+    row[q] = reinterpret_cast<const uint4*>(
+        base + static_cast<size_t>(min(16 * (q >> 1) + r + 8 * (q & 1), rows - 1)) * stride);
+  const uint4* xv = reinterpret_cast<const uint4*>(vec);
+  float d[2][4][4] = {};
+#pragma unroll 2
+  for (int kb = kb0; kb < kb1; ++kb) {
+#pragma unroll
+    for (int pass = 0; pass < 2; ++pass) {
+      const int idx = 8 * kb + c + 4 * ((r & 1) ^ pass);
+      const uint4 x = xv[idx];
+#pragma unroll
+      for (int tt = 0; tt < 2; ++tt) {
+        if (tt == 1 && !two) break;
+        const uint4 a0 = row[2 * tt][idx], a1 = row[2 * tt + 1][idx];
+        float* d0 = d[tt][2 * pass];
+        float* d1 = d[tt][2 * pass + 1];
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+            "{%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(d0[0]), "+f"(d0[1]), "+f"(d0[2]), "+f"(d0[3])
+            : "r"(a0.x), "r"(a1.x), "r"(a0.y), "r"(a1.y), "r"(x.x), "r"(x.y));
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+            "{%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(d1[0]), "+f"(d1[1]), "+f"(d1[2]), "+f"(d1[3])
+            : "r"(a0.z), "r"(a1.z), "r"(a0.w), "r"(a1.w), "r"(x.z), "r"(x.w));
+      }
+    }
+  }
+  const bool odd = r & 1;
+#pragma unroll
+  for (int tt = 0; tt < 2; ++tt) {
+    float l[4], h[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      l[q] = odd ? d[tt][q][1] : d[tt][q][0];
+      h[q] = odd ? d[tt][q][3] : d[tt][q][2];
+    }
+    lo[tt] = (l[0] + l[1]) + (l[2] + l[3]);
+    hi[tt] = (h[0] + h[1]) + (h[2] + h[3]);
+  }
+  return c == (r >> 1);
+}
+
 __global__ void __launch_bounds__(kThreads, 1) fused_mlp(Args a) {
   extern __shared__ __align__(128) unsigned char smem[];
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
@@ -351,6 +408,30 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp(Args a) {
     const int rows2 = 2 * U, tiles = (rows2 + 15) / 16;
     const int ks = max(1, kWarps / tiles), k64 = H / 64;
     float* s_part = s_red;  // [kWarps][16] a warp's 16 row sums
+#if defined(GU_PAIRS)
+    // Two tiles a warp (GU_PAIRS): pairs of tiles × k ranges, [item][32] row sums.
+    const int pairs = (tiles + 1) / 2, ks2 = max(1, kWarps / pairs);
+    for (int item = warp; item < pairs * ks2; item += kWarps) {
+      const int pair = item / ks2, part = item % ks2;
+      float lo[2], hi[2];
+      if (mma_rows_dot2(smem + L.g + static_cast<size_t>(pair) * 32 * H * 2, H * 2,
+                        rows2 - 32 * pair, 2 * pair + 1 < tiles, smem + L.xb,
+                        part * k64 / ks2, (part + 1) * k64 / ks2, lo, hi)) {
+#pragma unroll
+        for (int tt = 0; tt < 2; ++tt) {
+          s_part[item * 32 + 16 * tt + (lane >> 2)] = lo[tt];
+          s_part[item * 32 + 16 * tt + (lane >> 2) + 8] = hi[tt];
+        }
+      }
+    }
+    __syncthreads();
+    if (t < rows2) {  // the k ranges' sums in a fixed order: deterministic
+      const int pair = t / 32;
+      float sum = 0.0f;
+      for (int part = 0; part < ks2; ++part) sum += s_part[(pair * ks2 + part) * 32 + t % 32];
+      s_gu[t < U ? 2 * t : 2 * (t - U) + 1] = sum;
+    }
+#else
     for (int item = warp; item < tiles * ks; item += kWarps) {
       const int tile = item / ks, part = item % ks;
       float lo, hi;
@@ -367,6 +448,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp(Args a) {
       for (int part = 0; part < ks; ++part) sum += s_part[(tile * ks + part) * 16 + t % 16];
       s_gu[t < U ? 2 * t : 2 * (t - U) + 1] = sum;
     }
+#endif
   }
 #elif defined(ROWS_TOGETHER)
   // Every chunk awaited first; then each warp's rows (R = warp + 16 q of the 2U: gate rows, then
@@ -524,6 +606,35 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp(Args a) {
 
   // This block's partial of W_down · h.
   float* part = a.partial + static_cast<size_t>(b) * H;
+#if defined(DOWN_UNROLL)
+  // Four units a step (DOWN_UNROLL): their loads issued together, four accumulator pairs.
+  for (int n2 = t; n2 < H / 2; n2 += kThreads) {
+    const unsigned* wd = reinterpret_cast<const unsigned*>(smem + L.d) + n2;
+    float ax[4] = {}, ay[4] = {};
+    int j = 0;
+    for (; j + 4 <= U; j += 4) {
+      unsigned w[4];
+      float hv[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        w[q] = wd[static_cast<size_t>(j + q) * (H / 2)];
+        hv[q] = s_h[j + q];
+      }
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        ax[q] = fmaf(hv[q], __uint_as_float(w[q] << 16), ax[q]);
+        ay[q] = fmaf(hv[q], __uint_as_float(w[q] & 0xffff0000u), ay[q]);
+      }
+    }
+    for (; j < U; ++j) {
+      const unsigned w = wd[static_cast<size_t>(j) * (H / 2)];
+      ax[0] = fmaf(s_h[j], __uint_as_float(w << 16), ax[0]);
+      ay[0] = fmaf(s_h[j], __uint_as_float(w & 0xffff0000u), ay[0]);
+    }
+    reinterpret_cast<float2*>(part)[n2] =
+        make_float2((ax[0] + ax[1]) + (ax[2] + ax[3]), (ay[0] + ay[1]) + (ay[2] + ay[3]));
+  }
+#else
   for (int n2 = t; n2 < H / 2; n2 += kThreads) {
     float2 acc = make_float2(0.0f, 0.0f);
     for (int j = 0; j < U; ++j) {
@@ -534,6 +645,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp(Args a) {
     }
     reinterpret_cast<float2*>(part)[n2] = acc;
   }
+#endif
   if (!a.reduce) {
     stamp(a, 8);
     return;
