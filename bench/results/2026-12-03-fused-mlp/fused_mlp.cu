@@ -26,7 +26,7 @@
 // end of the previous call).
 //
 // Variants (compile-time): -DROWS_TOGETHER, each warp's gate/up rows three at a time (run 10);
-// -DGU_MMA, the gate/up dot products on the tensor cores (mma_rows_dot; runs 11-12: level with the
+// -DGU_MMA, the gate/up dot products on the tensor cores (mma_tiles_dot; runs 11-12: level with the
 // engine's pair for qwen2.5-0.5b); -DGU_MMA -DGRID_DOWN, down split by its output rows as stored
 // after a grid barrier that exchanges h, in place of the reducers (run 12: slower); with -DGU_MMA,
 // -DGU_PAIRS (two tiles a warp sharing x's loads) and -DDOWN_UNROLL (down's loop four units a
@@ -67,7 +67,7 @@ constexpr int kMaxChunks = 6;    // chunks of 8 units a block (a barrier / cp.as
 constexpr int kReduceCols = 32;  // columns of a reducer's slice
 constexpr int kReduceGroups = kThreads / kReduceCols;
 constexpr int kMaxBlocks = 2 * 144;
-constexpr int kReduceRows = (kMaxBlocks + kReduceGroups - 1) / kReduceGroups;
+[[maybe_unused]] constexpr int kReduceRows = (kMaxBlocks + kReduceGroups - 1) / kReduceGroups;
 
 constexpr int kStamps = 9;  // entry, waited, normed, gate/up, down landed, partial, counted, spun, end
 enum Copy { kBulk = 0, kRows = 1, kCpAsync = 2 };
@@ -176,71 +176,30 @@ __device__ __forceinline__ void stamp(const Args& a, int i) {
   }
 }
 
-// 16 rows (row stride `stride` bytes, rows past `rows` clamped to the last) times a packed bf16
-// vector, over k in [64 kb0, 64 kb1), on the tensor cores: mma.m16n8k16 with the rows as A and the
-// vector as B. Lane (r, c) holds rows r and r + 8 and the k positions 8c + 32 ((r & 1) ^ pass) of
-// each 64 (pass 0, 1), and the vector at the same positions as column r of B: so D[r][r] and
-// D[r + 8][r] are the rows' dot products (the other columns mix rows with other lanes' vector and
-// are dropped), and a quarter-warp's 16-byte loads cover 128 contiguous bytes: no bank conflicts
-// although every row starts at the same bank. Products are exact in fp32; only the order of the
-// fp32 sums differs from a scalar loop. Returns true on the lane that holds rows r and r + 8
-// (c == r / 2), with their sums in lo and hi.
-__device__ __forceinline__ bool mma_rows_dot(const unsigned char* base, int stride, int rows,
-                                             const unsigned char* vec, int kb0, int kb1, float& lo,
-                                             float& hi) {
+// kTiles tiles of 16 rows (tile t at base + 16 t · stride; row stride `stride` bytes, rows past
+// `rows` clamped to the last; only the first `used` tiles computed, a warp-uniform count) times a
+// packed bf16 vector, over k in [64 kb0, 64 kb1), on the tensor cores: mma.m16n8k16 with the rows
+// as A and the vector as B. Lane (r, c) holds rows r and r + 8 of each tile and the k positions
+// 8c + 32 ((r & 1) ^ pass) of each 64 (pass 0, 1), and the vector at the same positions as column
+// r of B: so D[r][r] and D[r + 8][r] are the rows' dot products (the other columns mix rows with
+// other lanes' vector and are dropped), and a quarter-warp's 16-byte loads cover 128 contiguous
+// bytes: no bank conflicts although every row starts at the same bank. The tiles share each load
+// of the vector (a third of a one-tile warp's shared-memory reads, since all four quarter-warps
+// read the same 128 bytes of it). Products are exact in fp32; only the order of the fp32 sums
+// differs from a scalar loop. Returns true on the lane that holds rows r and r + 8 (c == r / 2),
+// with tile t's sums in lo[t] and hi[t].
+template <int kTiles>
+__device__ __forceinline__ bool mma_tiles_dot(const unsigned char* base, int stride, int rows,
+                                              int used, const unsigned char* vec, int kb0, int kb1,
+                                              float (&lo)[kTiles], float (&hi)[kTiles]) {
   const int lane = threadIdx.x & 31, r = lane >> 2, c = lane & 3;
-  const uint4* row0 = reinterpret_cast<const uint4*>(base + static_cast<size_t>(min(r, rows - 1)) * stride);
-  const uint4* row1 =
-      reinterpret_cast<const uint4*>(base + static_cast<size_t>(min(r + 8, rows - 1)) * stride);
-  const uint4* xv = reinterpret_cast<const uint4*>(vec);
-  float d[4][4] = {};
-#pragma unroll 2
-  for (int kb = kb0; kb < kb1; ++kb) {
+  const uint4* row[2 * kTiles];
 #pragma unroll
-    for (int pass = 0; pass < 2; ++pass) {
-      const int idx = 8 * kb + c + 4 * ((r & 1) ^ pass);
-      const uint4 a0 = row0[idx], a1 = row1[idx], x = xv[idx];
-      float* d0 = d[2 * pass];
-      float* d1 = d[2 * pass + 1];
-      asm volatile(
-          "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-          "{%8,%9}, {%0,%1,%2,%3};\n"
-          : "+f"(d0[0]), "+f"(d0[1]), "+f"(d0[2]), "+f"(d0[3])
-          : "r"(a0.x), "r"(a1.x), "r"(a0.y), "r"(a1.y), "r"(x.x), "r"(x.y));
-      asm volatile(
-          "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-          "{%8,%9}, {%0,%1,%2,%3};\n"
-          : "+f"(d1[0]), "+f"(d1[1]), "+f"(d1[2]), "+f"(d1[3])
-          : "r"(a0.z), "r"(a1.z), "r"(a0.w), "r"(a1.w), "r"(x.z), "r"(x.w));
-    }
-  }
-  const bool odd = r & 1;  // column r is this lane's second column
-  float l[4], h[4];
-#pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    l[q] = odd ? d[q][1] : d[q][0];
-    h[q] = odd ? d[q][3] : d[q][2];
-  }
-  lo = (l[0] + l[1]) + (l[2] + l[3]);
-  hi = (h[0] + h[1]) + (h[2] + h[3]);
-  return c == (r >> 1);
-}
-
-// mma_rows_dot for two 16-row tiles (the second at base + 16 · stride, used only when `two`; a
-// warp-uniform flag) sharing each load of the vector: a third of a one-tile warp's shared-memory
-// traffic is the vector, since a quarter-warp's 128 bytes of it are read by all four quarters.
-// Lane (r, c), c == r / 2, gets rows r and r + 8 of each tile in lo[t] and hi[t].
-__device__ __forceinline__ bool mma_rows_dot2(const unsigned char* base, int stride, int rows,
-                                              bool two, const unsigned char* vec, int kb0, int kb1,
-                                              float (&lo)[2], float (&hi)[2]) {
-  const int lane = threadIdx.x & 31, r = lane >> 2, c = lane & 3;
-  const uint4* row[4];
-#pragma unroll
-  for (int q = 0; q < 4; ++q)  // tile q / 2, rows r and r + 8
+  for (int q = 0; q < 2 * kTiles; ++q)  // tile q / 2, rows r and r + 8
     row[q] = reinterpret_cast<const uint4*>(
         base + static_cast<size_t>(min(16 * (q >> 1) + r + 8 * (q & 1), rows - 1)) * stride);
   const uint4* xv = reinterpret_cast<const uint4*>(vec);
-  float d[2][4][4] = {};
+  float d[kTiles][4][4] = {};
 #pragma unroll 2
   for (int kb = kb0; kb < kb1; ++kb) {
 #pragma unroll
@@ -248,8 +207,8 @@ __device__ __forceinline__ bool mma_rows_dot2(const unsigned char* base, int str
       const int idx = 8 * kb + c + 4 * ((r & 1) ^ pass);
       const uint4 x = xv[idx];
 #pragma unroll
-      for (int tt = 0; tt < 2; ++tt) {
-        if (tt == 1 && !two) break;
+      for (int tt = 0; tt < kTiles; ++tt) {
+        if (tt >= used) break;
         const uint4 a0 = row[2 * tt][idx], a1 = row[2 * tt + 1][idx];
         float* d0 = d[tt][2 * pass];
         float* d1 = d[tt][2 * pass + 1];
@@ -266,9 +225,9 @@ __device__ __forceinline__ bool mma_rows_dot2(const unsigned char* base, int str
       }
     }
   }
-  const bool odd = r & 1;
+  const bool odd = r & 1;  // column r is this lane's second column
 #pragma unroll
-  for (int tt = 0; tt < 2; ++tt) {
+  for (int tt = 0; tt < kTiles; ++tt) {
     float l[4], h[4];
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
@@ -303,9 +262,9 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp(Args a) {
   float* s_xn = reinterpret_cast<float*>(smem + L.xn);
   float* s_x = reinterpret_cast<float*>(smem + L.x);
   float* s_gu = reinterpret_cast<float*>(smem + L.gu);
-  float* s_h = reinterpret_cast<float*>(smem + L.h);
+  [[maybe_unused]] float* s_h = reinterpret_cast<float*>(smem + L.h);  // unused with GRID_DOWN
   float* s_red = reinterpret_cast<float*>(smem + L.red);
-  __shared__ unsigned s_k;
+  [[maybe_unused]] __shared__ unsigned s_k;
   const bool tma = a.copy != kCpAsync;
   stamp(a, 0);
   const bool copies = a.probe != 2;
@@ -398,7 +357,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp(Args a) {
 #endif
 #if defined(GU_MMA)
   // The tensor cores: a warp takes a tile of 16 of the block's 2U gate/up rows (rows [0, U) are
-  // gate, [U, 2U) up: one contiguous run in shared memory) and a range of k (mma_rows_dot).
+  // gate, [U, 2U) up: one contiguous run in shared memory) and a range of k (mma_tiles_dot).
   for (int c = 0; c < chunks && copies && tma; ++c) bar_wait(bars + c);
   if (copies && !tma) {
     cp_async_wait(1);  // every gate/up group (down's may be pending)
@@ -414,9 +373,9 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp(Args a) {
     for (int item = warp; item < pairs * ks2; item += kWarps) {
       const int pair = item / ks2, part = item % ks2;
       float lo[2], hi[2];
-      if (mma_rows_dot2(smem + L.g + static_cast<size_t>(pair) * 32 * H * 2, H * 2,
-                        rows2 - 32 * pair, 2 * pair + 1 < tiles, smem + L.xb,
-                        part * k64 / ks2, (part + 1) * k64 / ks2, lo, hi)) {
+      if (mma_tiles_dot<2>(smem + L.g + static_cast<size_t>(pair) * 32 * H * 2, H * 2,
+                           rows2 - 32 * pair, min(2, tiles - 2 * pair), smem + L.xb,
+                           part * k64 / ks2, (part + 1) * k64 / ks2, lo, hi)) {
 #pragma unroll
         for (int tt = 0; tt < 2; ++tt) {
           s_part[item * 32 + 16 * tt + (lane >> 2)] = lo[tt];
@@ -434,11 +393,12 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp(Args a) {
 #else
     for (int item = warp; item < tiles * ks; item += kWarps) {
       const int tile = item / ks, part = item % ks;
-      float lo, hi;
-      if (mma_rows_dot(smem + L.g + static_cast<size_t>(tile) * 16 * H * 2, H * 2, rows2 - 16 * tile,
-                       smem + L.xb, part * k64 / ks, (part + 1) * k64 / ks, lo, hi)) {
-        s_part[item * 16 + (lane >> 2)] = lo;
-        s_part[item * 16 + (lane >> 2) + 8] = hi;
+      float lo[1], hi[1];
+      if (mma_tiles_dot<1>(smem + L.g + static_cast<size_t>(tile) * 16 * H * 2, H * 2,
+                           rows2 - 16 * tile, 1, smem + L.xb, part * k64 / ks,
+                           (part + 1) * k64 / ks, lo, hi)) {
+        s_part[item * 16 + (lane >> 2)] = lo[0];
+        s_part[item * 16 + (lane >> 2) + 8] = hi[0];
       }
     }
     __syncthreads();
@@ -532,8 +492,6 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp(Args a) {
   __syncthreads();
   stamp(a, 3);
 #if defined(GRID_DOWN)
-  (void)s_h;
-  (void)s_k;
   // h to global memory; every block counts in (a release add after the barrier that gathers the
   // block's stores) and waits until all have; then loads all of h, and its nr rows of W_down · h
   // plus the residual are its part of y. One block owns each output: deterministic.
@@ -575,11 +533,11 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp(Args a) {
   {
     float* s_part = s_red;  // [kWarps][16]
     const int k64 = a.I / 64;
-    float lo, hi;
-    if (mma_rows_dot(smem + L.d, a.I * 2, nr, s_hb, warp * k64 / kWarps, (warp + 1) * k64 / kWarps,
-                     lo, hi)) {
-      s_part[warp * 16 + (lane >> 2)] = lo;
-      s_part[warp * 16 + (lane >> 2) + 8] = hi;
+    float lo[1], hi[1];
+    if (mma_tiles_dot<1>(smem + L.d, a.I * 2, nr, 1, s_hb, warp * k64 / kWarps,
+                         (warp + 1) * k64 / kWarps, lo, hi)) {
+      s_part[warp * 16 + (lane >> 2)] = lo[0];
+      s_part[warp * 16 + (lane >> 2) + 8] = hi[0];
     }
     __syncthreads();
     if (t < nr) {
