@@ -69,6 +69,12 @@ PhaseTraceSummary phase_trace_analyse(const std::vector<uint64_t>& records,
   };
   std::vector<double> period, span, spread, entry_after, last_after;
   std::vector<std::vector<double>> critical(kPhaseTraceMarks);
+  std::vector<std::vector<double>> first_at(kPhaseTraceMarks), critical_at(kPhaseTraceMarks);
+  // A block's time at mark i, ns after `from` (a %globaltimer read).
+  const auto at = [&](const Block& b, int i, uint64_t from) {
+    return static_cast<double>(static_cast<int64_t>(b.start() - from)) +
+           to_ns(b.clock(0), b.clock(i));
+  };
   std::vector<std::vector<double>> phase(kPhaseTraceMarks);
   uint64_t previous_end = 0;
   for (size_t l = 0; l < launches.size(); ++l) {
@@ -104,6 +110,19 @@ PhaseTraceSummary phase_trace_analyse(const std::vector<uint64_t>& records,
                 ? 0.0
                 : to_ns(last_block->clock(last_block->previous(i)), last_block->clock(i)));
       }
+      for (int i = 0; i < kPhaseTraceMarks; ++i) {
+        bool reached = false;
+        double first = 0.0;
+        for (const Block& b : blocks[l]) {
+          if (i > 0 && b.clock(i) == 0) continue;
+          const double t = at(b, i, previous_end);
+          if (!reached || t < first) first = t;
+          reached = true;
+        }
+        if (reached) first_at[i].push_back(first);
+        if (i == 0 || last_block->clock(i) != 0)
+          critical_at[i].push_back(at(*last_block, i, previous_end));
+      }
     }
     previous_end = last_end;
   }
@@ -123,6 +142,12 @@ PhaseTraceSummary phase_trace_analyse(const std::vector<uint64_t>& records,
   }
   s.critical_ns.assign(kPhaseTraceMarks, 0.0);
   for (int i = 0; i < kPhaseTraceMarks; ++i) s.critical_ns[i] = median(critical[i]);
+  s.first_at_ns.assign(kPhaseTraceMarks, 0.0);
+  s.critical_at_ns.assign(kPhaseTraceMarks, 0.0);
+  for (int i = 0; i < kPhaseTraceMarks; ++i) {
+    s.first_at_ns[i] = median(first_at[i]);
+    s.critical_at_ns[i] = median(critical_at[i]);
+  }
   return s;
 }
 
@@ -141,13 +166,24 @@ std::string phase_trace_report(const PhaseTraceSummary& s, const std::vector<std
                 s.entry_after_prev_ns * 1e-3, s.ns_per_cycle,
                 static_cast<long long>(s.timer_step_ns));
   out += line;
-  out += "  phase (ends at the mark)              blocks   median us   max us   last block us\n";
+  out +=
+      "  phase (ends at the mark)              blocks   median us   max us   last block us"
+      "   first at us   last block at us\n";
+  const auto at_or_zero = [](const std::vector<double>& v, int i) {
+    return static_cast<size_t>(i) < v.size() ? v[static_cast<size_t>(i)] : 0.0;
+  };
   for (const auto& p : s.phases) {
-    std::snprintf(line, sizeof(line), "  %-36s %7lld %11.3f %8.3f %15.3f\n", name(p.mark).c_str(),
-                  static_cast<long long>(p.blocks), p.median_ns * 1e-3, p.max_ns * 1e-3,
-                  s.critical_ns[static_cast<size_t>(p.mark)] * 1e-3);
+    std::snprintf(line, sizeof(line), "  %-36s %7lld %11.3f %8.3f %15.3f %13.3f %18.3f\n",
+                  name(p.mark).c_str(), static_cast<long long>(p.blocks), p.median_ns * 1e-3,
+                  p.max_ns * 1e-3, s.critical_ns[static_cast<size_t>(p.mark)] * 1e-3,
+                  at_or_zero(s.first_at_ns, p.mark) * 1e-3,
+                  at_or_zero(s.critical_at_ns, p.mark) * 1e-3);
     out += line;
   }
+  out +=
+      "  (\"at\": us after the previous launch's last exit; \"first\": the earliest of the "
+      "launch's "
+      "blocks to reach the mark)\n";
   std::snprintf(line, sizeof(line),
                 "  the block that exits last enters %+.2f us after the previous launch's last "
                 "exit\n",

@@ -80,6 +80,13 @@ struct PhaseTraceSummary {
   // The block of each launch that exits last, phase by phase (median over launches i >= 1 of its
   // ns from the previous mark it reached; 0 where it did not reach the mark): the critical path.
   std::vector<double> critical_ns;  // [kPhaseTraceMarks], [0] = its entry after launch i-1's exit
+  // The same launches on one time axis, ns after launch i-1's last exit (median over launches
+  // i >= 1; [0] = entry): when the first of launch i's blocks reached each mark (for a mark past a
+  // PDL wait, when the wait released), and when the block that exits last reached it. A mark's
+  // time is the block's entry plus its cycles since entry at ns_per_cycle. 0 where no block of a
+  // launch reached the mark.
+  std::vector<double> first_at_ns;     // [kPhaseTraceMarks]
+  std::vector<double> critical_at_ns;  // [kPhaseTraceMarks]
 };
 
 // Analyses the records of `launches` (consecutive launches of one kernel in one stream), `records`

@@ -62,6 +62,21 @@ TEST(PhaseTraceTest, LaunchesPhasesAndTheCriticalPath) {
   EXPECT_DOUBLE_EQ(s.critical_ns[2], 0.0);    // not reached
   EXPECT_DOUBLE_EQ(s.critical_ns[3], 750.0);  // from mark 1
 
+  // On one time axis, after launch 0's last exit (1400): launch 1's blocks entered at 1350 and
+  // 1360 and reached mark 1 at 1650 and 1460, mark 2 only the second (1960), mark 3 at 2400 and
+  // 2100.
+  ASSERT_EQ(s.first_at_ns.size(), static_cast<size_t>(kPhaseTraceMarks));
+  EXPECT_DOUBLE_EQ(s.first_at_ns[0], -50.0);
+  EXPECT_DOUBLE_EQ(s.first_at_ns[1], 60.0);
+  EXPECT_DOUBLE_EQ(s.first_at_ns[2], 560.0);
+  EXPECT_DOUBLE_EQ(s.first_at_ns[3], 700.0);
+  EXPECT_DOUBLE_EQ(s.first_at_ns[4], 0.0);  // no block reached it
+  ASSERT_EQ(s.critical_at_ns.size(), static_cast<size_t>(kPhaseTraceMarks));
+  EXPECT_DOUBLE_EQ(s.critical_at_ns[0], -50.0);
+  EXPECT_DOUBLE_EQ(s.critical_at_ns[1], 250.0);
+  EXPECT_DOUBLE_EQ(s.critical_at_ns[2], 0.0);  // not reached
+  EXPECT_DOUBLE_EQ(s.critical_at_ns[3], 1000.0);
+
   const std::string report = phase_trace_report(s, {"entry", "metadata", "table"});
   EXPECT_NE(report.find("metadata"), std::string::npos);
   EXPECT_NE(report.find("table"), std::string::npos);
