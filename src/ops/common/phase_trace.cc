@@ -181,9 +181,8 @@ std::string phase_trace_report(const PhaseTraceSummary& s, const std::vector<std
     out += line;
   }
   out +=
-      "  (\"at\": us after the previous launch's last exit; \"first\": the earliest of the "
-      "launch's "
-      "blocks to reach the mark)\n";
+      "  (\"at\": us after the previous launch's last exit; \"first\": the launch's earliest "
+      "block to reach the mark)\n";
   std::snprintf(line, sizeof(line),
                 "  the block that exits last enters %+.2f us after the previous launch's last "
                 "exit\n",

@@ -83,8 +83,8 @@ struct PhaseTraceSummary {
   // The same launches on one time axis, ns after launch i-1's last exit (median over launches
   // i >= 1; [0] = entry): when the first of launch i's blocks reached each mark (for a mark past a
   // PDL wait, when the wait released), and when the block that exits last reached it. A mark's
-  // time is the block's entry plus its cycles since entry at ns_per_cycle. 0 where no block of a
-  // launch reached the mark.
+  // time is the block's entry plus its cycles since entry at ns_per_cycle. A launch in which no
+  // block (or not the last block) reached a mark is left out of that median; 0 where none is left.
   std::vector<double> first_at_ns;     // [kPhaseTraceMarks]
   std::vector<double> critical_at_ns;  // [kPhaseTraceMarks]
 };

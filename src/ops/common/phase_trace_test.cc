@@ -82,6 +82,8 @@ TEST(PhaseTraceTest, LaunchesPhasesAndTheCriticalPath) {
   EXPECT_NE(report.find("table"), std::string::npos);
   EXPECT_NE(report.find("mark 3"), std::string::npos);  // past the names given
   EXPECT_NE(report.find("period 1.00 us"), std::string::npos);
+  EXPECT_NE(report.find("first at us"), std::string::npos);
+  EXPECT_NE(report.find("0.060"), std::string::npos);  // mark 1's first block, 60 ns after
 }
 
 // A block that never wrote its record (start 0), and a launch whose records lie past the copy,
