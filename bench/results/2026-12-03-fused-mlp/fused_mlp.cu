@@ -168,6 +168,28 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
 }
 __device__ __forceinline__ float bf(float v) { return __bfloat162float(__float2bfloat16(v)); }
 
+// This lane's part of a warp's dot of one bf16 weight row of H elements with x, whose packs
+// (k = lane + 32 i, eight values each) the lane holds in xr: one shift or mask (bf16 to fp32: the
+// high half of a word) and one FFMA an element, in two chains. The caller sums the parts over the
+// warp. Run 8: the form `acc += a * x + b * y` compiled to 10.5 instructions an element.
+__device__ __forceinline__ float row_dot_part(const uint4* row, const float (&xr)[4][8], int lane,
+                                              int H) {
+  float acc0 = 0.0f, acc1 = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int k = lane + 32 * i;
+    if (k >= H / 8) break;
+    const uint4 v = row[k];
+    const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      acc0 = fmaf(__uint_as_float(w[e] << 16), xr[i][2 * e], acc0);
+      acc1 = fmaf(__uint_as_float(w[e] & 0xffff0000u), xr[i][2 * e + 1], acc1);
+    }
+  }
+  return acc0 + acc1;
+}
+
 __device__ __forceinline__ void stamp(const Args& a, int i) {
   if (a.trace != nullptr && threadIdx.x == 0) {
     unsigned long long ns;
@@ -423,25 +445,13 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp(Args a) {
 #pragma unroll
     for (int j = 0; j < 3; ++j) {
       const int R = q0 + j * kWarps;
-      float acc0 = 0.0f, acc1 = 0.0f;
+      acc[j] = 0.0f;
       if (R < 2 * U) {
         const int unit = R < U ? R : R - U;
         const uint4* row = reinterpret_cast<const uint4*>(smem + (R < U ? L.g : L.u) +
                                                           static_cast<size_t>(unit) * H * 2);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int k = lane + 32 * i;
-          if (k >= H / 8) break;
-          const uint4 v = row[k];
-          const unsigned w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            acc0 = fmaf(__uint_as_float(w[e] << 16), xr[i][2 * e], acc0);
-            acc1 = fmaf(__uint_as_float(w[e] & 0xffff0000u), xr[i][2 * e + 1], acc1);
-          }
-        }
+        acc[j] = row_dot_part(row, xr, lane, H);
       }
-      acc[j] = acc0 + acc1;
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)
@@ -468,22 +478,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp(Args a) {
       const int unit = 8 * c + r % rows;
       const unsigned char* base = smem + (r < rows ? L.g : L.u);
       const uint4* row = reinterpret_cast<const uint4*>(base + static_cast<size_t>(unit) * H * 2);
-      // One shift or mask (bf16 to fp32: the high half of a word) and one FFMA an element, in two
-      // chains. Run 8: the form `acc += a * x + b * y` compiled to 10.5 instructions an element.
-      float acc0 = 0.0f, acc1 = 0.0f;
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int k = lane + 32 * i;
-        if (k >= H / 8) break;
-        const uint4 v = row[k];
-        const unsigned w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          acc0 = fmaf(__uint_as_float(w[e] << 16), xr[i][2 * e], acc0);
-          acc1 = fmaf(__uint_as_float(w[e] & 0xffff0000u), xr[i][2 * e + 1], acc1);
-        }
-      }
-      float acc = acc0 + acc1;
+      float acc = row_dot_part(row, xr, lane, H);
       for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
       if (lane == 0) s_gu[2 * unit + (r < rows ? 0 : 1)] = acc;
     }
