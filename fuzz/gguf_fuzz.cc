@@ -2,12 +2,16 @@
 // never crash, leak or read outside [data, data + size) (ASan and UBSan watch). An accepted file
 // is re-checked against the guarantees later code relies on (every tensor in bounds, disjoint,
 // sized from its dims), and every small tensor of a dequantisable type is dequantised, so the
-// block decoders run on hostile bytes too.
+// block decoders run on hostile bytes too. Then the file is read as a model the way `--model
+// x.gguf` does: its metadata into a ModelConfig (which must pass validate_model_config when
+// accepted), and, for a small file, its tensors into a WeightStore under Hugging Face names, each
+// with the shape the config implies.
 #include <cstdint>
 #include <cstdlib>
 #include <vector>
 
 #include "io/gguf.h"
+#include "io/gguf_model.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // A private exact-size copy: ASan then flags any read past the end of the input.
@@ -37,6 +41,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)(*file)->get_string(key);
     (void)(*file)->get_float_array(key);
     (void)(*file)->array_length(key);
+  }
+  for (const roofline::GgufTensorInfo& t : (*file)->tensors())
+    (void)roofline::hf_tensor_name(t.name);
+  auto config = roofline::model_config_from_gguf(**file);
+  if (!config.ok()) return 0;
+  if (!roofline::validate_model_config(*config, "fuzz-input").ok()) std::abort();
+  if (bytes.size() > (size_t{1} << 20)) return 0;  // keep each input fast
+  auto weights = roofline::load_gguf_weights(**file, *config);
+  if (!weights.ok()) return 0;
+  // Every tensor the store holds is f32 under a known Hugging Face name.
+  for (const std::string& name : (*weights)->names()) {
+    auto view = (*weights)->get(name);
+    if (!view.ok() || view->dtype != roofline::DType::kF32 || view->data == nullptr) std::abort();
   }
   return 0;
 }

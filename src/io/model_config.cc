@@ -31,6 +31,12 @@ constexpr int64_t kMaxLayers = 1024;
 constexpr int64_t kMaxHeads = 1024;
 constexpr int64_t kMaxHeadDim = 1024;
 constexpr int64_t kMaxPositions = int64_t{1} << 24;  // Llama 4 Scout: 10M
+// RoPE runs in float32 (models/rope.cc): theta and the scaling factors must stay finite and
+// nonzero there. Released models use theta 1e4-1e8 and factors up to a few hundred; a theta at or
+// below 1 has no meaning (the frequencies would rise with the channel index).
+constexpr double kMinRopeTheta = 1.0;  // exclusive
+constexpr double kMaxRopeTheta = 1e12;
+constexpr double kMaxRopeFactor = 1e6;
 
 struct ArchitectureEntry {
   const char* name;
@@ -205,18 +211,18 @@ Status parse_rope_type(const FieldReader& r, ModelConfig* c) {
   if (*type == "linear") {
     s.type = RopeScaling::Type::kLinear;
     double factor = 0;
-    ROOFLINE_RETURN_IF_ERROR(r.get_number("factor", 0.0, std::numeric_limits<double>::infinity(),
-                                          std::nullopt, &factor));
+    ROOFLINE_RETURN_IF_ERROR(r.get_number("factor", 0.0, kMaxRopeFactor, std::nullopt, &factor));
     s.factor = static_cast<float>(factor);
     return ok_status();
   }
   if (*type == "llama3") {
     s.type = RopeScaling::Type::kLlama3;
-    const double inf = std::numeric_limits<double>::infinity();
     double factor = 0, low = 0, high = 0;
-    ROOFLINE_RETURN_IF_ERROR(r.get_number("factor", 0.0, inf, std::nullopt, &factor));
-    ROOFLINE_RETURN_IF_ERROR(r.get_number("low_freq_factor", 0.0, inf, std::nullopt, &low));
-    ROOFLINE_RETURN_IF_ERROR(r.get_number("high_freq_factor", 0.0, inf, std::nullopt, &high));
+    ROOFLINE_RETURN_IF_ERROR(r.get_number("factor", 0.0, kMaxRopeFactor, std::nullopt, &factor));
+    ROOFLINE_RETURN_IF_ERROR(
+        r.get_number("low_freq_factor", 0.0, kMaxRopeFactor, std::nullopt, &low));
+    ROOFLINE_RETURN_IF_ERROR(
+        r.get_number("high_freq_factor", 0.0, kMaxRopeFactor, std::nullopt, &high));
     ROOFLINE_RETURN_IF_ERROR(r.get_int("original_max_position_embeddings", 1, kMaxPositions,
                                        std::nullopt, &s.original_max_position));
     // The llama3 ramp divides by (high - low); equal factors would divide by zero.
@@ -248,18 +254,19 @@ Status parse_rope(const json& root, const std::string& source, ModelConfig* c) {
                          "holds per-layer-type parameters ('" + it.key() +
                              "'); roofline supports one rope for every layer");
     FieldReader r(*params_it, source, "rope_parameters");
-    const double inf = std::numeric_limits<double>::infinity();
     // rope_theta lives inside rope_parameters in v5; a top-level one is the fallback.
     if (r.has("rope_theta")) {
-      ROOFLINE_RETURN_IF_ERROR(r.get_number("rope_theta", 0.0, inf, std::nullopt, &c->rope_theta));
+      ROOFLINE_RETURN_IF_ERROR(
+          r.get_number("rope_theta", kMinRopeTheta, kMaxRopeTheta, std::nullopt, &c->rope_theta));
     } else {
-      ROOFLINE_RETURN_IF_ERROR(top.get_number("rope_theta", 0.0, inf, 10000.0, &c->rope_theta));
+      ROOFLINE_RETURN_IF_ERROR(
+          top.get_number("rope_theta", kMinRopeTheta, kMaxRopeTheta, 10000.0, &c->rope_theta));
     }
     return parse_rope_type(r, c);
   }
   // transformers 4.x: top-level rope_theta, rope_scaling null or an object.
-  ROOFLINE_RETURN_IF_ERROR(top.get_number(
-      "rope_theta", 0.0, std::numeric_limits<double>::infinity(), 10000.0, &c->rope_theta));
+  ROOFLINE_RETURN_IF_ERROR(
+      top.get_number("rope_theta", kMinRopeTheta, kMaxRopeTheta, 10000.0, &c->rope_theta));
   auto scaling_it = root.find("rope_scaling");
   if (scaling_it == root.end() || scaling_it->is_null()) {
     c->rope_scaling = RopeScaling();
@@ -467,11 +474,29 @@ Status validate_model_config(const ModelConfig& c, const std::string& source,
   if (!std::isfinite(c.rms_norm_eps) || !(c.rms_norm_eps > 0.0f) || !(c.rms_norm_eps < 1.0f))
     return fail("rms_norm_eps", "is " + std::to_string(c.rms_norm_eps) +
                                     "; it must be positive, below 1 and representable in float32");
-  if (!std::isfinite(c.rope_theta) || !(c.rope_theta > 0.0))
-    return fail("rope_theta", "is " + std::to_string(c.rope_theta) + "; it must be positive");
-  if (!std::isfinite(c.rope_scaling.factor) || !(c.rope_scaling.factor > 0.0f))
-    return fail("rope_scaling.factor",
-                "is " + std::to_string(c.rope_scaling.factor) + "; it must be positive");
+  if (!(c.rope_theta > kMinRopeTheta) || !(c.rope_theta < kMaxRopeTheta))
+    return fail("rope_theta", "is " + std::to_string(c.rope_theta) +
+                                  "; it must be greater than 1 and less than 1e12");
+  // Each factor as RoPE reads it, in float32: a positive double below float's range rounds to 0.
+  const RopeScaling& s = c.rope_scaling;
+  const std::pair<const char*, float> factors[] = {
+      {"rope_scaling.factor", s.factor},
+      {"rope_scaling.low_freq_factor", s.low_freq_factor},
+      {"rope_scaling.high_freq_factor", s.high_freq_factor}};
+  for (const auto& [field, v] : factors) {
+    if (!(v > 0.0f) || !(v < kMaxRopeFactor))
+      return fail(field,
+                  "is " + std::to_string(v) + "; it must be positive in float32 and less than 1e6");
+  }
+  // The llama3 ramp divides by high - low, in float32.
+  if (s.type == RopeScaling::Type::kLlama3 && !(s.high_freq_factor - s.low_freq_factor > 0.0f))
+    return fail("rope_scaling.high_freq_factor",
+                "is " + std::to_string(s.high_freq_factor) + "; it must be greater than " +
+                    name("rope_scaling.low_freq_factor") + " (" +
+                    std::to_string(s.low_freq_factor) + ") in float32");
+  if (s.original_max_position < 1)
+    return fail("rope_scaling.original_max_position_embeddings",
+                "is " + std::to_string(s.original_max_position) + "; it must be positive");
   ROOFLINE_RETURN_IF_ERROR(range("bos_token_id", c.bos_token_id, -1, c.vocab_size - 1));
   for (int32_t id : c.eos_token_ids)
     ROOFLINE_RETURN_IF_ERROR(range("eos_token_id", id, 0, c.vocab_size - 1));

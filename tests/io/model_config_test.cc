@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -347,6 +348,41 @@ TEST(ModelConfig, RopeParametersAreValidated) {
   EXPECT_ERROR(parse_with("rope_theta", "-1"), StatusCode::kInvalidArgument, "'rope_theta'");
   EXPECT_ERROR(parse_with("rope_scaling", R"({"type": 3})"), StatusCode::kInvalidArgument,
                "'rope_scaling.type' must be a string");
+}
+
+// RoPE runs in float32: values that are finite as doubles but overflow or vanish there, or a
+// llama3 ramp whose factors differ only below float precision, would turn into inf / NaN angles.
+// Found by fuzz/model_config_fuzz (low 1e300, high 1e301 was accepted as two infinite factors).
+TEST(ModelConfig, RopeValuesMustSurviveFloat32) {
+  const char* llama3 = R"({"rope_type": "llama3", "factor": 8, "low_freq_factor": %s,
+                           "high_freq_factor": %s, "original_max_position_embeddings": 8192})";
+  auto with_factors = [&](const char* low, const char* high) {
+    char text[256];
+    std::snprintf(text, sizeof(text), llama3, low, high);
+    return parse_with("rope_scaling", text);
+  };
+  EXPECT_ERROR(with_factors("1e300", "1e301"), StatusCode::kInvalidArgument,
+               "'rope_scaling.low_freq_factor' is 1e+300; it must be greater than 0 and less than "
+               "1000000");
+  EXPECT_ERROR(with_factors("1", "1e7"), StatusCode::kInvalidArgument,
+               "'rope_scaling.high_freq_factor' is 10000000.0");
+  EXPECT_ERROR(with_factors("1e-50", "4"), StatusCode::kInvalidArgument,
+               "'rope_scaling.low_freq_factor' is 0.000000; it must be positive in float32");
+  EXPECT_ERROR(with_factors("1.0000000001", "1.0000000002"), StatusCode::kInvalidArgument,
+               "greater than 'rope_scaling.low_freq_factor' (1.000000) in float32");
+  EXPECT_ERROR(parse_with("rope_scaling", R"({"type": "linear", "factor": 1e-300})"),
+               StatusCode::kInvalidArgument, "'rope_scaling.factor' is 0.000000");
+  EXPECT_ERROR(parse_with("rope_scaling", R"({"type": "linear", "factor": 1e30})"),
+               StatusCode::kInvalidArgument, "'rope_scaling.factor' is 1e+30");
+  EXPECT_ERROR(parse_with("rope_theta", "1e-40"), StatusCode::kInvalidArgument,
+               "'rope_theta' is 1e-40; it must be greater than 1 and less than 1000000000000");
+  EXPECT_ERROR(parse_with("rope_theta", "1e300"), StatusCode::kInvalidArgument, "'rope_theta'");
+  EXPECT_ERROR(parse_with("rope_theta", "1"), StatusCode::kInvalidArgument, "'rope_theta'");
+  // The edges that remain: every released model's values parse.
+  for (const char* theta : {"10000", "500000.0", "1e6", "1e8"})
+    EXPECT_TRUE(parse_with("rope_theta", theta).ok()) << theta;
+  EXPECT_TRUE(with_factors("1", "4").ok());
+  EXPECT_TRUE(with_factors("0.5", "999999").ok());
 }
 
 TEST(ModelConfig, AttentionBiasFollowsTransformersPerArchitecture) {
