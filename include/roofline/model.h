@@ -60,11 +60,24 @@ struct GenerateOptions {
   bool stop_at_eos = true;
 };
 
+// Why generation ended.
+enum class GenerateEnd {
+  kMaxTokens,    // max_new_tokens were generated
+  kEos,          // an end-of-sequence token (stop_at_eos)
+  kModelLength,  // the sequence reached the model length (--max-model-len) before max_new_tokens
+  kStopped,      // the caller's callback returned false
+};
+
+// "max_tokens", "eos", "model_length", "stopped".
+const char* generate_end_name(GenerateEnd end);
+
 struct GenerateStats {
   int64_t prompt_tokens = 0;
   int64_t generated_tokens = 0;
   double prefill_ms = 0;  // up to and including the first generated token
   double decode_ms = 0;   // the remaining tokens
+  GenerateEnd end = GenerateEnd::kMaxTokens;
+  int64_t max_model_len = 0;  // the model length the sequence was held to
 };
 
 // One turn of a conversation, for chat templates.

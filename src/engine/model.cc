@@ -77,6 +77,12 @@ StatusOr<std::vector<int32_t>> Model::generate(const std::vector<int32_t>& promp
   if (!(o.temperature >= 0.0f) || std::isinf(o.temperature))
     return invalid_argument("--temperature must be finite and not negative");
   ModelRunner& runner = *impl_->m.runner;
+  const int64_t max_len = runner.options().max_model_len;
+  if (o.max_new_tokens > 0 && static_cast<int64_t>(prompt.size()) >= max_len)
+    return out_of_range("the prompt (" + std::to_string(prompt.size()) +
+                        " tokens) leaves no room to generate within the model length of " +
+                        std::to_string(max_len) +
+                        " (--max-model-len): shorten the prompt or raise --max-model-len");
   ROOFLINE_ASSIGN_OR_RETURN(int32_t seq, runner.add_sequence());
   SequenceGuard guard(runner, seq);
   Sampler sampler(SamplingConfig{o.temperature, o.top_k, o.top_p}, o.seed);
@@ -87,6 +93,7 @@ StatusOr<std::vector<int32_t>> Model::generate(const std::vector<int32_t>& promp
   auto t0 = clock::now();
   auto t_first = t0;
   std::vector<int32_t> next = prompt;
+  GenerateEnd end = GenerateEnd::kMaxTokens;
   for (int64_t i = 0; i < o.max_new_tokens; ++i) {
     ROOFLINE_RETURN_IF_ERROR(impl_->feed(seq, next, /*all_logits=*/false, &logits));
     const int32_t token = sampler.sample(logits.data(), vocab);
@@ -103,8 +110,21 @@ StatusOr<std::vector<int32_t>> Model::generate(const std::vector<int32_t>& promp
         std::find(impl_->m.info.eos_token_ids.begin(), impl_->m.info.eos_token_ids.end(), token) !=
         impl_->m.info.eos_token_ids.end();
     const bool keep_going = !on_token || on_token(token);
-    if (!keep_going || (o.stop_at_eos && eos)) break;
-    if (runner.sequence_length(seq) + 1 > runner.options().max_model_len) break;
+    if (o.stop_at_eos && eos) {
+      end = GenerateEnd::kEos;
+      break;
+    }
+    if (!keep_going) {
+      end = GenerateEnd::kStopped;
+      break;
+    }
+    if (i + 1 == o.max_new_tokens) break;
+    // The model length bounds prompt + generated tokens, as the engine's requests are bounded
+    // (prompt + max_tokens): at it, stop and say so.
+    if (runner.sequence_length(seq) + 1 >= max_len) {
+      end = GenerateEnd::kModelLength;
+      break;
+    }
     next.assign(1, token);
   }
   if (stats) {
@@ -113,8 +133,24 @@ StatusOr<std::vector<int32_t>> Model::generate(const std::vector<int32_t>& promp
     stats->generated_tokens = static_cast<int64_t>(out.size());
     stats->prefill_ms = std::chrono::duration<double, std::milli>(t_first - t0).count();
     stats->decode_ms = std::chrono::duration<double, std::milli>(t1 - t_first).count();
+    stats->end = end;
+    stats->max_model_len = max_len;
   }
   return out;
+}
+
+const char* generate_end_name(GenerateEnd end) {
+  switch (end) {
+    case GenerateEnd::kMaxTokens:
+      return "max_tokens";
+    case GenerateEnd::kEos:
+      return "eos";
+    case GenerateEnd::kModelLength:
+      return "model_length";
+    case GenerateEnd::kStopped:
+      return "stopped";
+  }
+  return "unknown";
 }
 
 StatusOr<std::vector<float>> Model::logits(const std::vector<int32_t>& prompt, int64_t decode_steps,
@@ -175,11 +211,15 @@ StatusOr<std::string> Model::generate_text(const std::string& prompt, bool add_s
   Tokenizer::StreamDecoder decoder(tok, /*skip_special=*/true);
   std::string text;
   bool keep = true;
+  bool saw_eos = false;
   const auto& eos = tok.eos_ids();
   auto out = generate(
       ids, options,
       [&](int32_t id) {
-        if (options.stop_at_eos && std::find(eos.begin(), eos.end(), id) != eos.end()) return false;
+        if (options.stop_at_eos && std::find(eos.begin(), eos.end(), id) != eos.end()) {
+          saw_eos = true;  // the tokenizer's end token, which the model config may not list
+          return false;
+        }
         std::string piece = decoder.next(id);
         if (!piece.empty()) {
           text += piece;
@@ -189,6 +229,7 @@ StatusOr<std::string> Model::generate_text(const std::string& prompt, bool add_s
       },
       stats);
   if (!out.ok()) return out.status();
+  if (saw_eos && stats != nullptr) stats->end = GenerateEnd::kEos;
   std::string tail = decoder.finish();
   if (!tail.empty()) {
     text += tail;

@@ -55,6 +55,12 @@ fi
 expect run_no_tokenizer 1 "no tokenizer" -- run "hello" --model $model
 expect run_dummy_no_tokenizer 1 "dummy weights" -- run "hello" --dummy-weights llama-tiny
 expect dummy_generate 0 "tok/s" -- generate --dummy-weights llama-tiny --prompt-ids 1,2,3 --max-tokens 4
+# The model length (llama-tiny: 256) bounds prompt + generated tokens: generation stops there and
+# says so; a prompt that fills it is an error.
+ids250=$(seq -s, 1 250)
+ids256=$(seq -s, 1 256)
+expect model_length_stop 0 "6 tokens generated.*stopped at the model length of 256" -- generate --dummy-weights llama-tiny --prompt-ids "$ids250" --max-tokens 10 --ignore-eos
+expect model_length_full 1 "leaves no room to generate within the model length of 256" -- generate --dummy-weights llama-tiny --prompt-ids "$ids256" --max-tokens 1
 expect dummy_unknown 1 "known: llama3-8b" -- generate --dummy-weights gpt5 --prompt-ids 1
 expect both_sources 1 "exactly one" -- generate --dummy-weights llama-tiny --model $model --prompt-ids 1
 expect bad_device 1 "--device must be" -- generate --model $model --prompt-ids 1 --device tpu

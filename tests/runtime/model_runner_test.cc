@@ -399,9 +399,54 @@ TEST(ModelGenerate, SeededSamplingIsReproducibleAndStreams) {
   EXPECT_NE(*a, *c) << "different seeds drew the same 24 tokens at temperature 1.5";
   // The callback can stop generation.
   int calls = 0;
-  auto d = (*m)->generate({1, 2, 3}, g, [&](int32_t) { return ++calls < 5; });
+  GenerateStats stats;
+  auto d = (*m)->generate(
+      {1, 2, 3}, g, [&](int32_t) { return ++calls < 5; }, &stats);
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->size(), 5u);
+  EXPECT_EQ(stats.end, GenerateEnd::kStopped);
+}
+
+// Generation is held to the model length as the engine's requests are (prompt + generated tokens
+// <= max_model_len): it stops there and says so (GenerateStats::end) instead of passing for a
+// completed max_new_tokens; a budget that ends exactly at the length is kMaxTokens; a prompt that
+// fills the length is an error that says what to change.
+TEST(ModelGenerate, StopsAtTheModelLengthAndSaysSo) {
+  ModelOptions o;
+  o.model_dir = fixture("llama_mha");
+  o.max_model_len = 12;
+  auto m = Model::load(o);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  GenerateOptions g;
+  g.stop_at_eos = false;
+  g.max_new_tokens = 10;
+  GenerateStats stats;
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8};
+  auto out = (*m)->generate(prompt, g, nullptr, &stats);
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_EQ(out->size(), 4u);  // 8 + 4 = 12
+  EXPECT_EQ(stats.generated_tokens, 4);
+  EXPECT_EQ(stats.end, GenerateEnd::kModelLength);
+  EXPECT_EQ(stats.max_model_len, 12);
+  EXPECT_STREQ(generate_end_name(stats.end), "model_length");
+  for (int64_t budget : {4, 3}) {
+    g.max_new_tokens = budget;
+    out = (*m)->generate(prompt, g, nullptr, &stats);
+    ASSERT_TRUE(out.ok());
+    EXPECT_EQ(static_cast<int64_t>(out->size()), budget);
+    EXPECT_EQ(stats.end, GenerateEnd::kMaxTokens) << budget;
+  }
+  // 11 prompt tokens leave room for one; 12 for none.
+  g.max_new_tokens = 10;
+  out = (*m)->generate(std::vector<int32_t>(11, 5), g, nullptr, &stats);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->size(), 1u);
+  EXPECT_EQ(stats.end, GenerateEnd::kModelLength);
+  out = (*m)->generate(std::vector<int32_t>(12, 5), g, nullptr, &stats);
+  EXPECT_EQ(out.status().code(), StatusCode::kOutOfRange);
+  EXPECT_NE(out.status().message().find("no room to generate within the model length of 12"),
+            std::string::npos)
+      << out.status().to_string();
 }
 
 }  // namespace

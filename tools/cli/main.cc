@@ -145,6 +145,15 @@ StatusOr<std::vector<int32_t>> parse_ids(const std::string& text) {
   return ids;
 }
 
+// When generation stopped at the model length before --max-tokens: say so, never truncate
+// silently.
+std::string model_length_note(const roofline::GenerateStats& s) {
+  if (s.end != roofline::GenerateEnd::kModelLength) return {};
+  return "; stopped at the model length of " + std::to_string(s.max_model_len) +
+         " tokens before --max-tokens (raise --max-model-len up to the model's limit, or shorten "
+         "the prompt)";
+}
+
 int run_generate(CommonFlags& f, const std::string& ids_text, roofline::GenerateOptions& g) {
   auto ids = parse_ids(ids_text);
   if (!ids.ok()) return fail(ids.status());
@@ -168,9 +177,9 @@ int run_generate(CommonFlags& f, const std::string& ids_text, roofline::Generate
                                 : 0.0;
   std::fprintf(
       stderr,
-      "prompt %lld tokens: %.1f ms to first token; %lld tokens generated, %.1f tok/s decode\n",
+      "prompt %lld tokens: %.1f ms to first token; %lld tokens generated, %.1f tok/s decode%s\n",
       static_cast<long long>(stats.prompt_tokens), stats.prefill_ms,
-      static_cast<long long>(stats.generated_tokens), decode_tps);
+      static_cast<long long>(stats.generated_tokens), decode_tps, model_length_note(stats).c_str());
   return 0;
 }
 
@@ -221,9 +230,9 @@ void print_text_stats(const roofline::GenerateStats& s) {
                          ? (s.generated_tokens - 1) / (s.decode_ms / 1e3)
                          : 0;
   std::fprintf(stderr,
-               "\n[%lld prompt tokens, %.0f ms to first token; %lld tokens at %.1f tok/s]\n",
+               "\n[%lld prompt tokens, %.0f ms to first token; %lld tokens at %.1f tok/s%s]\n",
                static_cast<long long>(s.prompt_tokens), s.prefill_ms,
-               static_cast<long long>(s.generated_tokens), tps);
+               static_cast<long long>(s.generated_tokens), tps, model_length_note(s).c_str());
 }
 
 // One question, one streamed answer (through the chat template unless --raw).
