@@ -97,6 +97,13 @@ TEST_F(ApiTest, RefusesBadBodiesNamingTheFieldWithoutEchoingInput) {
     const json err = api_error_body(r.status, r.message, r.param);
     EXPECT_EQ(err["error"]["code"], r.status);
   }
+  // An integer past 64 bits is out of range, not "not an integer"; 5.0 is not an integer.
+  const auto huge =
+      parse_api_request(R"({"prompt": [1], "seed": 1180591620717411303424})", false, ctx());
+  EXPECT_NE(huge.message.find("'seed' must be in ["), std::string::npos) << huge.message;
+  const auto real = parse_api_request(R"({"prompt": [1], "max_tokens": 5.0})", false, ctx());
+  EXPECT_NE(real.message.find("'max_tokens' must be an integer"), std::string::npos)
+      << real.message;
   const auto over = parse_api_request(R"({"prompt": [1, 2, 3], "max_tokens": 300})", false, ctx());
   EXPECT_NE(over.message.find("256"), std::string::npos) << over.message;
   EXPECT_NE(over.message.find("303"), std::string::npos) << over.message;
