@@ -9,7 +9,9 @@
 // Adds and norms are emitted separately; fuse_residual_rms_norm merges them.
 #include "models/dense_decoder.h"
 
+#include <charconv>
 #include <cmath>
+#include <set>
 #include <string>
 
 namespace roofline {
@@ -195,6 +197,35 @@ std::vector<std::pair<std::string, Shape>> dense_decoder_weight_shapes(const Mod
     w.push_back({p + "mlp.down_proj.weight", {H, I}});
   }
   return w;
+}
+
+StatusOr<std::vector<std::string>> unused_checkpoint_tensors(const ModelConfig& c,
+                                                             const WeightStore& weights) {
+  std::set<std::string> read;
+  for (const auto& [name, shape] : dense_decoder_weight_shapes(c)) read.insert(name);
+  read.insert("lm_head.weight");  // a tied model's graph reads it too when the file has it
+  const std::string layers = "model.layers.";
+  std::vector<std::string> unused;
+  for (const std::string& name : weights.names()) {
+    if (read.count(name) != 0) continue;
+    if (name.rfind(layers, 0) == 0) {
+      const size_t dot = name.find('.', layers.size());
+      const std::string index = name.substr(layers.size(), dot - layers.size());
+      int64_t layer = -1;
+      const auto [end, ec] = std::from_chars(index.data(), index.data() + index.size(), layer);
+      if (ec == std::errc() && end == index.data() + index.size() && layer >= c.num_layers)
+        return invalid_argument(
+            "the weights in '" + weights.dir() + "' hold layer " + std::to_string(layer) + " ('" +
+            name + "') but config.json's num_hidden_layers is " + std::to_string(c.num_layers) +
+            ": the config does not describe this checkpoint");
+      const std::string inv_freq = ".rotary_emb.inv_freq";  // a buffer older exports saved
+      if (name.size() > inv_freq.size() &&
+          name.compare(name.size() - inv_freq.size(), inv_freq.size(), inv_freq) == 0)
+        continue;
+    }
+    unused.push_back(name);
+  }
+  return unused;
 }
 
 StatusOr<Graph> build_model_graph(const ModelConfig& config, const WeightStore& weights,

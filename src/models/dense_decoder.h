@@ -38,6 +38,13 @@ StatusOr<Graph> build_dense_decoder(const ModelConfig& config, const DenseDecode
 // what --dummy-weights creates). Kept beside the builder; a test checks the two agree.
 std::vector<std::pair<std::string, Shape>> dense_decoder_weight_shapes(const ModelConfig& config);
 
+// The checkpoint's tensors that the graph of `config` does not read (rotary_emb.inv_freq buffers
+// aside), sorted: what Hugging Face would also leave unused, for the caller to report. A tensor
+// of a layer at or past config.num_layers is an error instead (config.json's num_hidden_layers
+// does not describe this checkpoint, and running it would silently drop layers).
+StatusOr<std::vector<std::string>> unused_checkpoint_tensors(const ModelConfig& config,
+                                                             const WeightStore& weights);
+
 // Dispatches on config.architecture to the family's builder (llama.cc, qwen.cc).
 StatusOr<Graph> build_model_graph(const ModelConfig& config, const WeightStore& weights,
                                   const GraphOptions& options);

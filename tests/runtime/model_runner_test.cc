@@ -10,6 +10,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "io/model_config.h"
+#include "io/weight_store.h"
+#include "models/dense_decoder.h"
 #include "roofline/model.h"
 
 namespace roofline {
@@ -86,6 +89,36 @@ TEST(ModelLoad, ConfigNamesMoreLayersThanTheWeightsHave) {
   Status s = load_status(m.write());
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("model.layers.2."), std::string::npos) << s.message();
+}
+
+// Fewer layers in config.json than in the checkpoint: running it would silently drop layers.
+TEST(ModelLoad, ConfigNamesFewerLayersThanTheWeightsHave) {
+  ScratchModel m("llama_mha");
+  m.config()["num_hidden_layers"] = 1;
+  Status s = load_status(m.write());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_NE(s.message().find("hold layer 1 ('model.layers.1."), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("num_hidden_layers is 1"), std::string::npos) << s.message();
+}
+
+// Tensors the graph does not read are listed (for a warning), inv_freq buffers aside.
+TEST(ModelLoad, UnusedCheckpointTensorsAreListed) {
+  auto c = load_model_config(fixture("llama_mha"));
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  auto store = WeightStore::create_owning("scratch");
+  for (const auto& [name, shape] : dense_decoder_weight_shapes(*c))
+    ASSERT_TRUE(store->add_virtual(name, DType::kBF16, shape).ok());
+  auto none = unused_checkpoint_tensors(*c, *store);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+  for (const char* extra :
+       {"model.layers.0.self_attn.q_proj.bias", "model.layers.1.self_attn.rotary_emb.inv_freq",
+        "vision.proj.weight", "model.layers.x.odd"})
+    ASSERT_TRUE(store->add_virtual(extra, DType::kBF16, Shape{4}).ok());
+  auto unused = unused_checkpoint_tensors(*c, *store);
+  ASSERT_TRUE(unused.ok());
+  EXPECT_EQ(*unused, (std::vector<std::string>{"model.layers.0.self_attn.q_proj.bias",
+                                               "model.layers.x.odd", "vision.proj.weight"}));
 }
 
 TEST(ModelLoad, ConfigShapeDisagreesWithWeights) {
