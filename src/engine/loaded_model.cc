@@ -3,10 +3,40 @@
 
 #include <filesystem>
 
+#include "core/log.h"
 #include "core/thread_pool.h"
 #include "io/tokenizer_files.h"
 
 namespace roofline {
+
+namespace {
+
+// A tokenizer that names ids past the model's embedding rows belongs to another model: a bos
+// token it adds to every text prompt must be inside the vocabulary; more tokens than that, or an
+// end token outside it, gets a warning at load (text that encodes to them is refused by the step
+// with the id; generation would never stop at such an end token).
+Status check_tokenizer_fits(const Tokenizer& tok, const ModelConfig& c, const std::string& dir) {
+  const int64_t vocab = c.vocab_size;
+  const std::string where = "the tokenizer of '" + dir + "'";
+  if (tok.spec().add_bos && tok.bos_id() >= vocab)
+    return invalid_argument(where + " begins every prompt with token id " +
+                            std::to_string(tok.bos_id()) + ", outside the model's vocabulary of " +
+                            std::to_string(vocab) +
+                            " (config.json vocab_size): the tokenizer belongs to another model");
+  if (tok.vocab_size() > vocab)
+    ROOFLINE_LOG(kWarning, where << " has " << tok.vocab_size()
+                                 << " tokens, more than the model's vocabulary of " << vocab
+                                 << " (config.json vocab_size): text that encodes to the others "
+                                    "will be refused; the tokenizer may belong to another model");
+  for (int32_t eos : tok.eos_ids())
+    if (eos >= vocab)
+      ROOFLINE_LOG(kWarning, where << "'s end token id " << eos
+                                   << " is outside the model's vocabulary of " << vocab
+                                   << ": generation cannot stop on it");
+  return ok_status();
+}
+
+}  // namespace
 
 Status LoadedModel::need_tokenizer() const {
   if (tokenizer) return ok_status();
@@ -75,6 +105,7 @@ StatusOr<LoadedModel> load_model(const ModelOptions& o, bool enable_prefix_cache
     if (!tok.ok())
       return tok.status().with_context("building the tokenizer of '" + o.model_dir + "'");
     m.tokenizer = std::move(tok).value();
+    ROOFLINE_RETURN_IF_ERROR(check_tokenizer_fits(*m.tokenizer, c, o.model_dir));
     info.eos_token_ids = m.tokenizer->eos_ids();
     info.bos_token_id = m.tokenizer->bos_id();
     // A template that does not compile does not stop the model from loading (token ids and raw

@@ -121,6 +121,38 @@ TEST(ModelLoad, UnusedCheckpointTensorsAreListed) {
                                                "model.layers.x.odd", "vision.proj.weight"}));
 }
 
+// A tokenizer from another model: a bos id it adds past the model's vocabulary is an error at
+// load; more tokens than the vocabulary is a warning (text that encodes to them is refused later).
+TEST(ModelLoad, TokenizerFromAnotherModel) {
+  const fs::path tokenizer = fs::path(ROOFLINE_SOURCE_DIR) / "tests/fixtures/tokenizers/bytelevel";
+  ScratchModel m("llama_mha");  // vocabulary 512; the byte-level tokenizer has 3003 tokens
+  const fs::path dir = m.write();
+  fs::copy(tokenizer / "tokenizer_config.json", dir / "tokenizer_config.json");
+  nlohmann::json tok = nlohmann::json::parse(std::ifstream(tokenizer / "tokenizer.json"));
+  std::ofstream(dir / "tokenizer.json") << tok.dump();
+  testing::internal::CaptureStderr();
+  Status s = load_status(dir.string());
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  EXPECT_NE(log.find("has 3003 tokens, more than the model's vocabulary of 512"), std::string::npos)
+      << log;
+  // Move <|begin_of_text|> (added to every prompt) from id 0 to 2999.
+  auto& vocab = tok["model"]["vocab"];
+  for (auto it = vocab.begin(); it != vocab.end(); ++it)
+    if (it.value() == 2999) it.value() = 0;
+  vocab["<|begin_of_text|>"] = 2999;
+  tok["added_tokens"][0]["id"] = 2999;
+  for (auto& p : tok["post_processor"]["processors"])
+    if (p["type"] == "TemplateProcessing") p["special_tokens"]["<|begin_of_text|>"]["ids"] = {2999};
+  std::ofstream(dir / "tokenizer.json") << tok.dump();
+  s = load_status(dir.string());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_NE(s.message().find("begins every prompt with token id 2999, outside the model's "
+                             "vocabulary of 512"),
+            std::string::npos)
+      << s.message();
+}
+
 TEST(ModelLoad, ConfigShapeDisagreesWithWeights) {
   ScratchModel m("llama_mha");
   m.config()["intermediate_size"] = 128;
