@@ -650,6 +650,14 @@ Status serve(const ServerOptions& options,
   if (options.port < 0 || options.port > 65535)
     return invalid_argument("--port must be in [0, 65535], got " + std::to_string(options.port));
   if (options.max_waiting < 0) return invalid_argument("--max-waiting must not be negative");
+  if (!(options.shutdown_grace_s >= 0 && options.shutdown_grace_s <= 3600))
+    return invalid_argument("--shutdown-grace must be in [0, 3600] seconds, got " +
+                            std::to_string(options.shutdown_grace_s));
+  // A key goes in an HTTP header: visible ASCII only, or no request could ever match it.
+  for (char ch : options.api_key)
+    if (ch <= ' ' || ch > '~')
+      return invalid_argument(
+          "--api-key may hold only visible ASCII characters (no spaces or control characters)");
   // SIGTERM and SIGINT are taken with sigtimedwait below: block them in every thread.
   sigset_t signals;
   sigemptyset(&signals);

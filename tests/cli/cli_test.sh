@@ -72,6 +72,9 @@ done
 expect profile_json 0 "\"speed_of_light_fraction\"" -- profile --dummy-weights llama-tiny --context 8 --steps 2 --json -
 expect profile_json_capture 0 "\"method\": \"host clock\"" -- profile --dummy-weights llama-tiny --context 8 --steps 2 --json -
 expect profile_bad_svg 1 "cannot write the roofline chart" -- profile --dummy-weights llama-tiny --context 8 --steps 1 --svg /nonexistent/dir/p
+expect serve_empty_api_key 2 "--api-key is empty" -- serve --dummy-weights llama-tiny --port 0 --api-key ""
+expect serve_api_key_space 1 "--api-key may hold only visible ASCII" -- serve --dummy-weights llama-tiny --port 0 --api-key "my key"
+expect serve_negative_grace 1 "--shutdown-grace must be in \\[0, 3600\\] seconds" -- serve --dummy-weights llama-tiny --port 0 --shutdown-grace -5
 expect bench_context_too_long 1 "--context 99999999 leaves no room for the [0-9]+ decode steps within 16777216 tokens" -- bench --dummy-weights llama-tiny --context 99999999
 expect bench_latency 0 "decode t/s" -- bench latency --dummy-weights llama-tiny --batch 1,3 --context 16 --steps 2
 expect bench_latency_json 0 "\"prefill_mfu\"" -- bench latency --dummy-weights llama-tiny --batch 2 --context 8 --steps 1 --json -

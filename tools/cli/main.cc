@@ -1059,6 +1059,13 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "roofline: --max-num-seqs must be in [1, 4096]\n");
       return 2;
     }
+    // An empty key (e.g. --api-key "$KEY" with KEY unset) would serve without authentication.
+    if (srv->count("--api-key") > 0 && serve_opts.api_key.empty()) {
+      std::fprintf(stderr,
+                   "roofline: --api-key is empty: give the key clients must send, or leave the "
+                   "flag out to serve without authentication\n");
+      return 2;
+    }
     serve_flags.model.max_step_tokens =
         std::max<int64_t>(serve_flags.model.max_step_tokens, serve_max_seqs);
     return run_serve(serve_flags, serve_opts, serve_max_seqs);
