@@ -123,6 +123,13 @@ printf '{"prompt_ids": [1], "temprature": 1}\n' > "$tmp/bad3.jsonl"
 expect batch_unknown_field 1 "line 1: unknown field 'temprature'" -- generate --model $model --input "$tmp/bad3.jsonl" --output "$tmp/o.jsonl"
 expect batch_missing_file 1 "cannot read" -- generate --model $model --input "$tmp/nope.jsonl" --output "$tmp/o.jsonl"
 expect batch_needs_output 2 "needs --output" -- generate --model $model --input "$tmp/in.jsonl"
+expect batch_output_is_input 1 "is the --input file" -- generate --model $model --input "$tmp/in.jsonl" --output "$tmp/in.jsonl"
+if ! grep -q '"prompt_ids"' "$tmp/in.jsonl"; then echo "FAIL batch_output_is_input: the input was overwritten"; failures=$((failures + 1)); fi
+expect batch_output_is_dir 1 "is a directory" -- generate --model $model --input "$tmp/in.jsonl" --output "$tmp"
+# A run whose line fails the model's checks keeps an earlier output file and leaves no partial one.
+echo keep > "$tmp/kept.jsonl"
+expect batch_bad_keeps_output 1 "bad.jsonl line 2" -- generate --model $model --input "$tmp/bad.jsonl" --output "$tmp/kept.jsonl"
+if [ "$(cat "$tmp/kept.jsonl")" != keep ] || [ -e "$tmp/kept.jsonl.partial" ]; then echo "FAIL batch_bad_keeps_output"; failures=$((failures + 1)); fi
 expect generate_needs_prompt 2 "prompt-ids" -- generate --model $model
 printf '{"prompt_ids": [1,2,3], "max_tokens": 300}\n{"prompt_ids": [4,5], "max_tokens": 2}\n' > "$tmp/big.jsonl"
 expect batch_request_error 1 "1 of 2 requests failed" -- generate --model $model --input "$tmp/big.jsonl" --output "$tmp/o.jsonl"

@@ -313,8 +313,49 @@ int run_chat(CommonFlags& f, const std::string& system, const roofline::Generate
 // Each output line: {"index", "text" (when the model has a tokenizer), "token_ids",
 // "finish_reason", "prompt_tokens", "completion_tokens"[, "error"]}, in input order.
 
+// The results go to OUTPUT.partial first and are renamed to OUTPUT once complete, so a run that
+// fails or is killed leaves any earlier OUTPUT as it was; the partial file is removed on failure.
+class PartialOutput {
+ public:
+  explicit PartialOutput(std::string path) : path_(std::move(path)), partial_(path_ + ".partial") {}
+  ~PartialOutput() {
+    if (!committed_) std::remove(partial_.c_str());
+  }
+  Status open() {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path_, ec))
+      return roofline::invalid_argument("--output '" + path_ +
+                                        "' is a directory: name the results file");
+    out_.open(partial_);
+    if (!out_)
+      return roofline::io_error("cannot write '" + partial_ + "' (the results, before they are " +
+                                "renamed to '" + path_ + "'): " + std::strerror(errno));
+    return roofline::ok_status();
+  }
+  std::ofstream& stream() { return out_; }
+  Status commit() {
+    out_.close();
+    if (!out_) return roofline::io_error("writing '" + partial_ + "' failed (disk full?)");
+    if (std::rename(partial_.c_str(), path_.c_str()) != 0)
+      return roofline::io_error("cannot rename '" + partial_ + "' to '" + path_ +
+                                "': " + std::strerror(errno));
+    committed_ = true;
+    return roofline::ok_status();
+  }
+
+ private:
+  std::string path_, partial_;
+  std::ofstream out_;
+  bool committed_ = false;
+};
+
 int run_batch(CommonFlags& f, const std::string& input, const std::string& output,
               const roofline::SamplingParams& defaults, int64_t max_num_seqs) {
+  std::error_code same_ec;
+  if (std::filesystem::equivalent(input, output, same_ec))
+    return fail(
+        roofline::invalid_argument("--output '" + output + "' is the --input file: the " +
+                                   "results would replace the requests; name another file"));
   auto items = roofline::cli::read_batch(input, defaults);
   if (!items.ok()) return fail(items.status());
   Status s = resolve_model(f);
@@ -328,9 +369,9 @@ int run_batch(CommonFlags& f, const std::string& input, const std::string& outpu
   roofline::Engine& engine = **loaded;
   // Every line is checked against the model before the first request starts.
   if (Status v = roofline::cli::resolve_batch(engine, input, &*items); !v.ok()) return fail(v);
-  std::ofstream out(output);
-  if (!out)
-    return fail(roofline::io_error("cannot write '" + output + "': " + std::strerror(errno)));
+  PartialOutput results_file(output);
+  if (Status o = results_file.open(); !o.ok()) return fail(o);
+  std::ofstream& out = results_file.stream();
 
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
@@ -377,8 +418,7 @@ int run_batch(CommonFlags& f, const std::string& input, const std::string& outpu
     completion_tokens += r.completion_tokens;
     out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   }
-  out.flush();
-  if (!out) return fail(roofline::io_error("writing '" + output + "' failed (disk full?)"));
+  if (Status c = results_file.commit(); !c.ok()) return fail(c);
   const roofline::EngineStats st = engine.stats();
   const int64_t lookups = st.prefix_hit_blocks + st.prefix_miss_blocks;
   std::fprintf(
