@@ -158,6 +158,12 @@ StatusOr<std::vector<float>> Model::logits(const std::vector<int32_t>& prompt, i
   ROOFLINE_RETURN_IF_ERROR(check_prompt(prompt));
   if (decode_steps < 0) return invalid_argument("--decode-steps must not be negative");
   ModelRunner& runner = *impl_->m.runner;
+  const int64_t max_len = runner.options().max_model_len;
+  if (decode_steps > max_len - static_cast<int64_t>(prompt.size()))
+    return out_of_range("the prompt (" + std::to_string(prompt.size()) +
+                        " tokens) + --decode-steps (" + std::to_string(decode_steps) +
+                        ") exceed the model length of " + std::to_string(max_len) +
+                        " (--max-model-len): each step feeds one more token");
   ROOFLINE_ASSIGN_OR_RETURN(int32_t seq, runner.add_sequence());
   SequenceGuard guard(runner, seq);
   const int64_t vocab = impl_->m.info.vocab_size;

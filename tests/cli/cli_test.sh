@@ -60,6 +60,8 @@ expect dummy_generate 0 "tok/s" -- generate --dummy-weights llama-tiny --prompt-
 ids250=$(seq -s, 1 250)
 ids256=$(seq -s, 1 256)
 expect model_length_stop 0 "6 tokens generated.*stopped at the model length of 256" -- generate --dummy-weights llama-tiny --prompt-ids "$ids250" --max-tokens 10 --ignore-eos
+expect logits_past_model_length 1 "the prompt \\(2 tokens\\) \\+ --decode-steps \\(255\\) exceed the model length of 256" -- logits --dummy-weights llama-tiny --prompt-ids 1,2 --decode-steps 255 --out "$tmp/l.npy"
+expect logits_at_model_length 0 "wrote 256 x 512 logits" -- logits --dummy-weights llama-tiny --prompt-ids 1,2 --decode-steps 254 --out "$tmp/l.npy"
 expect model_length_full 1 "leaves no room to generate within the model length of 256" -- generate --dummy-weights llama-tiny --prompt-ids "$ids256" --max-tokens 1
 expect dummy_unknown 1 "known: llama3-8b" -- generate --dummy-weights gpt5 --prompt-ids 1
 expect both_sources 1 "exactly one" -- generate --dummy-weights llama-tiny --model $model --prompt-ids 1
