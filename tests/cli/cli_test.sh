@@ -49,6 +49,12 @@ if [ -f .models/SmolLM2-135M-Instruct.Q4_1.gguf ]; then
   expect run_raw 0 "tok/s" -- run "Once upon a time" --raw --max-tokens 8
   out=$(printf 'What is 2+2?\n/exit\n' | "$bin" chat --max-tokens 12 2>&1); rc=$?
   if [ $rc -ne 0 ] || ! grep -q "4" <<<"$out"; then echo "FAIL chat: $out"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
+  # A message past the model length is dropped with a note; the session goes on.
+  long=$(printf 'tell me about the history of the roman empire %.0s' $(seq 20))
+  out=$(printf '%s\nWhat is 2+2?\n/exit\n' "$long" | "$bin" chat --max-model-len 96 --max-tokens 12 2>&1); rc=$?
+  if [ $rc -ne 0 ] || ! grep -q "That message was dropped" <<<"$out" || ! grep -q "4" <<<"$out"; then
+    echo "FAIL chat_past_model_length: $out"; failures=$((failures + 1))
+  else passes=$((passes + 1)); fi
 else
   echo "skip: default model not installed (scripts/setup.sh)"
 fi

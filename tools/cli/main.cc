@@ -300,8 +300,13 @@ int run_chat(CommonFlags& f, const std::string& system, const roofline::Generate
         &stats);
     std::printf("\n");
     if (!reply.ok()) {
-      // A turn that cannot run (e.g. the conversation outgrew the context) ends the chat cleanly.
-      return fail(reply.status());
+      // A conversation that outgrew the model length keeps the session: the turn is dropped and
+      // the user can /reset. Anything else (a broken model) ends the chat.
+      if (reply.status().code() != roofline::StatusCode::kOutOfRange) return fail(reply.status());
+      std::fprintf(stderr, "roofline chat: %s\nThat message was dropped; /reset starts over.\n",
+                   reply.status().message().c_str());
+      turns.pop_back();
+      continue;
     }
     print_text_stats(stats);
     turns.push_back({"assistant", *reply});
