@@ -67,6 +67,66 @@ struct QkvRopeArgs {
   int64_t num_slots;  // num_blocks * block_size
 };
 
+// The vector kernels' shared steps. A lane holds N pairs (x1[i], x2[i]) = elements col + i and
+// kHalf + col + i of one head.
+
+// q's and k's RMSNorm weights into shared memory, as f32 (visible after the caller's next barrier).
+template <int kHeadDim>
+__device__ __forceinline__ void load_qk_norm_weights(const QkvRopeArgs& a, float* s_q_weight,
+                                                     float* s_k_weight, int tid, int threads) {
+  for (int i = tid; i < kHeadDim; i += threads) {
+    float w[1];
+    cuda::load_weight_f32<1>(a.q_norm_weight, a.norm_weight_dtype, i, w);
+    s_q_weight[i] = w[0];
+    cuda::load_weight_f32<1>(a.k_norm_weight, a.norm_weight_dtype, i, w);
+    s_k_weight[i] = w[0];
+  }
+}
+
+// The per-head RMSNorm of a q or k head (the G lanes of the head sum their squares with xor
+// shuffles, so every lane of the warp must call this); v heads pass through.
+template <int N, int G, int kHeadDim>
+__device__ __forceinline__ void qk_norm_lane(float (&x1)[N], float (&x2)[N], float norm_eps,
+                                             const float* s_q_weight, const float* s_k_weight,
+                                             int head, int q_heads, bool is_v, int col) {
+  constexpr int kHalf = kHeadDim / 2;
+  float sum_sq = 0.0f;
+#pragma unroll
+  for (int i = 0; i < N; ++i) sum_sq += x1[i] * x1[i] + x2[i] * x2[i];
+#pragma unroll
+  for (int offset = G / 2; offset > 0; offset >>= 1)
+    sum_sq += __shfl_xor_sync(0xffffffffu, sum_sq, offset);
+  if (!is_v) {
+    const float inv_rms = 1.0f / sqrtf(sum_sq / static_cast<float>(kHeadDim) + norm_eps);
+    const float* w = head < q_heads ? s_q_weight : s_k_weight;
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      x1[i] = (x1[i] * inv_rms) * w[col + i];
+      x2[i] = (x2[i] * inv_rms) * w[kHalf + col + i];
+    }
+  }
+}
+
+// Rotates a q or k lane by the token's cos / sin (v lanes are copied) and stores the lane's two
+// packs at dst (the head's row in q_out or in the cache).
+template <typename T, int N, int kHeadDim>
+__device__ __forceinline__ void rotate_store_lane(float (&x1)[N], float (&x2)[N],
+                                                  typename T::Storage* dst, const float* s_cos,
+                                                  const float* s_sin, bool is_v, int col) {
+  constexpr int kHalf = kHeadDim / 2;
+  if (!is_v) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      float o1, o2;
+      cuda::rope_rotate(x1[i], x2[i], s_cos[col + i], s_sin[col + i], o1, o2);
+      x1[i] = o1;
+      x2[i] = o2;
+    }
+  }
+  cuda::store_f32<T, N>(dst + col, x1);
+  cuda::store_f32<T, N>(dst + kHalf + col, x2);
+}
+
 template <typename T, int kHeadDim, bool kQkNorm>
 __global__ void __launch_bounds__(kMaxThreads) qkv_rope_kernel(const QkvRopeArgs a) {
   cuda::pdl_wait();
@@ -94,16 +154,8 @@ __global__ void __launch_bounds__(kMaxThreads) qkv_rope_kernel(const QkvRopeArgs
   const int64_t row_elems = static_cast<int64_t>(qk_heads + a.num_kv_heads) * kHeadDim;
   const int64_t kv_row_elems = static_cast<int64_t>(a.num_kv_heads) * kHeadDim;
 
-  if constexpr (kQkNorm) {
-    // Visible to all after the first barrier below.
-    for (int i = tid; i < kHeadDim; i += threads) {
-      float w[1];
-      cuda::load_weight_f32<1>(a.q_norm_weight, a.norm_weight_dtype, i, w);
-      s_q_weight[i] = w[0];
-      cuda::load_weight_f32<1>(a.k_norm_weight, a.norm_weight_dtype, i, w);
-      s_k_weight[i] = w[0];
-    }
-  }
+  // Visible to all after the first barrier below.
+  if constexpr (kQkNorm) load_qk_norm_weights<kHeadDim>(a, s_q_weight, s_k_weight, tid, threads);
 
   for (int64_t t = blockIdx.x; t < a.num_tokens; t += gridDim.x) {
     const int64_t slot = a.slot_mapping[t];
@@ -137,23 +189,9 @@ __global__ void __launch_bounds__(kMaxThreads) qkv_rope_kernel(const QkvRopeArgs
         __syncthreads();
       }
       const bool is_v = head >= qk_heads;
-      if constexpr (kQkNorm) {
-        float sum_sq = 0.0f;
-#pragma unroll
-        for (int i = 0; i < N; ++i) sum_sq += x1[i] * x1[i] + x2[i] * x2[i];
-#pragma unroll
-        for (int offset = G / 2; offset > 0; offset >>= 1)
-          sum_sq += __shfl_xor_sync(0xffffffffu, sum_sq, offset);
-        if (!is_v) {
-          const float inv_rms = 1.0f / sqrtf(sum_sq / static_cast<float>(kHeadDim) + a.norm_eps);
-          const float* w = head < q_heads ? s_q_weight : s_k_weight;
-#pragma unroll
-          for (int i = 0; i < N; ++i) {
-            x1[i] = (x1[i] * inv_rms) * w[col + i];
-            x2[i] = (x2[i] * inv_rms) * w[kHalf + col + i];
-          }
-        }
-      }
+      if constexpr (kQkNorm)
+        qk_norm_lane<N, G, kHeadDim>(x1, x2, a.norm_eps, s_q_weight, s_k_weight, head, q_heads,
+                                     is_v, col);
       if (active && (head < q_heads || write_kv)) {
         S* dst;
         if (head < q_heads) {
@@ -163,17 +201,7 @@ __global__ void __launch_bounds__(kMaxThreads) qkv_rope_kernel(const QkvRopeArgs
         } else {
           dst = v_cache + slot * kv_row_elems + static_cast<int64_t>(head - qk_heads) * kHeadDim;
         }
-        if (!is_v) {
-#pragma unroll
-          for (int i = 0; i < N; ++i) {
-            float o1, o2;
-            cuda::rope_rotate(x1[i], x2[i], s_cos[col + i], s_sin[col + i], o1, o2);
-            x1[i] = o1;
-            x2[i] = o2;
-          }
-        }
-        cuda::store_f32<T, N>(dst + col, x1);
-        cuda::store_f32<T, N>(dst + kHalf + col, x2);
+        rotate_store_lane<T, N, kHeadDim>(x1, x2, dst, s_cos, s_sin, is_v, col);
       }
     }
     __syncthreads();  // s_cos / s_sin are rewritten for the next token
@@ -227,16 +255,8 @@ __global__ void __launch_bounds__(kMaxThreads) qkv_rope_ring_kernel(const QkvRop
   const int64_t head_offset = static_cast<int64_t>(head) * kHeadDim + col;
   const int64_t stride = gridDim.x;
 
-  if constexpr (kQkNorm) {
-    // Visible to all after the first barrier below.
-    for (int i = tid; i < kHeadDim; i += threads) {
-      float w[1];
-      cuda::load_weight_f32<1>(a.q_norm_weight, a.norm_weight_dtype, i, w);
-      s_q_weight[i] = w[0];
-      cuda::load_weight_f32<1>(a.k_norm_weight, a.norm_weight_dtype, i, w);
-      s_k_weight[i] = w[0];
-    }
-  }
+  // Visible to all after the first barrier below.
+  if constexpr (kQkNorm) load_qk_norm_weights<kHeadDim>(a, s_q_weight, s_k_weight, tid, threads);
 
   // Token t's two packs into ring stage `stage`; one commit group per token, empty past the end.
   auto issue = [&](int64_t t, int stage) {
@@ -285,23 +305,9 @@ __global__ void __launch_bounds__(kMaxThreads) qkv_rope_ring_kernel(const QkvRop
 #pragma unroll
       for (int j = 0; j < N; ++j) x1[j] = x2[j] = 0.0f;
     }
-    if constexpr (kQkNorm) {
-      float sum_sq = 0.0f;
-#pragma unroll
-      for (int j = 0; j < N; ++j) sum_sq += x1[j] * x1[j] + x2[j] * x2[j];
-#pragma unroll
-      for (int offset = G / 2; offset > 0; offset >>= 1)
-        sum_sq += __shfl_xor_sync(0xffffffffu, sum_sq, offset);
-      if (!is_v) {
-        const float inv_rms = 1.0f / sqrtf(sum_sq / static_cast<float>(kHeadDim) + a.norm_eps);
-        const float* w = head < q_heads ? s_q_weight : s_k_weight;
-#pragma unroll
-        for (int j = 0; j < N; ++j) {
-          x1[j] = (x1[j] * inv_rms) * w[col + j];
-          x2[j] = (x2[j] * inv_rms) * w[kHalf + col + j];
-        }
-      }
-    }
+    if constexpr (kQkNorm)
+      qk_norm_lane<N, G, kHeadDim>(x1, x2, a.norm_eps, s_q_weight, s_k_weight, head, q_heads, is_v,
+                                   col);
     const bool write_kv = cur_slot >= 0 && cur_slot < a.num_slots;
     if (active && (head < q_heads || write_kv)) {
       S* dst;
@@ -312,17 +318,7 @@ __global__ void __launch_bounds__(kMaxThreads) qkv_rope_ring_kernel(const QkvRop
       } else {
         dst = v_cache + cur_slot * kv_row_elems + static_cast<int64_t>(head - qk_heads) * kHeadDim;
       }
-      if (!is_v) {
-#pragma unroll
-        for (int j = 0; j < N; ++j) {
-          float o1, o2;
-          cuda::rope_rotate(x1[j], x2[j], s_cos[buf][col + j], s_sin[buf][col + j], o1, o2);
-          x1[j] = o1;
-          x2[j] = o2;
-        }
-      }
-      cuda::store_f32<T, N>(dst + col, x1);
-      cuda::store_f32<T, N>(dst + kHalf + col, x2);
+      rotate_store_lane<T, N, kHeadDim>(x1, x2, dst, s_cos[buf], s_sin[buf], is_v, col);
     }
     cur_slot = next_slot;
     cur_pos = next_pos;
