@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
-# Runs every CPU test, then the fuzz targets for a short while. Assumes scripts/setup.sh has run.
-#   scripts/test.sh                 # all tests + 20 s of fuzzing per target
+# Runs every CPU test, then every CPU test again built with AddressSanitizer + UndefinedBehavior-
+# Sanitizer, then the fuzz targets for a short while. Assumes scripts/setup.sh has run.
+#   scripts/test.sh                 # all tests, all tests sanitized, 20 s of fuzzing per target
+#   ROOFLINE_SANITIZE=0 scripts/test.sh       # skip the sanitized build (~15 min on 2 cores)
 #   ROOFLINE_FUZZ_SECONDS=0 scripts/test.sh   # skip fuzzing
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ctest --preset cpu
+
+if [ "${ROOFLINE_SANITIZE:-1}" != 0 ]; then
+  cmake --preset sanitize >/dev/null
+  cmake --build --preset sanitize
+  # Any report fails its test: UBSan stops at the first (-fno-sanitize-recover), ASan always does.
+  UBSAN_OPTIONS=print_stacktrace=1 ctest --preset sanitize
+fi
 
 fuzz_seconds=${ROOFLINE_FUZZ_SECONDS:-20}
 if [ "$fuzz_seconds" -gt 0 ]; then

@@ -116,7 +116,7 @@ class GgufBuilder : public GgufValueTypes {
     // prefix of it is truncated.
     const size_t data_start = b.size();
     for (size_t i = 0; i < tensors_.size(); ++i) {
-      if (tensors_[i].offset_override) continue;
+      if (tensors_[i].offset_override || tensors_[i].data.empty()) continue;
       const size_t at = data_start + offsets[i];
       if (b.size() < at + tensors_[i].data.size()) b.resize(at + tensors_[i].data.size(), 0);
       std::memcpy(b.data() + at, tensors_[i].data.data(), tensors_[i].data.size());
