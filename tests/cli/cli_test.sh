@@ -58,6 +58,8 @@ if [ -f .models/SmolLM2-135M-Instruct.Q4_1.gguf ]; then
 else
   echo "skip: default model not installed (scripts/setup.sh)"
 fi
+expect version 0 "^roofline [0-9]+\\.[0-9]+\\.[0-9]+ \\((CPU|CUDA) build" -- --version
+expect unknown_command 2 "unknown command 'frobnicate'; the commands are: generate, logits, run" -- frobnicate
 expect run_no_tokenizer 1 "no tokenizer" -- run "hello" --model $model
 expect run_dummy_no_tokenizer 1 "dummy weights" -- run "hello" --dummy-weights llama-tiny
 expect dummy_generate 0 "tok/s" -- generate --dummy-weights llama-tiny --prompt-ids 1,2,3 --max-tokens 4

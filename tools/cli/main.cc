@@ -31,6 +31,7 @@
 #include "batch_input.h"
 #include "cli.h"
 #include "core/byte_size.h"
+#include "core/device.h"
 #include "core/log.h"
 #include "core/npy.h"
 #include "engine/decode_setup.h"
@@ -855,6 +856,9 @@ int run_serve(CommonFlags& f, roofline::ServerOptions so, int64_t max_num_seqs) 
 int main(int argc, char** argv) {
   CLI::App app{"roofline: LLM inference at the speed of light of the GPU"};
   app.require_subcommand(1);
+  app.set_version_flag(
+      "--version", std::string("roofline ") + ROOFLINE_VERSION +
+                       (roofline::built_with_cuda() ? " (CUDA build)" : " (CPU build, no CUDA)"));
 
   CommonFlags gen_flags, logit_flags, info_flags;
   std::string gen_ids, logit_ids, out_path;
@@ -1035,6 +1039,20 @@ int main(int argc, char** argv) {
   i->add_flag("--dump-graph", dump_graph, "Print the graph after fusion");
   i->add_flag("--dump-plan", dump_plan, "Print the largest bucket's plan");
 
+  // A first word that is no command would otherwise read "A subcommand is required".
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string names;
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      known = known || sub->get_name() == argv[1];
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!known) {
+      std::fprintf(stderr, "roofline: unknown command '%s'; the commands are: %s (--help)\n",
+                   argv[1], names.c_str());
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
