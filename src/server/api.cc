@@ -38,14 +38,12 @@ std::string number_text(const json& v) {
 int64_t get_int(const json& j, const char* name, int64_t lo, int64_t hi, int64_t dflt) {
   auto it = j.find(name);
   if (it == j.end() || it->is_null()) return dflt;
-  if (!it->is_number_integer()) {
-    // JSON integers past 64 bits arrive as doubles: say they are out of range, not "not integers".
-    const double v = it->is_number_float() ? it->get<double>() : 0.5;
-    if (std::isfinite(v) && std::floor(v) == v && std::fabs(v) >= 0x1p63)
-      throw bad(name, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
-                          number_text(*it));
-    throw bad(name, "must be an integer");
-  }
+  // JSON integers past 64 bits arrive as doubles: say they are out of range, not "not integers".
+  if (it->is_number_float() && std::fabs(it->get<double>()) >= 0x1p63 &&
+      std::isfinite(it->get<double>()))
+    throw bad(name, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                        number_text(*it));
+  if (!it->is_number_integer()) throw bad(name, "must be an integer");
   if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
     throw bad(name, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
                         number_text(*it));
