@@ -71,6 +71,8 @@ enum SamplingError : uint32_t {
   kSamplingBadParams = 2u,        // a parameter out of its range (SamplingRowParams)
   kSamplingBadEdits = 4u,         // edit list outside the edit array, token out of [0, vocab),
                                   // a token listed twice, a negative count or in_prompt not 0/1
+  kSamplingNeedsFullRow = 8u,     // sample_rows_tiles_cuda only: a valid row its tile summaries
+                                  // cannot finish (sample_row_uses_tiles is false); no token
 };
 
 // The most top-n alternatives a row may ask for (OpenAI's top_logprobs limit).
@@ -96,6 +98,18 @@ struct SamplingRowParams {
   int32_t edit_count = 0;           // >= 0
   int32_t reserved = 0;
 };
+
+// The parameter checks of the chain (the CPU twin's and sample_rows_tiles_cuda's;
+// sample_rows_cuda's kernel spells out the same conditions): finite temperature >= 0, top_k >= 0,
+// top_p in (0, 1], min_p in [0, 1], a finite repetition penalty > 0, finite frequency and presence
+// penalties, num_top_logprobs in [-1, max_top_logprobs], step >= 0.
+ROOFLINE_HD bool sampling_row_params_valid(const SamplingRowParams& r, int32_t max_top_logprobs) {
+  return sampling::is_finite(r.temperature) && r.temperature >= 0.0f && r.top_k >= 0 &&
+         r.top_p > 0.0f && r.top_p <= 1.0f && r.min_p >= 0.0f && r.min_p <= 1.0f &&
+         sampling::is_finite(r.repetition_penalty) && r.repetition_penalty > 0.0f &&
+         sampling::is_finite(r.frequency_penalty) && sampling::is_finite(r.presence_penalty) &&
+         r.num_top_logprobs >= -1 && r.num_top_logprobs <= max_top_logprobs && r.step >= 0;
+}
 
 // The edit list of a row: one entry per distinct token whose logit changes (a biased token, a
 // prompt token under a repetition penalty, a generated token). A row's entries are a range of
@@ -189,6 +203,71 @@ void sample_rows_cuda(const SampleRowsParams& p, CudaStream stream);
 #if defined(ROOFLINE_PHASE_TRACE)
 // The kernel's phase records (phase_trace.h), in trace builds only (sampling_trace_bench).
 PhaseTraceRecorder& sample_rows_phase_trace();
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// The chain from tile summaries: how a step samples without reading its logits a second time.
+// sample_rows_cuda must read every logit once (pass 1: ~16 MB at batch 64 and a 128k vocabulary,
+// ~7 us cold on the H200) before it knows where a row's best tokens are. The LM head that writes
+// the logits already holds them in registers, so its epilogue can leave, per row and per tile of
+// `tile_tokens` consecutive tokens, the tile's largest finite logit, where it is and how many
+// logits are not finite: a LogitTileSummary. From those the sampler finds, for a row that asks
+// for greedy decoding or a top-k of at most kSamplingFastTopK, every token the chain can keep
+// without looking at the rest of the row:
+//   - L = the largest logit of every tile whose largest token is not edited: values of distinct
+//     unedited tokens of the row;
+//   - v = a lower bound on the k-th largest of L (a radix prefix of its key; k = 1 when greedy),
+//     so at least k tokens have a value >= v, and (s = x / T being monotone) every token of the
+//     top k by s has s >= s(v);
+//   - the candidates: the unedited tokens with s >= s(v), which lie in the tiles whose largest
+//     logit reaches s(v) (read from the logits: typically about k tiles), and the edited tokens
+//     with s >= s(v); then the exact top k by rank key among them, and top-p, min-p and the draw
+//     over those k as in sample_rows_cpu.
+// So the tokens, errors and non-finite counts are exactly sample_rows_cpu's for such rows; a row
+// that asks for logprobs (they need the whole row's normaliser) or a sampled row without a top-k
+// of at most kSamplingFastTopK (below the vocabulary) gets kSamplingNeedsFullRow and no token:
+// the caller runs it through sample_rows_cuda instead.
+struct LogitTileSummary {
+  uint32_t max_key = 0;    // sampling::order_key of the tile's largest finite logit (-0 read as
+                           // +0); 0 when the tile has no finite logit
+  uint16_t max_index = 0;  // the first position in the tile that holds it
+  uint16_t nonfinite = 0;  // NaN and +-inf logits in the tile
+};
+static_assert(sizeof(LogitTileSummary) == 8, "one 8-byte word per tile");
+
+// Tokens per tile: at most this (a position fits 16 bits with room to spare).
+inline constexpr int64_t kLogitTileMaxTokens = 4096;
+// Tiles per row, at most: the sampler keeps a row's tile maxima on chip (64 KB).
+inline constexpr int64_t kLogitTileMaxTiles = 16384;
+inline constexpr int64_t logit_tiles(int64_t vocab, int64_t tile_tokens) {
+  return (vocab + tile_tokens - 1) / tile_tokens;
+}
+
+// The summaries of [num_rows, vocab] logits (dtype kF32 or kBF16, host memory) into
+// out[num_rows, logit_tiles(vocab, tile_tokens)]: what an LM-head epilogue writes, and the oracle
+// its tests compare with. Sizes outside the limits above abort (the caller's bug).
+void summarize_logit_tiles_cpu(const void* logits, DType dtype, int64_t num_rows, int64_t vocab,
+                               int64_t tile_tokens, LogitTileSummary* out);
+
+// True when sample_rows_tiles_cuda can finish a row with valid parameters: no logprobs, and greedy
+// or 1 <= top_k <= kSamplingFastTopK with top_k < vocab.
+ROOFLINE_HD bool sample_row_uses_tiles(const SamplingRowParams& r, int64_t vocab) {
+  if (r.num_top_logprobs >= 0) return false;
+  if (r.temperature == 0.0f) return true;
+  return r.top_k >= 1 && r.top_k <= kSamplingFastTopK && r.top_k < vocab;
+}
+
+// The chain over p's rows from their tile summaries (summaries[num_rows, logit_tiles(vocab,
+// tile_tokens)], on the device, written by the same step as p.logits). p.logits is read only at
+// the tiles that can hold a kept token and at edited tokens; p.workspace and the logprob outputs
+// are not used. Every pointer on the device; asynchronous on `stream`, no allocation, no host
+// sync (CUDA-graph safe). Sizes outside the limits abort.
+void sample_rows_tiles_cuda(const SampleRowsParams& p, const LogitTileSummary* summaries,
+                            int64_t tile_tokens, CudaStream stream);
+
+#if defined(ROOFLINE_PHASE_TRACE)
+// The kernel's phase records (phase_trace.h), in trace builds only (sampling_trace_bench).
+PhaseTraceRecorder& sample_rows_tiles_phase_trace();
 #endif
 
 }  // namespace roofline

@@ -137,14 +137,6 @@ using namespace sampling;
 
 bool finite_f32(float v) { return (float_bits(v) & 0x7f800000u) != 0x7f800000u; }
 
-bool row_params_valid(const SamplingRowParams& r, int32_t max_top_logprobs) {
-  return finite_f32(r.temperature) && r.temperature >= 0.0f && r.top_k >= 0 && r.top_p > 0.0f &&
-         r.top_p <= 1.0f && r.min_p >= 0.0f && r.min_p <= 1.0f &&
-         finite_f32(r.repetition_penalty) && r.repetition_penalty > 0.0f &&
-         finite_f32(r.frequency_penalty) && finite_f32(r.presence_penalty) &&
-         r.num_top_logprobs >= -1 && r.num_top_logprobs <= max_top_logprobs && r.step >= 0;
-}
-
 // Log-softmax of the raw row: log of the normaliser, in double.
 double raw_log_normaliser(const float* raw, int64_t vocab) {
   float mx = raw[0];
@@ -242,7 +234,7 @@ int32_t sample_row(const SampleRowsParams& p, const float* raw, const SamplingRo
                    uint32_t* error, int32_t* nonfinite) {
   const int64_t vocab = p.vocab_size;
   *error = 0;
-  if (!row_params_valid(r, p.max_top_logprobs)) *error |= kSamplingBadParams;
+  if (!sampling_row_params_valid(r, p.max_top_logprobs)) *error |= kSamplingBadParams;
   const bool edits_ok = edits_valid(p, r);
   if (!edits_ok) *error |= kSamplingBadEdits;
   int32_t bad = 0;
@@ -345,6 +337,42 @@ void sample_rows_cpu(const SampleRowsParams& p) {
     p.errors[r] = error;
     if (p.nonfinite_counts) p.nonfinite_counts[r] = nonfinite;
     if (error == 0) write_logprobs(p, r, row, token, p.rows[r].num_top_logprobs);
+  }
+}
+
+void summarize_logit_tiles_cpu(const void* logits, DType dtype, int64_t num_rows, int64_t vocab,
+                               int64_t tile_tokens, LogitTileSummary* out) {
+  ROOFLINE_CHECK_MSG(vocab >= 1 && vocab <= kMaxVocab, "logit tiles: vocab must be in [1, 2^18]");
+  ROOFLINE_CHECK_MSG(tile_tokens >= 1 && tile_tokens <= kLogitTileMaxTokens,
+                     "logit tiles: tile_tokens must be in [1, 4096]");
+  ROOFLINE_CHECK_MSG(logit_tiles(vocab, tile_tokens) <= kLogitTileMaxTiles,
+                     "logit tiles: at most 16384 tiles a row (a larger tile_tokens)");
+  ROOFLINE_CHECK_MSG(dtype == DType::kF32 || dtype == DType::kBF16,
+                     "logit tiles: f32 or bf16 logits");
+  ROOFLINE_CHECK(num_rows >= 0 && (num_rows == 0 || (logits != nullptr && out != nullptr)));
+  const int64_t tiles = logit_tiles(vocab, tile_tokens);
+  std::vector<float> row(static_cast<size_t>(vocab));
+  for (int64_t r = 0; r < num_rows; ++r) {
+    convert_to_f32(static_cast<const uint8_t*>(logits) + r * vocab * dtype_size_bytes(dtype), dtype,
+                   vocab, row.data());
+    for (int64_t t = 0; t < tiles; ++t) {
+      LogitTileSummary s;
+      bool any = false;
+      float best = 0.0f;
+      const int64_t end = std::min(vocab, (t + 1) * tile_tokens);
+      for (int64_t i = t * tile_tokens; i < end; ++i) {
+        const float v = row[static_cast<size_t>(i)];
+        if (!finite_f32(v)) {
+          ++s.nonfinite;
+        } else if (!any || v > best) {  // strict: the first position keeps a tie
+          any = true;
+          best = v;
+          s.max_index = static_cast<uint16_t>(i - t * tile_tokens);
+        }
+      }
+      if (any) s.max_key = order_key(best == 0.0f ? 0.0f : best);
+      out[r * tiles + t] = s;
+    }
   }
 }
 

@@ -5,7 +5,10 @@
 // read the logits once at the 4.28 TB/s copy ceiling, and beside argmax_cuda (one read of the
 // logits, measured) in the same run. Issue 12's goal: <= 3x the read time. Logits are LM-like
 // (normal, sigma 2.5) so the top-k pivot sees a realistic head; they rotate through enough copies
-// to defeat L2. Prints a message and exits 0 without a GPU.
+// to defeat L2. Then sample_rows_tiles_cuda on the same rows from the logits' tile summaries (16
+// and 128 tokens a tile, computed here as the LM head's epilogue would write them, rotated with
+// the logits): the sampler's share of the fused route, without the epilogue's own cost.
+// Prints a message and exits 0 without a GPU.
 //
 // Built as sampling_trace_bench (ROOFLINE_PHASE_TRACE: the kernel with its phase marks,
 // phase_trace.h), `trace ROWS [bf16|f32]` times one batch, then traces kCallsPerGraph more
@@ -33,7 +36,7 @@ constexpr int kHistory = 256;      // prompt + generated tokens per row, as edit
 constexpr int kCallsPerGraph = 8;  // launches per graph replay; time = replay / kCallsPerGraph
 
 // Logits ~ normal(0, 2.5) in dtype, a 4 Mi-element random tile repeated over rows * vocab.
-std::unique_ptr<bench::DeviceMemory> make_logits(int64_t rows, DType dtype, uint64_t seed) {
+std::vector<uint8_t> make_logits(int64_t rows, DType dtype, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 2.5f);
   const int64_t n = rows * kVocab;
@@ -49,7 +52,7 @@ std::unique_ptr<bench::DeviceMemory> make_logits(int64_t rows, DType dtype, uint
       reinterpret_cast<uint16_t*>(bytes.data())[i] = f32_to_bf16_bits(v);
     }
   }
-  return bench::DeviceMemory::from_host(bytes);
+  return bytes;
 }
 
 // Median time of one launch of `launch(copy)`, captured kCallsPerGraph times into one graph.
@@ -75,8 +78,20 @@ void run_batch(int64_t rows, DType dtype, cudaStream_t stream, [[maybe_unused]] 
   const int64_t logit_bytes = rows * kVocab * dtype_size_bytes(dtype);
   const int copies = bench::rotation_count(static_cast<size_t>(logit_bytes));
   std::vector<std::unique_ptr<bench::DeviceMemory>> logits;
-  for (int c = 0; c < copies; ++c)
-    logits.push_back(make_logits(rows, dtype, 11 + static_cast<uint64_t>(c)));
+  // Each copy's tile summaries (what the LM head's epilogue would leave) for
+  // sample_rows_tiles_cuda.
+  constexpr int64_t kTileSizes[2] = {16, 128};
+  std::vector<std::unique_ptr<bench::DeviceMemory>> summaries[2];
+  for (int c = 0; c < copies; ++c) {
+    const std::vector<uint8_t> host = make_logits(rows, dtype, 11 + static_cast<uint64_t>(c));
+    logits.push_back(bench::DeviceMemory::from_host(host));
+    for (int t = 0; t < 2; ++t) {
+      std::vector<LogitTileSummary> s(
+          static_cast<size_t>(rows * logit_tiles(kVocab, kTileSizes[t])));
+      summarize_logit_tiles_cpu(host.data(), dtype, rows, kVocab, kTileSizes[t], s.data());
+      summaries[t].push_back(bench::DeviceMemory::from_host(s));
+    }
+  }
 
   std::mt19937_64 rng(7);
   std::vector<SamplingRowParams> row_params(static_cast<size_t>(rows));
@@ -154,6 +169,40 @@ void run_batch(int64_t rows, DType dtype, cudaStream_t stream, [[maybe_unused]] 
     }
   }
   const double argmax_ms = graph_ms(argmax, copies, stream);
+  // The same rows from tile summaries, sampled and greedy, at two tile sizes.
+  int tile_size = 0;
+  auto sample_tiles = [&](int c, cudaStream_t s) {
+    SampleRowsParams p;
+    p.logits = logits[static_cast<size_t>(c)]->ptr;
+    p.rows = static_cast<const SamplingRowParams*>(greedy ? d_greedy->ptr : d_rows->ptr);
+    p.edits = static_cast<const TokenEdit*>(d_edits->ptr);
+    p.num_edits = static_cast<int64_t>(edits.size());
+    p.num_rows = rows;
+    p.vocab_size = kVocab;
+    p.dtype = dtype;
+    p.tokens = static_cast<int32_t*>(tokens.ptr);
+    p.errors = static_cast<uint32_t*>(errors.ptr);
+    sample_rows_tiles_cuda(
+        p, static_cast<const LogitTileSummary*>(summaries[tile_size][static_cast<size_t>(c)]->ptr),
+        kTileSizes[tile_size], s);
+  };
+  double tiles_ms[2][2];  // [tile size][greedy]
+  for (int t = 0; t < 2; ++t) {
+    for (const bool g : {false, true}) {
+      tile_size = t;
+      greedy = g;
+      tiles_ms[t][g] = graph_ms(sample_tiles, copies, stream);
+      check_errors();
+    }
+  }
+  // The logits as the LM head leaves them: one copy, read launch after launch, so it stays in
+  // L2 while it fits (50 MB: up to batch 64 in bf16); sampled rows, the engine's split.
+  greedy = false;
+  split = true;
+  const double warm_ms = graph_ms(sample, 1, stream);
+  tile_size = 1;
+  const double warm_tiles_ms = graph_ms(sample_tiles, 1, stream);
+  check_errors();
   const int64_t slices = sample_rows_split(rows, kVocab, bench::sm_count(), true).slices;
 
   const double read_ms = static_cast<double>(logit_bytes) / bench::kCopyCeilingBytesPerSecond * 1e3;
@@ -164,28 +213,58 @@ void run_batch(int64_t rows, DType dtype, cudaStream_t stream, [[maybe_unused]] 
       dtype_name(dtype), static_cast<long long>(rows), ms[0][1] * 1e3, ms[0][1] / read_ms,
       read_ms * 1e3, static_cast<long long>(slices), ms[0][0] * 1e3, ms[1][1] * 1e3, ms[1][0] * 1e3,
       argmax_ms * 1e3, argmax_ms / read_ms);
+  for (int t = 0; t < 2; ++t)
+    std::printf(
+        "%-5s batch %3lld: from tiles of %3lld tokens (%6.2f MB of summaries): sampled %8.2f us = "
+        "%5.2fx the read, greedy %7.2f us\n",
+        dtype_name(dtype), static_cast<long long>(rows), static_cast<long long>(kTileSizes[t]),
+        static_cast<double>(rows * logit_tiles(kVocab, kTileSizes[t]) * 8) / 1e6,
+        tiles_ms[t][0] * 1e3, tiles_ms[t][0] / read_ms, tiles_ms[t][1] * 1e3);
+  std::printf(
+      "%-5s batch %3lld: one copy of the logits (in L2 while %.1f MB fit): sample_rows %8.2f us, "
+      "from tiles of %3lld tokens %8.2f us\n",
+      dtype_name(dtype), static_cast<long long>(rows), static_cast<double>(logit_bytes) / 1e6,
+      warm_ms * 1e3, static_cast<long long>(kTileSizes[1]), warm_tiles_ms * 1e3);
 #if defined(ROOFLINE_PHASE_TRACE)
   if (trace) {
     static const std::vector<std::string> kNames = {
         "entry",  "params read (PDL wait)", "pass 1 over the slice", "counted in",
         "merged", "edits checked, counts",  "top-k pivot",           "candidates gathered",
         "token"};
+    static const std::vector<std::string> kTileNames = {"entry",
+                                                        "params read (PDL wait)",
+                                                        "edits checked (thread 0's)",
+                                                        "summaries read, counts summed",
+                                                        "dirty tiles",
+                                                        "first digit",
+                                                        "pivot, tiles listed, edited values",
+                                                        "candidates gathered",
+                                                        "k-th rank key found",
+                                                        "top k in order",
+                                                        "token"};
     greedy = false;
     split = true;
+    tile_size = 1;  // the tile path from tiles of 128 tokens
     const int64_t capacity = kCallsPerGraph * std::max<int64_t>(rows, kSampleSplitMaxBlocks);
     bench::GpuArray records(static_cast<size_t>(capacity * kPhaseTraceWords) * 8);
-    ROOFLINE_CUDA_CHECK(cudaMemset(records.get(), 0, records.bytes()));
-    bench::settle();
-    PhaseTraceRecorder& recorder = sample_rows_phase_trace();
-    recorder.arm(static_cast<uint64_t*>(records.get()), capacity);
-    for (int i = 0; i < kCallsPerGraph; ++i) sample(i % copies, stream);
-    ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
-    const auto launches = recorder.disarm();
-    check_errors();
     std::vector<uint64_t> host(static_cast<size_t>(capacity * kPhaseTraceWords));
-    ROOFLINE_CUDA_CHECK(
-        cudaMemcpy(host.data(), records.get(), host.size() * 8, cudaMemcpyDeviceToHost));
-    std::printf("%s", phase_trace_report(phase_trace_analyse(host, launches), kNames).c_str());
+    // kCallsPerGraph launches of `launch` recorded by `recorder`, then its report.
+    auto trace_launches = [&](PhaseTraceRecorder& recorder, auto&& launch,
+                              const std::vector<std::string>& names) {
+      ROOFLINE_CUDA_CHECK(cudaMemset(records.get(), 0, records.bytes()));
+      bench::settle();
+      recorder.arm(static_cast<uint64_t*>(records.get()), capacity);
+      for (int i = 0; i < kCallsPerGraph; ++i) launch(i % copies, stream);
+      ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
+      const auto launches = recorder.disarm();
+      check_errors();
+      ROOFLINE_CUDA_CHECK(
+          cudaMemcpy(host.data(), records.get(), host.size() * 8, cudaMemcpyDeviceToHost));
+      std::printf("%s", phase_trace_report(phase_trace_analyse(host, launches), names).c_str());
+    };
+    trace_launches(sample_rows_phase_trace(), sample, kNames);
+    std::printf("from tiles of %lld tokens:\n", static_cast<long long>(kTileSizes[1]));
+    trace_launches(sample_rows_tiles_phase_trace(), sample_tiles, kTileNames);
   }
 #endif
 }

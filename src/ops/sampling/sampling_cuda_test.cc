@@ -714,5 +714,168 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(std::get<1>(info.param));
     });
 
+// ---------------------------------------------------------------------------------------------
+// sample_rows_tiles_cuda against sample_rows_cpu: the rows it can finish from tile summaries
+// (greedy, or a top-k of at most 512, without logprobs) get the twin's token, error bits and
+// non-finite count; the others the twin's error bits, or kSamplingNeedsFullRow when the twin has
+// none. The summaries come from summarize_logit_tiles_cpu (what an LM-head epilogue must write).
+
+// The batch's summaries on the device, and the tile path's results.
+GpuRows run_tiles(DeviceBatch& batch, const std::vector<float>& logits, int64_t vocab,
+                  int64_t tile_tokens) {
+  const int64_t rows = batch.p.num_rows;
+  std::vector<LogitTileSummary> host(static_cast<size_t>(rows * logit_tiles(vocab, tile_tokens)));
+  // logits hold the dtype-rounded values: their f32 summaries are the stored dtype's.
+  summarize_logit_tiles_cpu(logits.data(), DType::kF32, rows, vocab, tile_tokens, host.data());
+  DeviceBuffer summaries = DeviceBuffer::from_host(host);
+  for (DeviceBuffer* b : {&batch.tokens, &batch.errors, &batch.nonfinite}) b->poison();
+  sample_rows_tiles_cuda(batch.p, summaries.get<LogitTileSummary>(), tile_tokens, nullptr);
+  ROOFLINE_CUDA_CHECK(cudaDeviceSynchronize());
+  return batch.results();
+}
+
+// Returns how many rows the tile path finished (the test asks for some).
+int expect_tiles_match(const GpuRows& gpu, const GpuRows& cpu,
+                       const std::vector<SamplingRowParams>& rows, int64_t vocab,
+                       const std::string& what) {
+  int finished = 0;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    uint32_t error = cpu.errors[r];
+    int32_t token = cpu.tokens[r];
+    if (error == 0 && !sample_row_uses_tiles(rows[r], vocab)) {
+      error = kSamplingNeedsFullRow;
+      token = -1;
+    }
+    finished += error == 0 ? 1 : 0;
+    const std::string where =
+        what + ", row " + std::to_string(r) + " (temperature " +
+        std::to_string(rows[r].temperature) + ", top_k " + std::to_string(rows[r].top_k) +
+        ", top_p " + std::to_string(rows[r].top_p) + ", min_p " + std::to_string(rows[r].min_p) +
+        ", edits " + std::to_string(rows[r].edit_count) + "); " + seed_note();
+    EXPECT_EQ(gpu.errors[r], error) << where;
+    EXPECT_EQ(gpu.tokens[r], token) << where;
+    EXPECT_EQ(gpu.nonfinite[r], cpu.nonfinite[r]) << where;
+    if (::testing::Test::HasFailure()) return finished;
+  }
+  return finished;
+}
+
+class SampleRowsTilesCudaTest
+    : public ::testing::TestWithParam<std::tuple<DType, int64_t, int64_t, int64_t>> {};
+
+TEST_P(SampleRowsTilesCudaTest, SameTokensAsTheCpuTwin) {
+  ROOFLINE_SKIP_WITHOUT_GPU();
+  const auto [dtype, num_rows, vocab, tile_tokens] = GetParam();
+  if (logit_tiles(vocab, tile_tokens) > kLogitTileMaxTiles) GTEST_SKIP() << "too many tiles";
+  auto rng = make_rng(static_cast<uint64_t>(num_rows * 1000003 + vocab) * 8 +
+                      static_cast<uint64_t>(tile_tokens) * 2 + static_cast<int>(dtype));
+  std::vector<float> logits = make_logits(num_rows, vocab, dtype, rng);
+  std::vector<SamplingRowParams> rows;
+  for (int64_t r = 0; r < num_rows; ++r) {
+    rows.push_back(row_config(static_cast<int>(r + rng() % 14), rng, vocab));
+    if (r % 7 != 3) rows.back().num_top_logprobs = -1;  // most rows without logprobs
+  }
+  std::vector<TokenEdit> edits = make_edits(rows, vocab, rng);
+  // A NaN row, an inf row, a row with bad parameters and a bad edit list, when there is room.
+  if (num_rows >= 3) {
+    logits[static_cast<size_t>(vocab / 2)] = kNaN;
+    logits[static_cast<size_t>(vocab + vocab - 1)] = -kInf;
+    rows[2].top_p = 0.0f;
+  }
+  if (num_rows >= 8 && vocab >= 2 && rows[6].edit_count > 1) {
+    const size_t b = static_cast<size_t>(rows[6].edit_begin);
+    edits[b + 1].token = edits[b].token;
+  }
+  DeviceBatch batch(logits, vocab, dtype, rows, edits);
+  const GpuRows cpu = run_cpu(logits, vocab, rows, edits);
+  const int finished = expect_tiles_match(
+      run_tiles(batch, logits, vocab, tile_tokens), cpu, rows, vocab,
+      std::string(dtype_name(dtype)) + " tiles of " + std::to_string(tile_tokens));
+  // About a third of row_config's rows are greedy or a fast top-k without logprobs.
+  if (num_rows >= 29 && vocab >= 1000) {
+    EXPECT_GT(finished, num_rows / 5) << "too few tile rows";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, SampleRowsTilesCudaTest,
+    ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16), ::testing::Values(1, 3, 64),
+                       ::testing::Values(1, 7, 1000, 32000, 128256, 262144),
+                       ::testing::Values(16, 37, 128)),
+    [](const ::testing::TestParamInfo<SampleRowsTilesCudaTest::ParamType>& info) {
+      return std::string(dtype_name(std::get<0>(info.param))) + "_rows" +
+             std::to_string(std::get<1>(info.param)) + "_vocab" +
+             std::to_string(std::get<2>(info.param)) + "_tile" +
+             std::to_string(std::get<3>(info.param));
+    });
+
+// The engine's case over several steps (new uniforms each step): batch 64 at a 128k vocabulary,
+// top-k 50 + top-p 0.9 + penalties, greedy rows among them, edit lists longer than the chip keeps
+// (2048 entries: the rest are recomputed where visited) with biased tokens lifted into the top.
+TEST(SampleRowsTilesCudaTest, ManyStepsLongEditListsAndGreedyRows) {
+  ROOFLINE_SKIP_WITHOUT_GPU();
+  constexpr int64_t kVocab = 128256;
+  auto rng = make_rng(21);
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(kVocab - 1));
+  for (const DType dtype : {DType::kBF16, DType::kF32}) {
+    constexpr int64_t kRows = 64;
+    std::vector<float> logits = make_logits(kRows, kVocab, dtype, rng);
+    std::vector<SamplingRowParams> rows;
+    std::vector<TokenEdit> edits;
+    for (int64_t r = 0; r < kRows; ++r) {
+      SamplingRowParams row = row_config(2, rng, kVocab);  // top-k 50, top-p 0.9
+      row.num_top_logprobs = -1;
+      if (r % 5 == 0) row.temperature = 0.0f;
+      if (r % 3 == 0) row.top_k = 512;
+      row.min_p = r % 4 == 1 ? 0.05f : 0.0f;
+      row.repetition_penalty = 1.3f;
+      row.frequency_penalty = 0.4f;
+      row.presence_penalty = 0.2f;
+      row.edit_begin = static_cast<int64_t>(edits.size());
+      const int want = r < 4 ? 2049 + static_cast<int>(r) * 700 : 256;
+      std::set<int32_t> used;
+      while (static_cast<int>(used.size()) < want) {
+        const int32_t t = tok(rng);
+        if (!used.insert(t).second) continue;
+        const int kind = static_cast<int>(rng() % 5);
+        edits.push_back(TokenEdit{t, kind == 0 ? 8.0f : 0.0f, static_cast<int32_t>(rng() % 3),
+                                  kind == 3 ? 1 : 0});
+      }
+      row.edit_count = want;
+      rows.push_back(row);
+    }
+    DeviceBatch batch(logits, kVocab, dtype, rows, edits);
+    for (const int64_t tile : {16, 128}) {
+      for (int step = 0; step < 4; ++step) {
+        for (auto& r : rows) r.step += 1;
+        ROOFLINE_CUDA_CHECK(cudaMemcpy(batch.rows.get(), rows.data(),
+                                       rows.size() * sizeof(SamplingRowParams),
+                                       cudaMemcpyHostToDevice));
+        const std::string what = std::string(dtype_name(dtype)) + " tiles of " +
+                                 std::to_string(tile) + " step " + std::to_string(step);
+        const int finished =
+            expect_tiles_match(run_tiles(batch, logits, kVocab, tile),
+                               run_cpu(logits, kVocab, rows, edits), rows, kVocab, what);
+        if (::testing::Test::HasFailure()) return;
+        EXPECT_EQ(finished, kRows) << what;  // every row is greedy or a fast top-k
+      }
+    }
+  }
+}
+
+TEST(SampleRowsTilesCudaTest, SizesOutsideTheLimitsAbortWithAMessage) {
+  SampleRowsParams p;
+  p.vocab_size = 1000;
+  p.num_rows = 1;
+  p.dtype = DType::kF32;
+  EXPECT_DEATH(sample_rows_tiles_cuda(p, nullptr, 0, nullptr), "tile_tokens");
+  EXPECT_DEATH(sample_rows_tiles_cuda(p, nullptr, 4097, nullptr), "tile_tokens");
+  p.vocab_size = 262144;
+  EXPECT_DEATH(sample_rows_tiles_cuda(p, nullptr, 8, nullptr), "16384 tiles");
+  p.vocab_size = 1000;
+  p.dtype = DType::kF16;
+  EXPECT_DEATH(sample_rows_tiles_cuda(p, nullptr, 16, nullptr), "f32 or bf16");
+}
+
 }  // namespace
 }  // namespace roofline

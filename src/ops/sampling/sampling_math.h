@@ -51,6 +51,9 @@ ROOFLINE_HD float bits_float(uint32_t b) {
 #endif
 }
 
+// Neither NaN nor +-inf.
+ROOFLINE_HD bool is_finite(float v) { return (float_bits(v) & 0x7f800000u) != 0x7f800000u; }
+
 // Correctly rounded f32 operations the device compiler may not contract into an fma.
 ROOFLINE_HD float mul_rn(float a, float b) {
 #if defined(__CUDA_ARCH__)

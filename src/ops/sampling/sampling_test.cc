@@ -764,5 +764,104 @@ TEST(SampleRowsSplit, InvariantsHoldForEveryShape) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Tile summaries (what an LM-head epilogue leaves for sample_rows_tiles_cuda) and the rows the
+// tile path finishes.
+
+TEST(LogitTileSummary, MaxFirstPositionAndNonFiniteCountPerTile) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  // Tiles of 4 over a vocabulary of 11: the last tile has 3 tokens.
+  const std::vector<float> row = {1.0f, 3.0f, 3.0f,  -2.0f,  // max 3 at 1 (tie at 2)
+                                  nan,  -inf, -5.0f, -0.0f,  // max -0 (as +0) at 3; 2 bad
+                                  inf,  nan,  -inf};         // nothing finite; 3 bad
+  std::vector<LogitTileSummary> out(3);
+  summarize_logit_tiles_cpu(row.data(), DType::kF32, 1, 11, 4, out.data());
+  EXPECT_EQ(out[0].max_key, sampling::order_key(3.0f));
+  EXPECT_EQ(out[0].max_index, 1);
+  EXPECT_EQ(out[0].nonfinite, 0);
+  EXPECT_EQ(out[1].max_key, sampling::order_key(0.0f));
+  EXPECT_EQ(out[1].max_index, 3);
+  EXPECT_EQ(out[1].nonfinite, 2);
+  EXPECT_EQ(out[2].max_key, 0u);
+  EXPECT_EQ(out[2].nonfinite, 3);
+  // -0 then +0: equal values, the first position is the max's, and its key is +0's.
+  const std::vector<float> zeros = {-0.0f, 0.0f, -1.0f};
+  summarize_logit_tiles_cpu(zeros.data(), DType::kF32, 1, 3, 3, out.data());
+  EXPECT_EQ(out[0].max_key, sampling::order_key(0.0f));
+  EXPECT_EQ(out[0].max_index, 0);
+}
+
+TEST(LogitTileSummary, EveryRowAndDtypeAgainstAScan) {
+  auto rng = testing::make_rng(314);
+  for (const DType dtype : {DType::kF32, DType::kBF16}) {
+    for (const int64_t tile : {1, 16, 37, 128}) {
+      const int64_t rows = 3, vocab = 1000;
+      const auto values = testing::random_vector(rows * vocab, rng, -4.0f, 4.0f);
+      // The stored logits, and the values they hold (bf16 widens exactly).
+      std::vector<uint8_t> stored(static_cast<size_t>(rows * vocab * dtype_size_bytes(dtype)));
+      for (int64_t i = 0; i < rows * vocab; ++i) {
+        if (dtype == DType::kF32)
+          reinterpret_cast<float*>(stored.data())[i] = values[static_cast<size_t>(i)];
+        else
+          reinterpret_cast<uint16_t*>(stored.data())[i] =
+              f32_to_bf16_bits(values[static_cast<size_t>(i)]);
+      }
+      std::vector<float> logits(static_cast<size_t>(rows * vocab));
+      convert_to_f32(stored.data(), dtype, rows * vocab, logits.data());
+      const int64_t tiles = logit_tiles(vocab, tile);
+      std::vector<LogitTileSummary> out(static_cast<size_t>(rows * tiles));
+      summarize_logit_tiles_cpu(stored.data(), dtype, rows, vocab, tile, out.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t t = 0; t < tiles; ++t) {
+          const float* begin = logits.data() + r * vocab + t * tile;
+          const float* end = logits.data() + r * vocab + std::min(vocab, (t + 1) * tile);
+          const float* best = std::max_element(begin, end);  // the first of equal maxima
+          const LogitTileSummary& s = out[static_cast<size_t>(r * tiles + t)];
+          ASSERT_EQ(s.max_key, sampling::order_key(*best == 0.0f ? 0.0f : *best))
+              << dtype_name(dtype) << " tile " << tile << " row " << r << " t " << t;
+          ASSERT_EQ(s.max_index, best - begin);
+          ASSERT_EQ(s.nonfinite, 0);
+        }
+      }
+    }
+  }
+}
+
+TEST(LogitTileSummary, SizesOutsideTheLimitsAbortWithAMessage) {
+  const std::vector<float> row(8, 0.0f);
+  std::vector<LogitTileSummary> out(8);
+  EXPECT_DEATH(summarize_logit_tiles_cpu(row.data(), DType::kF32, 1, 8, 0, out.data()),
+               "tile_tokens");
+  EXPECT_DEATH(summarize_logit_tiles_cpu(row.data(), DType::kF32, 1, 8, 5000, out.data()),
+               "tile_tokens");
+  EXPECT_DEATH(summarize_logit_tiles_cpu(row.data(), DType::kF32, 1, 262144, 8, out.data()),
+               "16384 tiles");
+}
+
+TEST(SampleRowUsesTiles, GreedyOrAFastTopKWithoutLogprobs) {
+  SamplingRowParams r;
+  r.temperature = 0.0f;
+  EXPECT_TRUE(sample_row_uses_tiles(r, 128256));  // greedy, any vocabulary
+  EXPECT_TRUE(sample_row_uses_tiles(r, 1));
+  r.num_top_logprobs = 0;  // logprobs need the whole row's normaliser
+  EXPECT_FALSE(sample_row_uses_tiles(r, 128256));
+  r.num_top_logprobs = -1;
+  r.temperature = 0.7f;
+  r.top_k = 0;  // no top-k: the whole row may be kept
+  EXPECT_FALSE(sample_row_uses_tiles(r, 128256));
+  r.top_k = 50;
+  r.top_p = 0.9f;
+  r.min_p = 0.05f;
+  EXPECT_TRUE(sample_row_uses_tiles(r, 128256));
+  r.top_k = static_cast<int32_t>(kSamplingFastTopK);
+  EXPECT_TRUE(sample_row_uses_tiles(r, 128256));
+  r.top_k = static_cast<int32_t>(kSamplingFastTopK) + 1;
+  EXPECT_FALSE(sample_row_uses_tiles(r, 128256));
+  r.top_k = 40;  // k >= vocab means "off"
+  EXPECT_FALSE(sample_row_uses_tiles(r, 40));
+  EXPECT_TRUE(sample_row_uses_tiles(r, 41));
+}
+
 }  // namespace
 }  // namespace roofline
