@@ -128,7 +128,8 @@ void run_batch(int64_t rows, DType dtype, cudaStream_t stream, [[maybe_unused]] 
   // or with one block per row (no workspace), sampled or greedy rows.
   bool split = true, greedy = false;
 
-  auto sample = [&](int c, cudaStream_t s) {
+  // The batch's parameters over logits copy c (the workspace only where the split asks for it).
+  auto params = [&](int c) {
     SampleRowsParams p;
     p.logits = logits[static_cast<size_t>(c)]->ptr;
     p.rows = static_cast<const SamplingRowParams*>(greedy ? d_greedy->ptr : d_rows->ptr);
@@ -140,8 +141,9 @@ void run_batch(int64_t rows, DType dtype, cudaStream_t stream, [[maybe_unused]] 
     p.dtype = dtype;
     p.tokens = static_cast<int32_t*>(tokens.ptr);
     p.errors = static_cast<uint32_t*>(errors.ptr);
-    sample_rows_cuda(p, s);
+    return p;
   };
+  auto sample = [&](int c, cudaStream_t s) { sample_rows_cuda(params(c), s); };
   auto argmax = [&](int c, cudaStream_t s) {
     ArgmaxParams p;
     p.logits = logits[static_cast<size_t>(c)]->ptr;
@@ -172,18 +174,9 @@ void run_batch(int64_t rows, DType dtype, cudaStream_t stream, [[maybe_unused]] 
   // The same rows from tile summaries, sampled and greedy, at two tile sizes.
   int tile_size = 0;
   auto sample_tiles = [&](int c, cudaStream_t s) {
-    SampleRowsParams p;
-    p.logits = logits[static_cast<size_t>(c)]->ptr;
-    p.rows = static_cast<const SamplingRowParams*>(greedy ? d_greedy->ptr : d_rows->ptr);
-    p.edits = static_cast<const TokenEdit*>(d_edits->ptr);
-    p.num_edits = static_cast<int64_t>(edits.size());
-    p.num_rows = rows;
-    p.vocab_size = kVocab;
-    p.dtype = dtype;
-    p.tokens = static_cast<int32_t*>(tokens.ptr);
-    p.errors = static_cast<uint32_t*>(errors.ptr);
     sample_rows_tiles_cuda(
-        p, static_cast<const LogitTileSummary*>(summaries[tile_size][static_cast<size_t>(c)]->ptr),
+        params(c),
+        static_cast<const LogitTileSummary*>(summaries[tile_size][static_cast<size_t>(c)]->ptr),
         kTileSizes[tile_size], s);
   };
   double tiles_ms[2][2];  // [tile size][greedy]
