@@ -135,8 +135,6 @@ namespace {
 
 using namespace sampling;
 
-bool finite_f32(float v) { return (float_bits(v) & 0x7f800000u) != 0x7f800000u; }
-
 // Log-softmax of the raw row: log of the normaliser, in double.
 double raw_log_normaliser(const float* raw, int64_t vocab) {
   float mx = raw[0];
@@ -183,7 +181,7 @@ bool edits_valid(const SampleRowsParams& p, const SamplingRowParams& r) {
   for (int32_t j = 0; j < r.edit_count; ++j) {
     const TokenEdit& e = p.edits[r.edit_begin + j];
     if (e.token < 0 || e.token >= p.vocab_size || e.generated_count < 0 ||
-        (e.in_prompt != 0 && e.in_prompt != 1) || !finite_f32(e.bias))
+        (e.in_prompt != 0 && e.in_prompt != 1) || !is_finite(e.bias))
       return false;
     tokens.push_back(e.token);
   }
@@ -238,7 +236,7 @@ int32_t sample_row(const SampleRowsParams& p, const float* raw, const SamplingRo
   const bool edits_ok = edits_valid(p, r);
   if (!edits_ok) *error |= kSamplingBadEdits;
   int32_t bad = 0;
-  for (int64_t i = 0; i < vocab; ++i) bad += finite_f32(raw[i]) ? 0 : 1;
+  for (int64_t i = 0; i < vocab; ++i) bad += is_finite(raw[i]) ? 0 : 1;
   *nonfinite = bad;
   if (bad > 0) *error |= kSamplingNonFiniteLogits;
   if (*error != 0) return -1;
@@ -269,7 +267,7 @@ int32_t sample_row(const SampleRowsParams& p, const float* raw, const SamplingRo
     std::sort(keys.begin(), keys.end(), std::greater<uint64_t>());
   }
   const float s_max = rank_key_value(keys[0]);
-  if (!finite_f32(s_max)) return rank_key_id(keys[0]);
+  if (!is_finite(s_max)) return rank_key_id(keys[0]);
 
   std::vector<float> rel(static_cast<size_t>(n));
   std::vector<uint64_t> w(static_cast<size_t>(n));
@@ -362,7 +360,7 @@ void summarize_logit_tiles_cpu(const void* logits, DType dtype, int64_t num_rows
       const int64_t end = std::min(vocab, (t + 1) * tile_tokens);
       for (int64_t i = t * tile_tokens; i < end; ++i) {
         const float v = row[static_cast<size_t>(i)];
-        if (!finite_f32(v)) {
+        if (!is_finite(v)) {
           ++s.nonfinite;
         } else if (!any || v > best) {  // strict: the first position keeps a tie
           any = true;
