@@ -25,6 +25,13 @@
 // cuBLASLt and the CPU write the product to y ([m, n], dense: the scratch) and run qkv_rope over
 // it.
 //
+// Logit tile summaries (MatmulParams::summaries, the LM head; plain, bias or residual epilogue):
+// besides y, the call leaves the summaries of y's rows in the step's epoch (logit_tiles.h), which
+// sample_rows_tiles_cuda samples from without reading the rows again. They describe y as stored
+// (rounded, bias and residual added). The skinny kernel writes them in its epilogue where their
+// tiles are whole 16-column blocks (matmul_skinny_fuses_summaries); cuBLASLt, the wide kernel and
+// the CPU run the summaries' own pass over y after the GEMM (summarize_logit_tiles_cuda / _cpu).
+//
 // Element types: the CPU backend takes f32 activations (x, y, residual) and f32/f16/bf16 weights
 // and bias; the CUDA backend takes bf16 for all of them, with fp32 accumulation, through cuBLASLt
 // or, for decode's m <= 64 rows, our weight-streaming kernel (matmul_skinny.h) — whichever measured
@@ -38,6 +45,7 @@
 #include "core/dtype.h"
 #include "ops/qkv_rope/qkv_rope.h"
 #include "ops/rms_norm/rms_norm.h"
+#include "ops/sampling/logit_tiles.h"
 #include "ops/silu_mul/silu_mul.h"
 
 namespace roofline {
@@ -74,6 +82,11 @@ struct MatmulParams {
   // `rope` to it (rope.qkv, num_tokens and dtype are the call's own: y, m and dtype).
   bool qkv_rope = false;
   QkvRopeParams rope;
+  // The logit tile summaries of y (logit_tiles.h: [m, logit_tiles(n, tile_tokens)] words and [m]
+  // row counts), in epoch *summaries.epoch: what the LM head leaves for sample_rows_tiles_cuda.
+  // Off when summaries.words is null; with the plain, bias or residual epilogue only (see
+  // matmul_summaries_unsupported_reason).
+  LogitTileSummaries summaries;
 };
 
 // What a matmul adds to x · Wᵀ before y is stored (rounded once, on the GPU).
@@ -169,6 +182,19 @@ inline MatmulParams matmul_rope_product(const MatmulParams& p) {
   return q;
 }
 
+// Why p's logit tile summaries cannot be written (nullptr when they can, or when they are off):
+// they describe an f32 or bf16 y of the plain, bias or residual epilogue (the SwiGLU and RoPE
+// epilogues' y is no row of logits), within logit_tiles_unsupported_reason's limits for n.
+inline const char* matmul_summaries_unsupported_reason(const MatmulParams& p) {
+  if (p.summaries.words == nullptr) return nullptr;
+  if (p.swiglu || p.qkv_rope)
+    return "the matmul's logit tile summaries take the plain, bias or residual epilogue only (no "
+           "SwiGLU or RoPE epilogue)";
+  if (p.dtype != DType::kF32 && p.dtype != DType::kBF16)
+    return "the matmul's logit tile summaries take an f32 or bf16 y";
+  return logit_tiles_unsupported_reason(p.summaries, p.n);
+}
+
 // CPU backend: dtype == kF32.
 void matmul_cpu(const MatmulParams& p);
 void matmul_bias_cpu(const MatmulParams& p);
@@ -255,12 +281,12 @@ constexpr int64_t matmul_cuda_m_bucket(int64_t m) {
 }
 
 // CUDA backend: dtype == w_dtype (== bias_dtype for matmul_bias_cuda) == kBF16; every pointer on
-// the device. matmul_bias_cuda also needs n, k and y_row_stride multiples of 8 and x, w, bias and y
-// 16-byte aligned (true of every real model's projections) when it runs on cuBLASLt: otherwise
-// cuBLASLt's bias epilogue rounds twice, so such a call runs the skinny kernel when that supports
-// it and aborts otherwise (or when cuBLASLt is forced). matmul_residual_cuda adds the residual
-// (on cuBLASLt as C with beta = 1), rounding once. Asynchronous on `stream`; launches nothing when
-// m == 0.
+// the device (the summaries' words 8-byte aligned). matmul_bias_cuda also needs n, k and
+// y_row_stride multiples of 8 and x, w, bias and y 16-byte aligned (true of every real model's
+// projections) when it runs on cuBLASLt: otherwise cuBLASLt's bias epilogue rounds twice, so such a
+// call runs the skinny kernel when that supports it and aborts otherwise (or when cuBLASLt is
+// forced). matmul_residual_cuda adds the residual (on cuBLASLt as C with beta = 1), rounding once.
+// Asynchronous on `stream`; launches nothing when m == 0.
 void matmul_cuda(const MatmulParams& p, MatmulCudaContext& ctx, CudaStream stream);
 void matmul_bias_cuda(const MatmulParams& p, MatmulCudaContext& ctx, CudaStream stream);
 void matmul_residual_cuda(const MatmulParams& p, MatmulCudaContext& ctx, CudaStream stream);

@@ -3,7 +3,8 @@
 // rms_norm_cpu writes the normalised rows to p.normed first and the GEMM reads them: the same
 // arithmetic as the unfused rms_norm and matmul the CPU backend ran before the fusion. The SwiGLU
 // and RoPE epilogues likewise write the product (to p.gate_up, p.y) and run silu_mul_cpu /
-// qkv_rope_cpu over it.
+// qkv_rope_cpu over it. With logit tile summaries (p.summaries), summarize_logit_tiles_cpu runs
+// over y once it is written.
 //
 // The hot loop of the CPU backend. Work is split over n (output columns) in tiles of kColTile
 // weight rows; a thread converts its tile to f32 once (f16/bf16 weights) into a thread-local
@@ -139,6 +140,8 @@ void matmul_with_norm(const MatmulParams& p, MatmulEpilogue epilogue) {
 }
 
 void matmul_impl(const MatmulParams& p, MatmulEpilogue epilogue) {
+  const char* no_summaries = matmul_summaries_unsupported_reason(p);
+  ROOFLINE_CHECK_MSG(no_summaries == nullptr, no_summaries);
   if (p.norm_weight != nullptr) return matmul_with_norm(p, epilogue);
   if (p.swiglu) {
     const char* unsupported = matmul_swiglu_unsupported_reason(p, epilogue);
@@ -213,6 +216,8 @@ void matmul_impl(const MatmulParams& p, MatmulEpilogue epilogue) {
           }
         }
       });
+  if (p.summaries.words != nullptr)
+    summarize_logit_tiles_cpu(p.y, p.dtype, p.m, p.n, p.y_row_stride, p.summaries);
 }
 
 }  // namespace

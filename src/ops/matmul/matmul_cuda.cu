@@ -6,7 +6,12 @@
 // (matmul_wide_cuda.cu: 128 weight rows a tile, wgmma from copy-engine stages). The RMSNorm
 // prologue (p.norm_weight) and the SwiGLU and RoPE epilogues (p.swiglu, p.qkv_rope) run inside the
 // skinny kernel; on cuBLASLt and the wide kernel they are rms_norm_cuda into p.normed before the
-// GEMM and silu_mul_cuda over p.gate_up or qkv_rope_cuda over p.y after it.
+// GEMM and silu_mul_cuda over p.gate_up or qkv_rope_cuda over p.y after it. The logit tile
+// summaries (p.summaries) likewise: the skinny kernel writes them in its epilogue where their tiles
+// are whole 16-column blocks (matmul_skinny_fuses_summaries); everywhere else the GEMM runs as
+// without them and summarize_logit_tiles_cuda then reads y once — not a fallback that gives
+// something else, but the same words and counts composed of two kernels (and the selection's
+// timings include that pass, as they include the unfused kernels above).
 //
 // Selection (kAuto): problems outside the skinny kernel's domain go to cuBLASLt. For the others,
 // the choice is made per (m bucket, n, k, epilogue) by measurement, once: the first call of such a
@@ -221,13 +226,15 @@ struct TunedAlgo {
 };
 
 // The process-wide choices (see the header comment), per device: the implementation per (m
-// bucket, n, k, epilogue, prologue, SwiGLU), and the cuBLASLt algorithm that measured fastest per
-// (m bucket, n, k, bias, residual) of the product cuBLASLt runs. The first answer for a key
-// stands. `generation` counts the algorithms published, so a plan notices a new one with one
-// atomic load per call. Never destroyed: contexts may outlive static destruction order.
+// bucket, n, k, epilogue, prologue, SwiGLU, RoPE, summaries), and the cuBLASLt algorithm that
+// measured fastest per (m bucket, n, k, bias, residual) of the product cuBLASLt runs. The first
+// answer for a key stands. `generation` counts the algorithms published, so a plan notices a new
+// one with one atomic load per call. Never destroyed: contexts may outlive static destruction
+// order.
 struct SharedChoices {
   std::mutex mutex;
-  std::map<std::tuple<int, int64_t, int64_t, int64_t, MatmulEpilogue, bool, bool, bool>, MatmulImpl>
+  std::map<std::tuple<int, int64_t, int64_t, int64_t, MatmulEpilogue, bool, bool, bool, bool>,
+           MatmulImpl>
       choices;
   std::map<std::tuple<int, int64_t, int64_t, int64_t, bool, bool>, TunedAlgo> algos;
   std::atomic<uint64_t> generation{0};
@@ -291,9 +298,10 @@ struct MatmulCudaContext::Impl {
   // The RoPE epilogue fused where matmul_skinny_fuses_rope allows (ROOFLINE_SKINNY_ROPE=0: never,
   // the product then qkv_rope_cuda; A/B runs).
   bool skinny_fuse_rope = true;
-  // (m bucket, n, k, epilogue, RMSNorm prologue, SwiGLU, RoPE) -> the implementation that measured
-  // faster.
-  std::map<std::tuple<int64_t, int64_t, int64_t, MatmulEpilogue, bool, bool, bool>, MatmulImpl>
+  // (m bucket, n, k, epilogue, RMSNorm prologue, SwiGLU, RoPE, logit tile summaries) -> the
+  // implementation that measured faster.
+  std::map<std::tuple<int64_t, int64_t, int64_t, MatmulEpilogue, bool, bool, bool, bool>,
+           MatmulImpl>
       choices;
   int64_t measurements = 0;
   int64_t timed_candidates = 0;
@@ -538,6 +546,13 @@ bool bias_epilogue_rounds_once(const MatmulParams& p) {
          alignment_bytes(p.w) >= 16 && alignment_bytes(p.bias) >= 16 && alignment_bytes(p.y) >= 16;
 }
 
+// The logit tile summaries of p's y, where the implementation did not write them in its epilogue:
+// summarize_logit_tiles_cuda over y once the GEMM (bias and residual included) has stored it.
+void summarize_product(const MatmulParams& p, cudaStream_t stream) {
+  if (p.summaries.words == nullptr) return;
+  summarize_logit_tiles_cuda(p.y, p.dtype, p.m, p.n, p.y_row_stride, p.summaries, stream);
+}
+
 // The GEMM cuBLASLt runs for p: without the prologue (over p.normed, after rms_norm_cuda),
 // without the SwiGLU epilogue (into p.gate_up, before silu_mul_cuda) and without the RoPE epilogue
 // (into p.y, before qkv_rope_cuda).
@@ -593,12 +608,21 @@ void cublas_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStr
   ROOFLINE_CUDA_LAUNCH_CHECK(stream);
   if (p.swiglu) silu_mul_cuda(matmul_swiglu_activation(p), stream);
   if (p.qkv_rope) qkv_rope_cuda(matmul_rope_pass(p), stream);
+  summarize_product(p, stream);
 }
 
 // p on the skinny kernel: with the RoPE epilogue fused where matmul_skinny_fuses_rope says so,
-// else its product into p.y and qkv_rope_cuda over it.
+// else its product into p.y and qkv_rope_cuda over it; with the logit tile summaries fused where
+// matmul_skinny_fuses_summaries says so, else the product without them and their own pass.
 void skinny_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStream_t stream,
                    MatmulEpilogue epilogue) {
+  if (p.summaries.words != nullptr && !matmul_skinny_fuses_summaries(p)) {
+    MatmulParams product = p;
+    product.summaries = {};  // the launch may then split K
+    skinny_matmul(product, impl, stream, epilogue);
+    summarize_product(p, stream);
+    return;
+  }
   MatmulSkinnyLaunch launch =
       matmul_skinny_launch(p.m, p.n, p.k, impl.num_sms, impl.skinny_splits,
                            matmul_skinny_no_split(p), impl.skinny_few_tokens);
@@ -630,6 +654,7 @@ void wide_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStrea
   matmul_wide_cuda(q, epilogue, launch->second, stream);
   if (p.swiglu) silu_mul_cuda(matmul_swiglu_activation(p), stream);
   if (p.qkv_rope) qkv_rope_cuda(matmul_rope_pass(p), stream);
+  summarize_product(p, stream);
 }
 
 // Why the wide kernel cannot run p (its product), or nullptr.
@@ -740,9 +765,16 @@ Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
   ScratchMemory k_cache(kv_bytes), v_cache(kv_bytes);
   ScratchMemory positions(p.qkv_rope ? static_cast<size_t>(m) * 4 : 16);
   ScratchMemory slots(p.qkv_rope ? static_cast<size_t>(m) * 8 : 16);
+  // The logit tile summaries' words and row counts for the bucket's m rows, and their epoch (1).
+  const bool summarized = p.summaries.words != nullptr;
+  const int64_t summary_tiles = summarized ? logit_tiles(p.n, p.summaries.tile_tokens) : 0;
+  ScratchMemory summary_words(summarized ? static_cast<size_t>(m * summary_tiles) * 8 : 16);
+  ScratchMemory summary_counts(summarized ? static_cast<size_t>(m) * 8 : 16);
+  ScratchMemory summary_epoch(16);
   if (x.ptr == nullptr || y.ptr == nullptr || normed.ptr == nullptr || gate_up.ptr == nullptr ||
       q_out.ptr == nullptr || k_cache.ptr == nullptr || v_cache.ptr == nullptr ||
-      positions.ptr == nullptr || slots.ptr == nullptr)
+      positions.ptr == nullptr || slots.ptr == nullptr || summary_words.ptr == nullptr ||
+      summary_counts.ptr == nullptr || summary_epoch.ptr == nullptr)
     return result;
   const size_t flush_bytes = static_cast<size_t>(2 * std::max<int64_t>(impl.l2_bytes, 1 << 20));
   ScratchMemory flush(flush_bytes);
@@ -761,6 +793,11 @@ Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
     ROOFLINE_CUDA_CHECK(cudaMemsetAsync(positions.ptr, 0, static_cast<size_t>(m) * 4, stream));
     ROOFLINE_CUDA_CHECK(cudaMemsetAsync(slots.ptr, 0, static_cast<size_t>(m) * 8, stream));
   }
+  if (summarized) {
+    static const uint32_t kEpoch = 1;  // static: the copy may still read it after this returns
+    ROOFLINE_CUDA_CHECK(
+        cudaMemcpyAsync(summary_epoch.ptr, &kEpoch, 4, cudaMemcpyHostToDevice, stream));
+  }
 
   MatmulParams q = p;
   q.m = m;
@@ -778,6 +815,11 @@ Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
     q.rope.slot_mapping = static_cast<const int64_t*>(slots.ptr);
     q.rope.block_size = 1;
     q.rope.num_blocks = 1;
+  }
+  if (summarized) {
+    q.summaries.words = static_cast<uint64_t*>(summary_words.ptr);
+    q.summaries.nonfinite = static_cast<uint64_t*>(summary_counts.ptr);
+    q.summaries.epoch = static_cast<const uint32_t*>(summary_epoch.ptr);
   }
 
   // The cuBLASLt candidates: the tuned algorithm, or the heuristic's first few that run the
@@ -865,6 +907,7 @@ Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
                "matmul: m <= " << m << ", n " << p.n << ", k " << p.k
                                << (p.norm_weight != nullptr ? ", rms_norm prologue" : "")
                                << (p.swiglu ? ", SwiGLU" : "") << (p.qkv_rope ? ", RoPE" : "")
+                               << (summarized ? ", logit tile summaries" : "")
                                << (epilogue == MatmulEpilogue::kBias       ? ", bias"
                                    : epilogue == MatmulEpilogue::kResidual ? ", residual"
                                                                            : "")
@@ -896,8 +939,9 @@ MatmulImpl choose_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cud
   if (epilogue == MatmulEpilogue::kBias && !bias_epilogue_rounds_once(p))
     return MatmulImpl::kSkinny;
 
-  const auto key = std::make_tuple(matmul_cuda_m_bucket(p.m), p.n, p.k, epilogue,
-                                   p.norm_weight != nullptr, p.swiglu, p.qkv_rope);
+  const auto key =
+      std::make_tuple(matmul_cuda_m_bucket(p.m), p.n, p.k, epilogue, p.norm_weight != nullptr,
+                      p.swiglu, p.qkv_rope, p.summaries.words != nullptr);
   const auto it = impl.choices.find(key);
   if (it != impl.choices.end()) return it->second;
   const auto shared_key = std::tuple_cat(std::make_tuple(impl.device), key);
@@ -955,6 +999,8 @@ void matmul_dispatch(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaS
   if (p.norm_weight != nullptr)
     ROOFLINE_CHECK_MSG(p.normed != nullptr,
                        "the CUDA matmul's RMSNorm prologue needs params.normed ([m, k] scratch)");
+  const char* no_summaries = matmul_summaries_unsupported_reason(p);
+  ROOFLINE_CHECK_MSG(no_summaries == nullptr, no_summaries);
   if (p.m == 0) return;
   ROOFLINE_CHECK(p.x != nullptr && p.w != nullptr && p.y != nullptr);
   const MatmulImpl use = choose_impl(p, impl, stream, epilogue);

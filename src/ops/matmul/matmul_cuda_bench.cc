@@ -12,12 +12,12 @@
 // kernel; one token's K and V into the cache). Then one prefill of m = 8192 tokens per weight as
 // TFLOP/s beside the 783 TFLOP/s bf16 GEMM ceiling. `matmul_cuda_bench [decode] [prologue]
 // [prefill]` runs only the sections named (all by default), `verbose` adds the selector's
-// measurements (the times its choices rest on); `shape N K`, `wide [N K M]`, `mlp` and
-// `trace [wide]` are the modes below (run_shape, run_wide, run_mlp, run_trace); anything else
-// gets a usage line. Method (as HARDWARE.md's cuBLAS table): 16 back-to-back calls captured in
-// one CUDA graph (launch latency excluded), each on the next of `rotation_count` weight copies so
-// L2 does not serve the weights; median of 50 graph launches after warm-up (20 for the split
-// sweep).
+// measurements (the times its choices rest on); `shape N K`, `wide [N K M]`, `mlp`, `summaries`
+// and `trace [wide]` are the modes below (run_shape, run_wide, run_mlp, run_summaries, run_trace);
+// anything else gets a usage line. Method (as HARDWARE.md's cuBLAS table): 16 back-to-back calls
+// captured in one CUDA graph (launch latency excluded), each on the next of `rotation_count` weight
+// copies so L2 does not serve the weights; median of 50 graph launches after warm-up (20 for the
+// split sweep).
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -72,7 +72,9 @@ struct DecodeProblem {
 // `residual`), over weight copies rotated call by call.
 // With `norm`, each call has the RMSNorm prologue; with `swiglu`, the SwiGLU epilogue (W's n rows
 // are gate then up, y the [m, n / 2] activation); with `rope` (heads, KV heads, head dim), the
-// RoPE epilogue (q to its buffer, K and V into a cache slot per token).
+// RoPE epilogue (q to its buffer, K and V into a cache slot per token); with
+// `summary_tile_tokens` > 0, the logit tile summaries of y in tiles of that many tokens (one
+// epoch for all calls: a word's atomicMax costs the same whether it wins or not).
 struct RopeHeads {
   int64_t heads = 0, kv_heads = 0, head_dim = 0;
 };
@@ -81,7 +83,7 @@ struct RopeHeads {
 double time_matmul(MatmulCudaContext& ctx, cudaStream_t stream, int64_t m, int64_t n, int64_t k,
                    const std::vector<const DeviceMemory*>& weights, int iters = 50,
                    bool residual = false, bool norm = false, bool swiglu = false,
-                   RopeHeads rope = {},
+                   RopeHeads rope = {}, int64_t summary_tile_tokens = 0,
                    [[maybe_unused]] const std::vector<std::string>* trace_names = nullptr,
                    [[maybe_unused]] bool trace_wide = false) {
   DecodeProblem problem(m, n, k);
@@ -142,6 +144,20 @@ double time_matmul(MatmulCudaContext& ctx, cudaStream_t stream, int64_t m, int64
     p.rope.block_size = 1;
     p.rope.num_blocks = m;
     p.rope.kv_dtype = DType::kBF16;
+  }
+  const int64_t summary_tiles = summary_tile_tokens > 0 ? logit_tiles(n, summary_tile_tokens) : 1;
+  DeviceMemory summary_words(static_cast<size_t>(m * summary_tiles) * 8),
+      summary_counts(static_cast<size_t>(m) * 8), summary_epoch(4);
+  if (summary_tile_tokens > 0) {
+    const uint32_t epoch = 1;
+    ROOFLINE_CUDA_CHECK(
+        cudaMemset(summary_words.ptr, 0, static_cast<size_t>(m * summary_tiles) * 8));
+    ROOFLINE_CUDA_CHECK(cudaMemset(summary_counts.ptr, 0, static_cast<size_t>(m) * 8));
+    ROOFLINE_CUDA_CHECK(cudaMemcpy(summary_epoch.ptr, &epoch, 4, cudaMemcpyHostToDevice));
+    p.summaries.words = static_cast<uint64_t*>(summary_words.ptr);
+    p.summaries.nonfinite = static_cast<uint64_t*>(summary_counts.ptr);
+    p.summaries.epoch = static_cast<const uint32_t*>(summary_epoch.ptr);
+    p.summaries.tile_tokens = summary_tile_tokens;
   }
   bench::settle();
   auto call = [&](int i) {
@@ -257,7 +273,7 @@ int run_trace() {
                                  (norm ? " +norm" : "");
         std::printf("%s\n", name.c_str());
         const double ms = time_matmul(*skinny, stream, m, w.n, w.k, rotated.ptrs, 50, false, norm,
-                                      false, {}, &kNames);
+                                      false, {}, 0, &kNames);
         bench::print_bandwidth(name.c_str(), ms, static_cast<double>(w.n * w.k * 2));
       }
     }
@@ -284,7 +300,7 @@ int run_trace_wide() {
                                std::to_string(w.k) + " m=" + std::to_string(m);
       std::printf("%s\n", name.c_str());
       const double ms = time_matmul(*wide, stream, m, w.n, w.k, rotated.ptrs, 50, false, false,
-                                    false, {}, &kNames, true);
+                                    false, {}, 0, &kNames, true);
       bench::print_bandwidth(name.c_str(), ms, static_cast<double>(w.n * w.k * 2));
     }
   }
@@ -613,6 +629,42 @@ int run_mlp() {
   return 0;
 }
 
+// summaries: Llama-3-8B's LM head (n = 128256, k = 4096, bf16, the final norm fused as the RMSNorm
+// prologue) at m = 1 and 64, with and without the logit tile summaries of its logits (tiles of 128
+// tokens), on the skinny kernel (which writes them in its epilogue), on cuBLASLt (which runs
+// summarize_logit_tiles_cuda after it) and as selected: the summaries' cost is each pair's
+// difference, taken in one run.
+int run_summaries() {
+  constexpr int64_t kN = 128256, kK = 4096, kTileTokens = 128;
+  auto skinny = forced(MatmulImpl::kSkinny);
+  auto cublas = forced(MatmulImpl::kCublas);
+  auto selected = MatmulCudaContext::create();
+  cudaStream_t stream;
+  ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const RotatedWeights rotated(kN, kK, 1);
+  const double weight_bytes = static_cast<double>(kN * kK * 2);
+  std::printf("LM head %lldx%lld +norm, with logit tile summaries of %lld tokens:\n",
+              static_cast<long long>(kN), static_cast<long long>(kK),
+              static_cast<long long>(kTileTokens));
+  for (const int64_t m : {int64_t{1}, int64_t{64}}) {
+    for (auto& [ctx, tag] : {std::pair<MatmulCudaContext*, const char*>{skinny.get(), "skinny"},
+                             {cublas.get(), "cublas"},
+                             {selected.get(), "selected"}}) {
+      const std::string name = "lm head m=" + std::to_string(m) + " " + tag + " +norm";
+      const double plain_ms =
+          time_matmul(*ctx, stream, m, kN, kK, rotated.ptrs, 50, false, true, false, {}, 0);
+      const double summarized_ms = time_matmul(*ctx, stream, m, kN, kK, rotated.ptrs, 50, false,
+                                               true, false, {}, kTileTokens);
+      bench::print_bandwidth(name.c_str(), plain_ms, weight_bytes);
+      bench::print_bandwidth((name + " +summaries").c_str(), summarized_ms, weight_bytes);
+      std::printf("  summaries: %+.2f us (%+.1f %%)\n", (summarized_ms - plain_ms) * 1e3,
+                  (summarized_ms / plain_ms - 1.0) * 100.0);
+    }
+  }
+  ROOFLINE_CUDA_CHECK(cudaStreamDestroy(stream));
+  return 0;
+}
+
 // Whether this machine has no CUDA device, saying so (the benchmark then exits 0: nothing to time).
 bool no_device() {
   int devices = 0;
@@ -673,6 +725,10 @@ int main(int argc, char** argv) {
     if (roofline::no_device()) return 0;
     return roofline::run_mlp();
   }
+  if (argc == 2 && std::string(argv[1]) == "summaries") {
+    if (roofline::no_device()) return 0;
+    return roofline::run_summaries();
+  }
   if (argc == 2 && std::string(argv[1]) == "wide") {
     if (roofline::no_device()) return 0;
     return roofline::run_wide();
@@ -695,7 +751,8 @@ int main(int argc, char** argv) {
           "usage: matmul_cuda_bench [decode] [prologue] [prefill] [verbose] (default: "
           "all sections; verbose: the selector's measurements too) | wide (the wide "
           "kernel beside cuBLASLt, by splits) | mlp (a layer's gated MLP as the engine chains "
-          "it) | wide N K M (one shape's calls, for a "
+          "it) | summaries (the LM head with and without its logit tile summaries) | wide N K M "
+          "(one shape's calls, for a "
           "profiler) | shape N K (one weight on both skinny variants and cuBLASLt) | "
           "trace [wide] (the skinny or the wide kernel's phases: "
           "matmul_skinny_trace_bench)\n");

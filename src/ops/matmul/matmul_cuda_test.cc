@@ -18,15 +18,21 @@
 // every implementation, with and without bias and the prologue, against the CPU twin, and the
 // skinny kernel's fused form bit for bit against its product followed by qkv_rope_cuda. The skinny
 // kernel's few-token variant (m <= 4) forced on every weight at m = 1 and 3, against the twin and
-// bit for bit against the two-block variant.
+// bit for bit against the two-block variant. The logit tile summaries (the LM head's, for the
+// sampler): summarize_logit_tiles_cuda against its CPU oracle (dtypes, row layouts, tile sizes,
+// non-finite rows; captured once and replayed for new epochs), and every implementation's
+// summaries of its own y against the oracle, with y bit for bit the call's without them.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstring>
 #include <iterator>
+#include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ops/matmul/matmul.h"
@@ -247,6 +253,25 @@ std::unique_ptr<MatmulCudaContext> context(MatmulImpl impl) {
   auto ctx = MatmulCudaContext::create();
   ctx->set_impl(impl);
   return ctx;
+}
+
+// The params of y[m, n] (row stride `stride`) = x · Wᵀ, bf16 on the device: what the tests of
+// single calls fill before adding what is particular to them.
+MatmulParams bf16_params(const DeviceBuffer& x, const DeviceBuffer& w, DeviceBuffer& y, int64_t m,
+                         int64_t n, int64_t k, int64_t stride) {
+  MatmulParams p;
+  p.x = x.get();
+  p.w = w.get();
+  p.w_dtype = DType::kBF16;
+  p.bias_dtype = DType::kBF16;
+  p.norm_weight_dtype = DType::kBF16;
+  p.y = y.get();
+  p.dtype = DType::kBF16;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.y_row_stride = stride;
+  return p;
 }
 
 class MatmulCudaTest : public ::testing::TestWithParam<MatmulWeightShape> {};
@@ -948,18 +973,8 @@ TEST(MatmulCudaDeathTest, BadInputAbortsWithItsReason) {
   constexpr int64_t kM = 8, kN = 129, kK = 72;
   const DeviceBuffer x(kM * kK * 2 + 16), w(kN * kK * 2), bias(kN * 2);
   DeviceBuffer y(kM * kN * 2);
-  MatmulParams p;
-  p.x = x.get();
-  p.w = w.get();
-  p.w_dtype = DType::kBF16;
+  MatmulParams p = bf16_params(x, w, y, kM, kN, kK, kN);
   p.bias = bias.get();
-  p.bias_dtype = DType::kBF16;
-  p.y = y.get();
-  p.dtype = DType::kBF16;
-  p.m = kM;
-  p.n = kN;
-  p.k = kK;
-  p.y_row_stride = kN;
   // cuBLASLt would round the bias epilogue twice on n = 129.
   EXPECT_DEATH(
       {
@@ -1037,6 +1052,31 @@ TEST(MatmulCudaDeathTest, BadInputAbortsWithItsReason) {
         },
         "no bias or residual");
   }
+  {
+    // The logit tile summaries: they need their epoch, tiles of 1 to 4096 tokens and the plain,
+    // bias or residual epilogue.
+    const DeviceBuffer words(kM * kN * 8), counts(kM * 8), epoch(4);
+    MatmulParams summarized = p;
+    summarized.summaries = {words.get<uint64_t>(), counts.get<uint64_t>(), nullptr, 16};
+    const auto expect_abort = [&](const MatmulParams& bad, const char* reason) {
+      EXPECT_DEATH(
+          {
+            auto ctx = context(MatmulImpl::kAuto);
+            matmul_cuda(bad, *ctx, nullptr);
+          },
+          reason);
+    };
+    expect_abort(summarized, "need their words, row counts and epoch");
+    summarized.summaries.epoch = epoch.get<uint32_t>();
+    summarized.summaries.tile_tokens = 0;
+    expect_abort(summarized, "tile_tokens must be in");
+    summarized.summaries.tile_tokens = 16;
+    summarized.n = 128;
+    summarized.y_row_stride = 64;
+    summarized.swiglu = true;
+    summarized.gate_up = normed.get();
+    expect_abort(summarized, "plain, bias or residual epilogue only");
+  }
   q.norm_weight = norm.get<uint8_t>() + 2;
   EXPECT_DEATH(
       {
@@ -1075,19 +1115,9 @@ TEST(MatmulCudaGraphTest, WarmedUpCallsCaptureAndReplay) {
   ROOFLINE_CUDA_CHECK(cudaDeviceSynchronize());
   cudaStream_t stream;
   ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  MatmulParams p;
-  p.x = x.get();
-  p.w = w.get();
-  p.w_dtype = DType::kBF16;
+  MatmulParams p = bf16_params(x, w, y, kM, kN, kK, kN);
   p.bias = bias.get();
-  p.bias_dtype = DType::kBF16;
   p.residual = residual.get();
-  p.y = y.get();
-  p.dtype = DType::kBF16;
-  p.m = kM;
-  p.n = kN;
-  p.k = kK;
-  p.y_row_stride = kN;
   const std::vector<uint16_t> norm_bits = to_bf16(random_vector(kK, rng));
   const DeviceBuffer norm = DeviceBuffer::from_host(norm_bits);
   DeviceBuffer normed(static_cast<size_t>(kM * kK) * 2);
@@ -1149,16 +1179,7 @@ TEST(MatmulCudaGraphTest, UnmeasuredProblemInsideACaptureRunsCublas) {
   ROOFLINE_CUDA_CHECK(cudaDeviceSynchronize());
   cudaStream_t stream;
   ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  MatmulParams p;
-  p.x = x.get();
-  p.w = w.get();
-  p.w_dtype = DType::kBF16;
-  p.y = y.get();
-  p.dtype = DType::kBF16;
-  p.m = kM;
-  p.n = kN;
-  p.k = kK;
-  p.y_row_stride = kN;
+  const MatmulParams p = bf16_params(x, w, y, kM, kN, kK, kN);
   matmul_cuda_forget_shared_choices();  // earlier tests of this process may have measured it
   auto ctx = context(MatmulImpl::kAuto);
   // cuBLASLt's own algorithm choice is made outside the capture (a heuristic query is host-only,
@@ -1210,6 +1231,345 @@ TEST(MatmulCudaGraphTest, UnmeasuredProblemInsideACaptureRunsCublas) {
   EXPECT_EQ(y.to_host<uint16_t>(), first);
   ROOFLINE_CUDA_CHECK(cudaGraphExecDestroy(exec));
   ROOFLINE_CUDA_CHECK(cudaGraphDestroy(graph));
+  ROOFLINE_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+// The device side of the logit tile summaries of `rows` rows of `vocab` logits: words and row
+// counts holding an older epoch's words of the largest keys (and a count of 12345), which a
+// writer of `epoch` must beat, and the epoch itself.
+struct DeviceSummaries {
+  DeviceSummaries(int64_t rows, int64_t vocab, int64_t tile_tokens, uint32_t epoch)
+      : tiles(logit_tiles(vocab, tile_tokens)), tile_tokens(tile_tokens), epoch(epoch) {
+    words = DeviceBuffer::from_host(
+        std::vector<uint64_t>(static_cast<size_t>(rows * tiles),
+                              (uint64_t{epoch - 1} << logit_tile::kEpochShift) | 0xfffffffffffull));
+    counts = DeviceBuffer::from_host(
+        std::vector<uint64_t>(static_cast<size_t>(rows), (uint64_t{epoch - 1} << 32) | 12345u));
+    device_epoch = DeviceBuffer::from_host(std::vector<uint32_t>{epoch});
+  }
+  LogitTileSummaries view() const {
+    return {words.get<uint64_t>(), counts.get<uint64_t>(), device_epoch.get<uint32_t>(),
+            tile_tokens};
+  }
+  // The next step's epoch, for a graph replay.
+  void set_epoch(uint32_t e) {
+    epoch = e;
+    ROOFLINE_CUDA_CHECK(cudaMemcpy(device_epoch.get(), &e, 4, cudaMemcpyHostToDevice));
+    ROOFLINE_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+
+  int64_t tiles;
+  int64_t tile_tokens;
+  uint32_t epoch;
+  DeviceBuffer words, counts, device_epoch;
+};
+
+// The GPU's summaries against summarize_logit_tiles_cpu of `logits` (the host copy of what the GPU
+// summarised: [rows, vocab] of dtype, row stride `stride`): every word bit for bit, and every
+// row's count as the sampler reads it (nonfinite_count: a count word the writer left stale, for a
+// row without NaN or inf, reads as 0, as the oracle's fresh one does). `nonfinite_rows` counts the
+// rows whose oracle count is not 0.
+::testing::AssertionResult matches_oracle(const DeviceSummaries& got, const void* logits,
+                                          DType dtype, int64_t rows, int64_t vocab, int64_t stride,
+                                          int64_t* nonfinite_rows = nullptr) {
+  std::vector<uint64_t> words(static_cast<size_t>(rows * got.tiles)),
+      counts(static_cast<size_t>(rows));
+  const uint32_t epoch = got.epoch;
+  summarize_logit_tiles_cpu(logits, dtype, rows, vocab, stride,
+                            {words.data(), counts.data(), &epoch, got.tile_tokens});
+  const std::vector<uint64_t> got_words = got.words.to_host<uint64_t>();
+  const std::vector<uint64_t> got_counts = got.counts.to_host<uint64_t>();
+  int64_t wrong = 0, first = -1;
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (got_words[i] == words[i]) continue;
+    if (first < 0) first = static_cast<int64_t>(i);
+    ++wrong;
+  }
+  if (wrong > 0) {
+    const size_t i = static_cast<size_t>(first);
+    return ::testing::AssertionFailure()
+           << wrong << " of " << words.size() << " words differ; the first, row "
+           << first / got.tiles << " tile " << first % got.tiles << ": got 0x" << std::hex
+           << got_words[i] << ", expected 0x" << words[i] << std::dec << "; "
+           << testing::seed_note();
+  }
+  if (nonfinite_rows != nullptr) *nonfinite_rows = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint32_t want = logit_tile::nonfinite_count(counts[static_cast<size_t>(r)], epoch);
+    const uint32_t have = logit_tile::nonfinite_count(got_counts[static_cast<size_t>(r)], epoch);
+    if (have != want)
+      return ::testing::AssertionFailure()
+             << "row " << r << " counts " << have << " non-finite logits, the oracle " << want;
+    if (nonfinite_rows != nullptr && want > 0) ++*nonfinite_rows;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// `rows` rows of `vocab` logits of the awkward kinds, in f32 (the caller rounds to bf16 if it
+// wants): row 0 in steps of 1/4 (ties for every tile's maximum) with -0 and +0, row 1 with NaN,
+// +inf and -inf scattered, row 2 all NaN, row 3 and on plain random values.
+std::vector<float> awkward_logits(int64_t rows, int64_t vocab, std::mt19937_64& rng) {
+  std::vector<float> v = random_vector(rows * vocab, rng, -8.0f, 8.0f);
+  std::uniform_int_distribution<int> pick(0, 9);
+  for (int64_t i = 0; i < vocab; ++i) {
+    float& tie = v[static_cast<size_t>(i)];
+    tie = std::round(tie * 0.5f) / 4.0f;
+    if (tie == 0.0f) tie = pick(rng) < 5 ? -0.0f : 0.0f;
+    if (rows > 1) {
+      float& x = v[static_cast<size_t>(vocab + i)];
+      const int kind = pick(rng);
+      x = kind == 0   ? std::nanf("")
+          : kind == 1 ? std::numeric_limits<float>::infinity()
+          : kind == 2 ? -std::numeric_limits<float>::infinity()
+                      : x;
+    }
+    if (rows > 2) v[static_cast<size_t>(2 * vocab + i)] = std::nanf("");
+  }
+  return v;
+}
+
+TEST(LogitTilesCudaTest, MatchesTheCpuOracle) {
+  // summarize_logit_tiles_cuda on f32 and bf16 logits of 1, 7, 1000 and 128256 tokens a row, in
+  // dense rows, rows of vocab + 8 and rows of vocab + 3 starting one element in (not 16-byte
+  // aligned: element loads), for tiles of 1, 16, 37, 128 and 4096 tokens (where a row has at most
+  // 16384 of them): every word and count of 4 awkward rows against the CPU oracle, over buffers of
+  // an older epoch's largest words.
+  ROOFLINE_SKIP_WITHOUT_GPU();
+  constexpr int64_t kRows = 4;
+  auto rng = make_rng(83);
+  uint32_t epoch = 100;
+  for (const DType dtype : {DType::kF32, DType::kBF16}) {
+    for (const int64_t vocab : {1, 7, 1000, 128256}) {
+      std::vector<float> values = awkward_logits(kRows, vocab, rng);
+      if (dtype == DType::kBF16) values = round_to_bf16(values);
+      for (const auto& [pad, offset] : {std::pair<int64_t, int64_t>{0, 0}, {8, 0}, {3, 1}}) {
+        const int64_t stride = vocab + pad;
+        // The rows in their layout, as f32 and as the dtype's bytes; padding holds NaN, which the
+        // summaries must not see.
+        std::vector<float> laid(static_cast<size_t>(offset + kRows * stride), std::nanf(""));
+        for (int64_t r = 0; r < kRows; ++r)
+          std::copy_n(values.begin() + r * vocab, vocab, laid.begin() + offset + r * stride);
+        const std::vector<uint16_t> laid_bf16 = to_bf16(laid);
+        const DeviceBuffer logits = dtype == DType::kF32 ? DeviceBuffer::from_host(laid)
+                                                         : DeviceBuffer::from_host(laid_bf16);
+        const void* host = dtype == DType::kF32 ? static_cast<const void*>(laid.data() + offset)
+                                                : laid_bf16.data() + offset;
+        const void* device = logits.get<uint8_t>() + offset * dtype_size_bytes(dtype);
+        for (const int64_t tile_tokens : {1, 16, 37, 128, 4096}) {
+          if (logit_tiles(vocab, tile_tokens) > kLogitTileMaxTiles) continue;
+          SCOPED_TRACE(std::string(dtype == DType::kF32 ? "f32" : "bf16") + ", vocab " +
+                       std::to_string(vocab) + ", rows of " + std::to_string(stride) +
+                       " from element " + std::to_string(offset) + ", tiles of " +
+                       std::to_string(tile_tokens));
+          DeviceSummaries got(kRows, vocab, tile_tokens, ++epoch);
+          summarize_logit_tiles_cuda(device, dtype, kRows, vocab, stride, got.view(), nullptr);
+          ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+          int64_t nonfinite_rows = 0;
+          EXPECT_TRUE(matches_oracle(got, host, dtype, kRows, vocab, stride, &nonfinite_rows));
+          EXPECT_GE(nonfinite_rows, 1);  // rows 1 and 2 (row 1 of one token may draw no NaN)
+        }
+      }
+    }
+  }
+}
+
+TEST(LogitTilesCudaTest, CapturedOnceReplaysEachStepsEpoch) {
+  // One capture of summarize_logit_tiles_cuda, replayed for three steps, each with new logits in
+  // the same buffer and the next epoch: the words each replay leaves are that step's, beating the
+  // step before's (the epoch is read on the device, never baked into the graph).
+  ROOFLINE_SKIP_WITHOUT_GPU();
+  constexpr int64_t kRows = 3, kVocab = 151936, kTileTokens = 128;
+  auto rng = make_rng(89);
+  DeviceBuffer logits(static_cast<size_t>(kRows * kVocab) * 2);
+  DeviceSummaries got(kRows, kVocab, kTileTokens, 40);
+  cudaStream_t stream;
+  ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  ROOFLINE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  summarize_logit_tiles_cuda(logits.get(), DType::kBF16, kRows, kVocab, kVocab, got.view(), stream);
+  ROOFLINE_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  ROOFLINE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (const uint32_t epoch : {40u, 41u, 42u}) {
+    SCOPED_TRACE("epoch " + std::to_string(epoch));
+    const std::vector<uint16_t> host = to_bf16(awkward_logits(kRows, kVocab, rng));
+    ROOFLINE_CUDA_CHECK(
+        cudaMemcpy(logits.get(), host.data(), host.size() * 2, cudaMemcpyHostToDevice));
+    got.set_epoch(epoch);
+    ROOFLINE_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    EXPECT_TRUE(matches_oracle(got, host.data(), DType::kBF16, kRows, kVocab, kVocab));
+  }
+  ROOFLINE_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  ROOFLINE_CUDA_CHECK(cudaGraphDestroy(graph));
+  ROOFLINE_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+// An [n, k] bf16 weight on the device made of kPoolRows random rows repeated (so the LM heads
+// upload in a moment; a logit repeats only kPoolRows columns later, in another tile of any size the
+// tests use but 4096). With `nonfinite`, row 5 holds one +inf (its outputs are ±inf) and row n - 1
+// is NaN.
+DeviceBuffer pooled_weight(int64_t n, int64_t k, bool nonfinite, std::mt19937_64& rng) {
+  constexpr int64_t kPoolRows = 1009;
+  const std::vector<uint16_t> pool = to_bf16(random_vector(std::min(n, kPoolRows) * k, rng));
+  DeviceBuffer w(static_cast<size_t>(n * k) * 2);
+  for (int64_t r = 0; r < n; r += kPoolRows)
+    ROOFLINE_CUDA_CHECK(cudaMemcpy(w.get<uint16_t>() + r * k, pool.data(),
+                                   static_cast<size_t>(std::min(kPoolRows, n - r) * k) * 2,
+                                   cudaMemcpyHostToDevice));
+  if (nonfinite) {
+    std::vector<uint16_t> row(pool.begin(), pool.begin() + k);
+    row[static_cast<size_t>(k / 2)] = f32_to_bf16_bits(std::numeric_limits<float>::infinity());
+    ROOFLINE_CUDA_CHECK(cudaMemcpy(w.get<uint16_t>() + 5 * k, row.data(),
+                                   static_cast<size_t>(k) * 2, cudaMemcpyHostToDevice));
+    std::fill(row.begin(), row.end(), f32_to_bf16_bits(std::nanf("")));
+    ROOFLINE_CUDA_CHECK(cudaMemcpy(w.get<uint16_t>() + (n - 1) * k, row.data(),
+                                   static_cast<size_t>(k) * 2, cudaMemcpyHostToDevice));
+  }
+  ROOFLINE_CUDA_CHECK(cudaDeviceSynchronize());
+  return w;
+}
+
+// An LM-head-like problem of the summaries tests: its weight, the epilogue's operands, the RMSNorm
+// prologue where `norm`, and y's row stride.
+struct SummaryCase {
+  const char* name;
+  int64_t n, k;
+  int64_t tile_tokens;
+  MatmulEpilogue epilogue;
+  bool norm;
+  bool nonfinite;  // pooled_weight's +inf and NaN rows
+  int64_t y_pad;   // y's rows are n + y_pad long
+  std::vector<int64_t> ms;
+};
+
+// Runs p through `impl`'s context and returns y's buffer ([m, stride] bf16 bits), poisoned first.
+std::vector<uint16_t> run_summarized(MatmulParams p, MatmulEpilogue e, MatmulCudaContext& ctx,
+                                     DeviceBuffer& y) {
+  y.poison();
+  p.y = y.get();
+  if (e == MatmulEpilogue::kNone) matmul_cuda(p, ctx, nullptr);
+  if (e == MatmulEpilogue::kBias) matmul_bias_cuda(p, ctx, nullptr);
+  if (e == MatmulEpilogue::kResidual) matmul_residual_cuda(p, ctx, nullptr);
+  ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+  return y.to_host<uint16_t>();
+}
+
+TEST(MatmulCudaSummariesTest, EveryImplementationLeavesTheOracleOfItsOwnY) {
+  // The LM heads of Qwen2.5-0.5B and Llama-3-8B with the final norm fused (the RMSNorm prologue),
+  // and other vocabularies with bias, residual, non-finite outputs, a row stride past n and
+  // n % 16 = 1 (GPT-2's 50257: the last column block holds one output), at m <= 64 on the skinny
+  // kernel (writing the summaries in its epilogue for tiles of 16 and 128 tokens; for 37, its
+  // product and then summarize_logit_tiles_cuda) and at m = 65 and 200 on cuBLASLt (then
+  // summarize_logit_tiles_cuda); the 1000-token vocabulary also on the wide kernel and the
+  // selection. Each call starts from an older epoch's largest words; its summaries must be exactly
+  // the CPU oracle's of the y it stored, and that y, bit for bit, the same call's without them
+  // (forced implementations: the selection may choose differently with them).
+  ROOFLINE_SKIP_WITHOUT_GPU();
+  constexpr MatmulEpilogue kPlain = MatmulEpilogue::kNone, kBias = MatmulEpilogue::kBias,
+                           kResidual = MatmulEpilogue::kResidual;
+  const SummaryCase cases[] = {
+      {"qwen2.5-0.5b lm head", 151936, 896, 128, kPlain, true, false, 0, {1, 3, 8, 64, 200}},
+      {"llama3-8b lm head", 128256, 4096, 128, kPlain, true, false, 0, {1, 3, 64, 65}},
+      {"32000x4096, rows of n + 8", 32000, 4096, 16, kBias, false, false, 8, {3, 64, 200}},
+      {"1000x896 non-finite", 1000, 896, 16, kPlain, false, true, 0, {1, 3, 8, 64, 65, 200}},
+      {"151936x896, tiles of 37", 151936, 896, 37, kResidual, false, false, 0, {1, 8, 65}},
+      {"50257x896 non-finite", 50257, 896, 128, kPlain, false, true, 0, {1, 3, 64, 65}},
+  };
+  // One context per implementation, indexed by MatmulImpl.
+  std::unique_ptr<MatmulCudaContext> ctxs[] = {
+      context(MatmulImpl::kAuto), context(MatmulImpl::kCublas), context(MatmulImpl::kSkinny),
+      context(MatmulImpl::kWide)};
+  static_assert(
+      static_cast<int>(MatmulImpl::kAuto) == 0 && static_cast<int>(MatmulImpl::kCublas) == 1 &&
+      static_cast<int>(MatmulImpl::kSkinny) == 2 && static_cast<int>(MatmulImpl::kWide) == 3);
+  auto rng = make_rng(97);
+  uint32_t epoch = 1000;
+  for (const SummaryCase& c : cases) {
+    const DeviceBuffer w = pooled_weight(c.n, c.k, c.nonfinite, rng);
+    const DeviceBuffer bias = DeviceBuffer::from_host(to_bf16(random_vector(c.n, rng)));
+    const DeviceBuffer norm = DeviceBuffer::from_host(to_bf16(random_vector(c.k, rng)));
+    const int64_t stride = c.n + c.y_pad;
+    for (const int64_t m : c.ms) {
+      const DeviceBuffer x = DeviceBuffer::from_host(to_bf16(random_vector(m * c.k, rng)));
+      const DeviceBuffer residual =
+          DeviceBuffer::from_host(to_bf16(random_vector(m * stride, rng, -2.0f, 2.0f)));
+      DeviceBuffer normed(static_cast<size_t>(m * c.k) * 2), y(static_cast<size_t>(m * stride) * 2);
+      MatmulParams p = bf16_params(x, w, y, m, c.n, c.k, stride);
+      p.bias = bias.get();
+      p.residual = residual.get();
+      if (c.norm) {
+        p.norm_weight = norm.get();
+        p.norm_eps = kNormEps;
+        p.normed = normed.get();
+      }
+      // The skinny kernel (m <= 64) or cuBLASLt; on the small vocabulary every implementation.
+      std::vector<MatmulImpl> impls = {m <= kMatmulSkinnyMaxM ? MatmulImpl::kSkinny
+                                                              : MatmulImpl::kCublas};
+      if (c.n == 1000 && m <= kMatmulSkinnyMaxM)
+        impls.insert(impls.end(), {MatmulImpl::kCublas, MatmulImpl::kWide});
+      if (c.n == 1000) impls.push_back(MatmulImpl::kAuto);
+      for (const MatmulImpl impl : impls) {
+        SCOPED_TRACE(std::string(c.name) + ", m = " + std::to_string(m) + ", " + impl_name(impl) +
+                     ", tiles of " + std::to_string(c.tile_tokens));
+        MatmulCudaContext& ctx = *ctxs[static_cast<int>(impl)];
+        DeviceSummaries got(m, c.n, c.tile_tokens, ++epoch);
+        MatmulParams q = p;
+        q.summaries = got.view();
+        const std::vector<uint16_t> y_bits = run_summarized(q, c.epilogue, ctx, y);
+        if (impl != MatmulImpl::kAuto) {
+          EXPECT_EQ(ctx.last_impl(), impl);
+          EXPECT_TRUE(run_summarized(p, c.epilogue, ctx, y) == y_bits)
+              << "y differs from the call's without summaries";
+        }
+        int64_t nonfinite_rows = 0;
+        EXPECT_TRUE(
+            matches_oracle(got, y_bits.data(), DType::kBF16, m, c.n, stride, &nonfinite_rows));
+        if (c.nonfinite) {
+          EXPECT_EQ(nonfinite_rows, m);
+        }
+      }
+    }
+  }
+}
+
+TEST(MatmulCudaSummariesTest, CapturedCallsReplayEachStepsEpoch) {
+  // A warmed-up call with summaries captured once on the skinny kernel (which writes them in its
+  // epilogue) and once on cuBLASLt (then summarize_logit_tiles_cuda), each replayed for two steps
+  // with the next epoch: every replay leaves the oracle's summaries of its y in its own epoch,
+  // beating the replay before's (the epoch is read on the device, never baked into the graph).
+  ROOFLINE_SKIP_WITHOUT_GPU();
+  constexpr int64_t kM = 8, kN = 32000, kK = 896, kTileTokens = 128;
+  auto rng = make_rng(101);
+  const DeviceBuffer w = pooled_weight(kN, kK, false, rng);
+  const DeviceBuffer x = DeviceBuffer::from_host(to_bf16(random_vector(kM * kK, rng)));
+  DeviceBuffer y(static_cast<size_t>(kM * kN) * 2);
+  cudaStream_t stream;
+  ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (const MatmulImpl impl : {MatmulImpl::kSkinny, MatmulImpl::kCublas}) {
+    auto ctx = context(impl);
+    DeviceSummaries got(kM, kN, kTileTokens, 60);
+    MatmulParams p = bf16_params(x, w, y, kM, kN, kK, kN);
+    p.summaries = got.view();
+    matmul_cuda(p, *ctx, stream);  // warm-up: the cuBLASLt plan is made outside the capture
+    ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    cudaGraph_t graph;
+    ROOFLINE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    matmul_cuda(p, *ctx, stream);
+    ROOFLINE_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    cudaGraphExec_t exec;
+    ROOFLINE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (const uint32_t epoch : {61u, 62u}) {
+      SCOPED_TRACE(std::string(impl_name(impl)) + ", epoch " + std::to_string(epoch));
+      got.set_epoch(epoch);
+      y.poison();
+      ROOFLINE_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+      ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
+      EXPECT_TRUE(matches_oracle(got, y.to_host<uint16_t>().data(), DType::kBF16, kM, kN, kN));
+    }
+    ROOFLINE_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    ROOFLINE_CUDA_CHECK(cudaGraphDestroy(graph));
+  }
   ROOFLINE_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 

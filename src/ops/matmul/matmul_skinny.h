@@ -159,9 +159,19 @@ inline const char* matmul_skinny_unsupported_reason(const MatmulParams& p,
 }
 
 // Whether p's launch must keep every tile's K whole: the RMSNorm prologue, the SwiGLU and the RoPE
-// epilogue.
+// epilogue, and the logit tile summaries (only the unsplit epilogue writes them; an LM head's
+// thousands of column blocks never split anyway).
 inline bool matmul_skinny_no_split(const MatmulParams& p) {
-  return p.norm_weight != nullptr || p.swiglu || p.qkv_rope;
+  return p.norm_weight != nullptr || p.swiglu || p.qkv_rope || p.summaries.words != nullptr;
+}
+
+// Whether the kernel writes p's logit tile summaries (MatmulParams::summaries) in its epilogue:
+// each half-warp there holds one token's 16 outputs of a column block and leaves their largest
+// word with one atomicMax, so a tile must be whole column blocks (tile_tokens a multiple of 16).
+// Otherwise the caller runs the kernel without them and summarize_logit_tiles_cuda after it (the
+// same words). A domain, not a refusal: matmul_skinny_unsupported_reason does not look at them.
+inline bool matmul_skinny_fuses_summaries(const MatmulParams& p) {
+  return p.summaries.words != nullptr && p.summaries.tile_tokens % kMatmulSkinnyBlockRows == 0;
 }
 
 struct MatmulSkinnyLaunch {

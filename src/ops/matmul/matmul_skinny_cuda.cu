@@ -82,6 +82,19 @@
 // the plain product and qkv_rope_cuda. Each token's position and slot reach shared memory by
 // cp.async before the PDL wait, so that no thread waits for them before its first copies.
 //
+//   Logit tile summaries (p.summaries, the LM head; a runtime mode like SwiGLU, in the unsplit
+// epilogue only: a launch with them never splits): thread o stores output (token o / 16, column
+// row0 + o mod 16), so each half-warp holds one token's 16 outputs of the column block, which lie
+// in one tile of the summaries (tile_tokens a multiple of 16: matmul_skinny_fuses_summaries). Each
+// lane makes the word of the value it stored (logit_tiles.h), four 64-bit shuffles leave their
+// largest in the half-warp's first lane, and that lane merges it into the tile's word with one
+// atomicMax (a word of an older epoch loses to it, so the buffer is never cleared); a ballot
+// counts the half-warp's NaN and inf, which the first lane adds to the token's row count with a
+// compare-and-swap loop (rows without them: nothing). The step's epoch is read after the PDL wait
+// (it may be the kernel before's to write) by cp.async into shared memory, with the first stages'
+// x: no register holds it through the stream. An LM head's 8k-9.5k column blocks thus leave one
+// 8-byte atomic per token and block (a quarter of y's bytes, to L2) and no pass over y of its own.
+//
 // Numerics: products of bf16 values are exact in fp32; sums in fp32 (tensor-core order within an
 // MMA, K order within a tile, split order across tiles); bias or residual added in fp32; one
 // rounding to bf16. The prologue rounds x · norm_weight to bf16 once (the unfused norm rounds
@@ -166,6 +179,14 @@ struct SkinnyArgs {
   // The launch is one thread-block cluster of `splits` blocks per column block, which merge over
   // distributed shared memory (matmul_skinny_merges_in_clusters).
   bool cluster_merge;
+  // The logit tile summaries of y (summary_words set; unsplit launches only): per token, the words
+  // of its summary_tiles tiles of summary_tile_tokens columns (a multiple of 16) and its
+  // non-finite count, in epoch *summary_epoch (logit_tiles.h).
+  unsigned long long* summary_words;      // [m, summary_tiles]
+  unsigned long long* summary_nonfinite;  // [m]
+  const uint32_t* summary_epoch;
+  int summary_tile_tokens;
+  int summary_tiles;
 #if defined(ROOFLINE_PHASE_TRACE)
   uint64_t* trace;  // the launch's phase records, or nullptr
 #endif
@@ -324,6 +345,31 @@ __device__ __forceinline__ void load_tokens(const SkinnyArgs& a, int chunk, uint
     cuda::cp_async_16(to, valid ? from : a.x, valid);
 }
 
+// The logit tile summaries of one token's 16 outputs of a column block (see the header): this
+// half-warp's, lane l holding column col0 + l and `stored`, the value it stored (ignored past n).
+// Every lane of the half-warp calls it: the shuffles and the ballot name them all.
+__device__ __forceinline__ void summarize_outputs(const SkinnyArgs& a, uint32_t epoch, int token,
+                                                  int col0, float stored) {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const unsigned half = 0xffffu << (lane & 16);
+  const int col = col0 + lane % 16;
+  const bool valid = col < a.n;
+  const int tile = col0 / a.summary_tile_tokens;  // col's too: col0 is a multiple of 16
+  unsigned long long word =
+      valid ? logit_tile::value_word(epoch, stored, col - tile * a.summary_tile_tokens) : 0ull;
+#pragma unroll
+  for (int offset = 8; offset > 0; offset >>= 1) {
+    const unsigned long long other = __shfl_xor_sync(half, word, offset);
+    word = other > word ? other : word;
+  }
+  // The other half-warp's lanes may vote in the same instruction: only this half's bits count.
+  const unsigned nonfinite = __ballot_sync(half, valid && !sampling::is_finite(stored)) & half;
+  if (lane % 16 != 0) return;
+  atomicMax(a.summary_words + static_cast<int64_t>(token) * a.summary_tiles + tile, word);
+  if (nonfinite != 0)
+    logit_tile::add_nonfinite(a.summary_nonfinite + token, epoch, __popc(nonfinite));
+}
+
 // The sum of the squares of 8 bf16 values, in fp32.
 __device__ __forceinline__ float sum_of_squares(const uint4& v) {
   const uint32_t words[4] = {v.x, v.y, v.z, v.w};
@@ -409,6 +455,8 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles,
   // held its thread — warp 0, whose copies the first stage waits for — until the load returned.
   __shared__ int s_position[kRope ? kMatmulSkinnyMaxM : 1];
   __shared__ int64_t s_slot[kRope ? kMatmulSkinnyMaxM : 1];
+  // The logit tile summaries' epoch (see the header), copied after the PDL wait.
+  __shared__ uint32_t s_epoch;
   if (kRope && static_cast<int>(threadIdx.x) < a.m) {
     cuda::cp_async_small<4>(&s_position[threadIdx.x], a.positions + threadIdx.x);
     cuda::cp_async_small<8>(&s_slot[threadIdx.x], a.slot_mapping + threadIdx.x);
@@ -431,6 +479,10 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles,
     Cursor c = first;
     for (int s = 0; s < kStages - 1 && c.valid(a); ++s, c.advance(a))
       load_tokens<kSlices>(a, c.chunk, ring + s * kStageBytes);
+    // Landed with the first stage (thread 0 waits for all its groups there), visible to the block
+    // after the barrier that opens each tile's epilogue.
+    if (a.summary_words != nullptr && threadIdx.x == 0)
+      cuda::cp_async_small<4>(&s_epoch, a.summary_epoch);
     cuda::cp_async_commit();
   }
   trace.mark(kMarkTokens);
@@ -631,7 +683,8 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles,
       continue;
     }
     // Output o = token · kRows + (col - row0): its bias and residual come from the tile's start
-    // when it is this thread's first_out.
+    // when it is this thread's first_out. Returns the value stored (the summaries describe y as
+    // stored).
     const auto epilogue = [&](int o, int col, float sum) {
       const int token = o / kRows;
       const bool preloaded = o == first_out;
@@ -640,12 +693,17 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles,
       if (a.bias) sum = __fadd_rn(sum, preloaded ? first_bias : __bfloat162float(a.bias[col]));
       const int64_t at = static_cast<int64_t>(token) * a.y_row_stride + col;
       if (a.residual) sum += preloaded ? first_residual : __bfloat162float(a.residual[at]);
-      a.y[at] = __float2bfloat16(sum);
+      const __nv_bfloat16 stored = __float2bfloat16(sum);
+      a.y[at] = stored;
+      return __bfloat162float(stored);
     };
     if (a.splits == 1) {
+      // a.m · kRows is a multiple of 16 and o steps by kThreads: each half-warp is in the loop or
+      // out of it whole, as the summaries' shuffles need (a block-uniform branch).
       for (int o = threadIdx.x; o < a.m * kRows; o += kThreads) {
         const int col = row0 + o % kRows;
-        if (col < a.n) epilogue(o, col, warp_sum(o));
+        const float stored = col < a.n ? epilogue(o, col, warp_sum(o)) : 0.0f;
+        if (a.summary_words != nullptr) summarize_outputs(a, s_epoch, o / kRows, row0, stored);
       }
       continue;
     }
@@ -843,8 +901,20 @@ void matmul_skinny_cuda(const MatmulParams& p, MatmulEpilogue epilogue,
   ROOFLINE_CHECK(launch.splits == 1 ||
                  (workspace.partials != nullptr && workspace.counters != nullptr));
   ROOFLINE_CHECK_MSG(!matmul_skinny_no_split(p) || launch.splits == 1,
-                     "the skinny matmul's RMSNorm prologue and SwiGLU and RoPE epilogues need an "
-                     "unsplit launch (matmul_skinny_launch with no_split = true)");
+                     "the skinny matmul's RMSNorm prologue, SwiGLU and RoPE epilogues and logit "
+                     "tile summaries need an unsplit launch (matmul_skinny_launch with no_split = "
+                     "true)");
+  const bool summarized = p.summaries.words != nullptr;
+  if (summarized) {
+    const char* no_summaries = matmul_summaries_unsupported_reason(p);
+    ROOFLINE_CHECK_MSG(no_summaries == nullptr, no_summaries);
+    ROOFLINE_CHECK_MSG(matmul_skinny_fuses_summaries(p),
+                       "the skinny matmul writes logit tile summaries of tile_tokens a multiple "
+                       "of 16 only (summarize_logit_tiles_cuda writes the others)");
+    ROOFLINE_CHECK_MSG(reinterpret_cast<uintptr_t>(p.summaries.words) % 8 == 0 &&
+                           reinterpret_cast<uintptr_t>(p.summaries.nonfinite) % 8 == 0,
+                       "the logit tile summaries' words must be 8-byte aligned");
+  }
 
   SkinnyArgs a;
   a.x = static_cast<const __nv_bfloat16*>(p.x);
@@ -868,6 +938,11 @@ void matmul_skinny_cuda(const MatmulParams& p, MatmulEpilogue epilogue,
   a.tiles = static_cast<int>(launch.tiles);
   a.rope_head_dim = 0;
   a.cluster_merge = false;  // launch_variant decides
+  a.summary_words = reinterpret_cast<unsigned long long*>(p.summaries.words);
+  a.summary_nonfinite = reinterpret_cast<unsigned long long*>(p.summaries.nonfinite);
+  a.summary_epoch = p.summaries.epoch;
+  a.summary_tile_tokens = summarized ? static_cast<int>(p.summaries.tile_tokens) : 1;
+  a.summary_tiles = summarized ? static_cast<int>(logit_tiles(p.n, p.summaries.tile_tokens)) : 0;
   if (p.qkv_rope) {
     const QkvRopeParams& r = p.rope;
     ROOFLINE_CHECK_MSG(r.q_out != nullptr && r.k_cache != nullptr && r.v_cache != nullptr &&

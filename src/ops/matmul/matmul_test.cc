@@ -1,6 +1,8 @@
 // matmul_cpu / matmul_bias_cpu against naive double loops, plus: f16/bf16 weights give exactly the
 // f32 result over the converted weights, and y_row_stride writes only its own column range; the
-// RMSNorm prologue and the SwiGLU and RoPE epilogues equal the unfused ops.
+// RMSNorm prologue and the SwiGLU and RoPE epilogues equal the unfused ops; the logit tile
+// summaries are summarize_logit_tiles_cpu's of the call's own y, and the skinny CUDA kernel's plan
+// for them (fused for whole 16-column tiles, never split).
 #include "ops/matmul/matmul.h"
 
 #include <gtest/gtest.h>
@@ -9,10 +11,12 @@
 #include <cmath>
 #include <cstring>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <tuple>
 
 #include "ops/matmul/matmul_shapes.h"
+#include "ops/matmul/matmul_skinny.h"
 #include "ops/rms_norm/rms_norm.h"
 #include "ops/testing/op_test_util.h"
 
@@ -472,6 +476,136 @@ TEST(MatmulTest, RopeEpilogueRejectsWhatItCannotRun) {
   EXPECT_EQ(r.qkv, y.data());
   EXPECT_EQ(r.num_tokens, C::kM);
   EXPECT_EQ(r.q_out, io.q.data());
+}
+
+// Summary words and row counts of m rows of n logits, filled with an older epoch's words of the
+// largest keys (and a count of 12345), which a writer of `epoch` must beat.
+struct SummaryBuffers {
+  SummaryBuffers(int64_t m, int64_t n, int64_t tile_tokens, uint32_t epoch)
+      : words(static_cast<size_t>(m * logit_tiles(n, tile_tokens)),
+              (uint64_t{epoch - 1} << logit_tile::kEpochShift) | 0xfffffffffffull),
+        counts(static_cast<size_t>(m), (uint64_t{epoch - 1} << 32) | 12345u),
+        epoch(epoch),
+        tile_tokens(tile_tokens) {}
+  LogitTileSummaries view() { return {words.data(), counts.data(), &epoch, tile_tokens}; }
+  std::vector<uint64_t> words, counts;
+  uint32_t epoch;
+  int64_t tile_tokens;
+};
+
+TEST(MatmulTest, LogitTileSummariesAreTheOraclesOfTheStoredY) {
+  // With each epilogue (the RMSNorm prologue on two cases), into columns [0, n) of rows of n + 3,
+  // for tiles of 1, 16, 37 and 128 tokens: y is the call's without summaries, bit for bit, and the
+  // summaries are exactly summarize_logit_tiles_cpu's of that y (bias and residual included), over
+  // buffers that held an older epoch's largest words. Weight row 5 holds one +inf (its outputs are
+  // ±inf) and row n - 1 a NaN, so every row counts non-finite logits.
+  struct Case {
+    int64_t m, n, k;
+    MatmulEpilogue e;
+    bool norm;
+  };
+  constexpr Case kCases[] = {{3, 1000, 67, MatmulEpilogue::kNone, false},
+                             {1, 37, 8, MatmulEpilogue::kBias, false},
+                             {5, 131, 130, MatmulEpilogue::kResidual, true},
+                             {2, 1152, 896, MatmulEpilogue::kBias, true}};
+  auto rng = make_rng(71);
+  for (const Case& c : kCases) {
+    const int64_t stride = c.n + 3;
+    const auto x = random_vector(c.m * c.k, rng);
+    auto w = random_vector(c.n * c.k, rng);
+    w[static_cast<size_t>(5 * c.k + c.k / 2)] = std::numeric_limits<float>::infinity();
+    w[static_cast<size_t>((c.n - 1) * c.k)] = std::numeric_limits<float>::quiet_NaN();
+    const auto bias = random_vector(c.n, rng);
+    const auto residual = random_vector(c.m * stride, rng);
+    const auto norm = random_vector(c.k, rng);
+    std::vector<float> normed(static_cast<size_t>(c.m * c.k));
+    for (const int64_t tile_tokens : {1, 16, 37, 128}) {
+      SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k) +
+                   ", tiles of " + std::to_string(tile_tokens));
+      std::vector<float> y(static_cast<size_t>(c.m * stride)), y_ref(y.size());
+      poison(y);
+      poison(y_ref);
+      MatmulParams p =
+          params_for(x.data(), w.data(), DType::kF32, y_ref.data(), c.m, c.n, c.k, stride);
+      p.bias = bias.data();
+      p.residual = residual.data();
+      if (c.norm) {
+        p.norm_weight = norm.data();
+        p.normed = normed.data();
+      }
+      const auto run = [&c](const MatmulParams& q) {
+        if (c.e == MatmulEpilogue::kNone) matmul_cpu(q);
+        if (c.e == MatmulEpilogue::kBias) matmul_bias_cpu(q);
+        if (c.e == MatmulEpilogue::kResidual) matmul_residual_cpu(q);
+      };
+      run(p);
+      SummaryBuffers got(c.m, c.n, tile_tokens, 9), want(c.m, c.n, tile_tokens, 9);
+      p.y = y.data();
+      p.summaries = got.view();
+      run(p);
+      EXPECT_TRUE(all_equal(y, y_ref));
+      summarize_logit_tiles_cpu(y_ref.data(), DType::kF32, c.m, c.n, stride, want.view());
+      EXPECT_EQ(got.words, want.words);
+      EXPECT_EQ(got.counts, want.counts);
+      for (const uint64_t count : want.counts) EXPECT_GE(logit_tile::nonfinite_count(count, 9), 2u);
+    }
+  }
+}
+
+TEST(MatmulTest, LogitTileSummariesRejectWhatTheyCannotDescribe) {
+  std::vector<float> x(2 * 8, 1.0f), w(6 * 8, 1.0f), y(2 * 6), gate_up(2 * 6);
+  SummaryBuffers buffers(2, 6, 4, 3);
+  MatmulParams p = params_for(x.data(), w.data(), DType::kF32, y.data(), 2, 6, 8, 6);
+  EXPECT_EQ(matmul_summaries_unsupported_reason(p), nullptr);  // off
+  p.summaries = buffers.view();
+  EXPECT_EQ(matmul_summaries_unsupported_reason(p), nullptr);
+  MatmulParams q = p;
+  q.summaries.epoch = nullptr;
+  EXPECT_DEATH(matmul_cpu(q), "need their words, row counts and epoch");
+  for (const int64_t tile_tokens : {0, 5000}) {
+    q = p;
+    q.summaries.tile_tokens = tile_tokens;
+    EXPECT_DEATH(matmul_cpu(q), "tile_tokens must be in");
+  }
+  q = p;
+  q.summaries.tile_tokens = 1;
+  q.n = kLogitTileMaxTiles + 1;  // more tiles than the sampler keeps on chip
+  EXPECT_NE(matmul_summaries_unsupported_reason(q), nullptr);
+  // The SwiGLU and RoPE epilogues' y is no row of logits.
+  q = p;
+  q.n = 12;
+  q.y_row_stride = 6;
+  q.swiglu = true;
+  q.gate_up = gate_up.data();
+  EXPECT_EQ(matmul_swiglu_unsupported_reason(q, MatmulEpilogue::kNone), nullptr);
+  EXPECT_DEATH(matmul_cpu(q), "plain, bias or residual epilogue only");
+  q = p;
+  q.qkv_rope = true;
+  EXPECT_NE(matmul_summaries_unsupported_reason(q), nullptr);
+}
+
+TEST(MatmulSkinnySummaries, FusedForWholeColumnBlocksAndNeverSplit) {
+  // The skinny CUDA kernel's plan (pure host functions): it writes the summaries itself where a
+  // tile is whole 16-column blocks, and a launch with them keeps K whole (only its unsplit
+  // epilogue writes them), as for Qwen2.5-0.5B's down projection, which splits without them.
+  MatmulParams p;
+  p.n = 896;
+  p.k = 4864;
+  SummaryBuffers buffers(1, p.n, 16, 2);
+  EXPECT_FALSE(matmul_skinny_fuses_summaries(p));
+  EXPECT_FALSE(matmul_skinny_no_split(p));
+  EXPECT_GT(matmul_skinny_launch(1, p.n, p.k, 132, 0, matmul_skinny_no_split(p)).splits, 1);
+  p.summaries = buffers.view();
+  EXPECT_TRUE(matmul_skinny_no_split(p));
+  EXPECT_EQ(matmul_skinny_launch(1, p.n, p.k, 132, 0, matmul_skinny_no_split(p)).splits, 1);
+  for (const int64_t tile_tokens : {16, 128, 4096}) {
+    p.summaries.tile_tokens = tile_tokens;
+    EXPECT_TRUE(matmul_skinny_fuses_summaries(p)) << tile_tokens;
+  }
+  for (const int64_t tile_tokens : {1, 8, 24, 37}) {
+    p.summaries.tile_tokens = tile_tokens;
+    EXPECT_FALSE(matmul_skinny_fuses_summaries(p)) << tile_tokens;
+  }
 }
 
 TEST(MatmulCudaMBucket, NextPowerOfTwo) {

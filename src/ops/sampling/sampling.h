@@ -12,6 +12,7 @@
 #include "core/cuda_stream.h"
 #include "core/dtype.h"
 #include "ops/common/phase_trace.h"
+#include "ops/sampling/logit_tiles.h"
 #include "ops/sampling/sampling_math.h"
 
 namespace roofline {
@@ -210,10 +211,10 @@ PhaseTraceRecorder& sample_rows_phase_trace();
 // sample_rows_cuda must read every logit once (pass 1: ~16 MB at batch 64 and a 128k vocabulary,
 // ~7 us cold on the H200) before it knows where a row's best tokens are. The LM head that writes
 // the logits already holds them in registers, so its epilogue can leave, per row and per tile of
-// `tile_tokens` consecutive tokens, the tile's largest finite logit, where it is and how many
-// logits are not finite: a LogitTileSummary. From those the sampler finds, for a row that asks
-// for greedy decoding or a top-k of at most kSamplingFastTopK, every token the chain can keep
-// without looking at the rest of the row:
+// `tile_tokens` consecutive tokens, the tile's largest finite logit and where it is, and per row
+// how many logits are not finite (LogitTileSummaries, logit_tiles.h). From those the sampler finds,
+// for a row that asks for greedy decoding or a top-k of at most kSamplingFastTopK, every token the
+// chain can keep without looking at the rest of the row:
 //   - L = the largest logit of every tile whose largest token is not edited: values of distinct
 //     unedited tokens of the row;
 //   - v = a lower bound on the k-th largest of L (a radix prefix of its key; k = 1 when greedy),
@@ -226,28 +227,8 @@ PhaseTraceRecorder& sample_rows_phase_trace();
 // So the tokens, errors and non-finite counts are exactly sample_rows_cpu's for such rows; a row
 // that asks for logprobs (they need the whole row's normaliser) or a sampled row without a top-k
 // of at most kSamplingFastTopK (below the vocabulary) gets kSamplingNeedsFullRow and no token:
-// the caller runs it through sample_rows_cuda instead.
-struct LogitTileSummary {
-  uint32_t max_key = 0;    // sampling::order_key of the tile's largest finite logit (-0 read as
-                           // +0); 0 when the tile has no finite logit
-  uint16_t max_index = 0;  // the first position in the tile that holds it
-  uint16_t nonfinite = 0;  // NaN and +-inf logits in the tile
-};
-static_assert(sizeof(LogitTileSummary) == 8, "one 8-byte word per tile");
-
-// Tokens per tile: at most this (a position fits 16 bits with room to spare).
-inline constexpr int64_t kLogitTileMaxTokens = 4096;
-// Tiles per row, at most: the sampler keeps a row's tile maxima on chip (64 KB).
-inline constexpr int64_t kLogitTileMaxTiles = 16384;
-inline constexpr int64_t logit_tiles(int64_t vocab, int64_t tile_tokens) {
-  return (vocab + tile_tokens - 1) / tile_tokens;
-}
-
-// The summaries of [num_rows, vocab] logits (dtype kF32 or kBF16, host memory) into
-// out[num_rows, logit_tiles(vocab, tile_tokens)]: what an LM-head epilogue writes, and the oracle
-// its tests compare with. Sizes outside the limits above abort (the caller's bug).
-void summarize_logit_tiles_cpu(const void* logits, DType dtype, int64_t num_rows, int64_t vocab,
-                               int64_t tile_tokens, LogitTileSummary* out);
+// the caller runs it through sample_rows_cuda instead. So does a row whose summaries are stale
+// (a word of another epoch than the step's: the writer did not run).
 
 // True when sample_rows_tiles_cuda can finish a row with valid parameters: no logprobs, and greedy
 // or 1 <= top_k <= kSamplingFastTopK with top_k < vocab.
@@ -257,13 +238,13 @@ ROOFLINE_HD bool sample_row_uses_tiles(const SamplingRowParams& r, int64_t vocab
   return r.top_k >= 1 && r.top_k <= kSamplingFastTopK && r.top_k < vocab;
 }
 
-// The chain over p's rows from their tile summaries (summaries[num_rows, logit_tiles(vocab,
-// tile_tokens)], on the device, written by the same step as p.logits). p.logits is read only at
-// the tiles that can hold a kept token and at edited tokens; p.workspace and the logprob outputs
-// are not used. Every pointer on the device; asynchronous on `stream`, no allocation, no host
-// sync (CUDA-graph safe). Sizes outside the limits abort.
-void sample_rows_tiles_cuda(const SampleRowsParams& p, const LogitTileSummary* summaries,
-                            int64_t tile_tokens, CudaStream stream);
+// The chain over p's rows from their tile summaries (`tiles`: the rows' words and counts in the
+// epoch *tiles.epoch, on the device, written by the same step as p.logits). p.logits is read only
+// at the tiles that can hold a kept token and at edited tokens; p.workspace and the logprob
+// outputs are not used. Every pointer on the device; asynchronous on `stream`, no allocation, no
+// host sync (CUDA-graph safe). Sizes outside the limits abort.
+void sample_rows_tiles_cuda(const SampleRowsParams& p, const LogitTileSummaries& tiles,
+                            CudaStream stream);
 
 #if defined(ROOFLINE_PHASE_TRACE)
 // The kernel's phase records (phase_trace.h), in trace builds only (sampling_trace_bench).

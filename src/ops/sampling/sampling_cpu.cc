@@ -338,40 +338,4 @@ void sample_rows_cpu(const SampleRowsParams& p) {
   }
 }
 
-void summarize_logit_tiles_cpu(const void* logits, DType dtype, int64_t num_rows, int64_t vocab,
-                               int64_t tile_tokens, LogitTileSummary* out) {
-  ROOFLINE_CHECK_MSG(vocab >= 1 && vocab <= kMaxVocab, "logit tiles: vocab must be in [1, 2^18]");
-  ROOFLINE_CHECK_MSG(tile_tokens >= 1 && tile_tokens <= kLogitTileMaxTokens,
-                     "logit tiles: tile_tokens must be in [1, 4096]");
-  ROOFLINE_CHECK_MSG(logit_tiles(vocab, tile_tokens) <= kLogitTileMaxTiles,
-                     "logit tiles: at most 16384 tiles a row (a larger tile_tokens)");
-  ROOFLINE_CHECK_MSG(dtype == DType::kF32 || dtype == DType::kBF16,
-                     "logit tiles: f32 or bf16 logits");
-  ROOFLINE_CHECK(num_rows >= 0 && (num_rows == 0 || (logits != nullptr && out != nullptr)));
-  const int64_t tiles = logit_tiles(vocab, tile_tokens);
-  std::vector<float> row(static_cast<size_t>(vocab));
-  for (int64_t r = 0; r < num_rows; ++r) {
-    convert_to_f32(static_cast<const uint8_t*>(logits) + r * vocab * dtype_size_bytes(dtype), dtype,
-                   vocab, row.data());
-    for (int64_t t = 0; t < tiles; ++t) {
-      LogitTileSummary s;
-      bool any = false;
-      float best = 0.0f;
-      const int64_t end = std::min(vocab, (t + 1) * tile_tokens);
-      for (int64_t i = t * tile_tokens; i < end; ++i) {
-        const float v = row[static_cast<size_t>(i)];
-        if (!is_finite(v)) {
-          ++s.nonfinite;
-        } else if (!any || v > best) {  // strict: the first position keeps a tie
-          any = true;
-          best = v;
-          s.max_index = static_cast<uint16_t>(i - t * tile_tokens);
-        }
-      }
-      if (any) s.max_key = order_key(best == 0.0f ? 0.0f : best);
-      out[r * tiles + t] = s;
-    }
-  }
-}
-
 }  // namespace roofline

@@ -23,6 +23,7 @@
 #include "ops/common/cuda_phase_trace.cuh"
 #include "ops/common/cuda_vector.cuh"
 #include "ops/sampling/sampling.h"
+#include "ops/sampling/sampling_warp.cuh"
 
 namespace roofline {
 
@@ -275,10 +276,6 @@ struct RowView {
   float temperature, repetition, frequency, presence;
   float s_max;
 };
-
-__device__ __forceinline__ bool finite_f32(float v) {
-  return (__float_as_uint(v) & 0x7f800000u) != 0x7f800000u;
-}
 
 // Calls visit(pack, p) for this thread's packs p of [pack_lo, pack_hi): pack_lo + threadIdx.x,
 // then every kSampleThreads-th, kSampleUnroll<N> loads in flight (the threads' stripes).
@@ -743,66 +740,20 @@ __device__ const uint64_t* rank_candidates(const Shared& sh, int n) {
 }
 
 // finish_on_chip's top-p, min-p and draw over the ranked keys[0, n) (n <= kSamplingFastTopK) by
-// one warp, without block barriers: each lane sums the integer weights of its run of candidates,
-// a warp scan places the runs, and the lane whose run holds a threshold finds its rank. The same
-// integer sums and thresholds as finish_on_chip, so the same token. Every thread returns it.
+// one warp, without block barriers (sampling::draw_rank_in_warp): the same integer sums and
+// thresholds as finish_on_chip, so the same token. Every thread returns it.
 template <typename T>
 __device__ int32_t finish_in_warp(const RowView<T>& row, const uint64_t* keys, int n,
                                   const RowState& st, int* s_token) {
   static_assert(kSamplingFastTopK <= 32 * 16, "runs of at most 16 candidates a lane");
-  const int lane = static_cast<int>(threadIdx.x);
-  if (lane < 32) {
-    const int per = (n + 31) / 32;
-    const int lo = min(lane * per, n), hi = min(lo + per, n);
-    auto rel = [&](int i) {
-      return sampling::relative_prob(sampling::rank_key_value(keys[i]), row.s_max);
-    };
-    // The exclusive prefix of the lane's run sum and the warp's total.
-    auto place = [&](uint64_t sum, uint64_t* total) {
-      uint64_t incl = sum;
-#pragma unroll
-      for (int off = 1; off < 32; off <<= 1) {
-        const uint64_t y = __shfl_up_sync(0xffffffffu, incl, off);
-        if (lane >= off) incl += y;
-      }
-      *total = __shfl_sync(0xffffffffu, incl, 31);
-      return incl - sum;
-    };
-    // The first rank whose inclusive prefix reaches target (0 < target <= total): the lane whose
-    // run holds it walks the run again.
-    auto first_reaching = [&](uint64_t excl, uint64_t sum, uint64_t target, auto&& weight) {
-      const bool here = excl < target && target <= excl + sum;
-      int r = 0;
-      if (here) {
-        uint64_t run = excl;
-        for (int i = lo; i < hi; ++i) {
-          run += weight(i);
-          if (run >= target) {
-            r = i;
-            break;
-          }
-        }
-      }
-      const unsigned holder = __ballot_sync(0xffffffffu, here);
-      return __shfl_sync(0xffffffffu, r, __ffs(holder) - 1);
-    };
-    auto weight = [&](int i) { return sampling::weight_of(rel(i)); };
-    uint64_t sum = 0, total = 0;
-    for (int i = lo; i < hi; ++i) sum += weight(i);
-    const uint64_t excl = place(sum, &total);
-    int kept = n;
-    if (st.top_p < 1.0f)
-      kept = first_reaching(excl, sum, sampling::top_p_threshold(st.top_p, total), weight) + 1;
-    auto weight_kept = [&](int i) {
-      const float q = rel(i);
-      return i < kept && q >= st.min_p ? sampling::weight_of(q) : uint64_t{0};
-    };
-    uint64_t sum_kept = 0, total_kept = 0;
-    for (int i = lo; i < hi; ++i) sum_kept += weight_kept(i);
-    const uint64_t excl_kept = place(sum_kept, &total_kept);
-    const uint64_t u = sampling::uniform_below(sampling::draw_bits(st.seed, st.step), total_kept);
-    const int r = first_reaching(excl_kept, sum_kept, u + 1, weight_kept);
-    if (lane == 0) *s_token = sampling::rank_key_id(keys[r]);
+  if (threadIdx.x < 32) {
+    const int r = sampling::draw_rank_in_warp(
+        n,
+        [&](int i) {
+          return sampling::relative_prob(sampling::rank_key_value(keys[i]), row.s_max);
+        },
+        st.top_p, st.min_p, sampling::draw_bits(st.seed, st.step));
+    if (threadIdx.x == 0) *s_token = sampling::rank_key_id(keys[r]);
   }
   __syncthreads();
   const int32_t token = *s_token;
@@ -883,7 +834,7 @@ __device__ Pass1 pass_one(const RowView<T>& row, int pack_lo, int pack_hi, int e
   int32_t best_x_id = INT32_MAX;
   for_each_token_in<T, N>(
       row, pack_lo, pack_hi, edit_first, edit_step, [&](float raw, float edited, int id) {
-        if (!finite_f32(raw)) ++r.nonfinite;
+        if (!sampling::is_finite(raw)) ++r.nonfinite;
         if (edited != edited) ++r.edit_nan;
         if (greedy) {
           if (edited > best_x || (edited == best_x && id < best_x_id)) {
@@ -956,7 +907,7 @@ __device__ Pass1 pass_one_lean(const RowView<T>& row, const Shared& sh, int pack
       for (int i = 0; i < N; ++i) {
         if ((skip >> i) & 1u) continue;
         const float v = T::to_f32(pk.v[i]);
-        if (!finite_f32(v)) ++r.nonfinite;
+        if (!sampling::is_finite(v)) ++r.nonfinite;
         if (v > best_x) {
           best_x = v;
           best_id = first + i;
@@ -1007,8 +958,7 @@ __device__ Pass1 pass_one_lean(const RowView<T>& row, const Shared& sh, int pack
       memcpy(&pk, &bits, sizeof(P));
       const int first = p * N;
       const uint32_t skip =
-          edited ? (cuda::ld_shared_4(bitmap + (first >> 5) * 4u) >> (first & 31)) & kPackBits
-                 : 0u;
+          edited ? (cuda::ld_shared_4(bitmap + (first >> 5) * 4u) >> (first & 31)) & kPackBits : 0u;
       visit(pk, p, skip);
       slot = slot + 1 == kRing ? 0 : slot + 1;
     }
@@ -1023,7 +973,7 @@ __device__ Pass1 pass_one_lean(const RowView<T>& row, const Shared& sh, int pack
     const TokenEdit ed = row.edits[e];
     if (ed.token < 0 || ed.token >= row.vocab) continue;
     const float v = T::to_f32(row.x[ed.token]);
-    if (!finite_f32(v)) ++r.nonfinite;
+    if (!sampling::is_finite(v)) ++r.nonfinite;
     const float x = sampling::apply_edit(v, ed, row.repetition, row.frequency, row.presence);
     if (x != x) ++r.edit_nan;
     // The lowest id the current best may have: a pack's first (an edited token is never in a
@@ -1120,9 +1070,8 @@ __device__ __forceinline__ void for_each_slice_key(const K* p, int slices, F&& f
 // The largest key over the slices.
 __device__ __forceinline__ uint64_t max_over_slices(const unsigned long long* p, int slices) {
   uint64_t best = 0;
-  for_each_slice_key(p, slices, [&](unsigned long long v, int) {
-    best = max(best, static_cast<uint64_t>(v));
-  });
+  for_each_slice_key(
+      p, slices, [&](unsigned long long v, int) { best = max(best, static_cast<uint64_t>(v)); });
   return best;
 }
 
@@ -1276,12 +1225,7 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
 
   // Parameters and the edit list (the same checks as the CPU twin's).
   uint32_t error = 0;
-  const bool params_ok = finite_f32(rp.temperature) && rp.temperature >= 0.0f && rp.top_k >= 0 &&
-                         rp.top_p > 0.0f && rp.top_p <= 1.0f && rp.min_p >= 0.0f &&
-                         rp.min_p <= 1.0f && finite_f32(rp.repetition_penalty) &&
-                         rp.repetition_penalty > 0.0f && finite_f32(rp.frequency_penalty) &&
-                         finite_f32(rp.presence_penalty) && rp.num_top_logprobs >= -1 &&
-                         rp.num_top_logprobs <= p.max_top_logprobs && rp.step >= 0;
+  const bool params_ok = sampling_row_params_valid(rp, p.max_top_logprobs);
   if (!params_ok) error |= kSamplingBadParams;
   const bool range_ok = rp.edit_count >= 0 && rp.edit_begin >= 0 && rp.edit_begin <= p.num_edits &&
                         rp.edit_count <= p.num_edits - rp.edit_begin &&
@@ -1325,7 +1269,7 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
   for (int e = tid; e < num_edits; e += kSampleThreads) {
     const TokenEdit ed = edits[e];
     if (ed.token < 0 || ed.token >= vocab || ed.generated_count < 0 ||
-        (ed.in_prompt != 0 && ed.in_prompt != 1) || !finite_f32(ed.bias)) {
+        (ed.in_prompt != 0 && ed.in_prompt != 1) || !sampling::is_finite(ed.bias)) {
       s_bad_edit = 1u;
       continue;
     }
@@ -1410,7 +1354,7 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
     __syncthreads();
     row.s_max = sampling::scaled_logit(sampling::rank_key_value(top), rp.temperature);
     const RowState st{rp.min_p, rp.top_p, rp.seed, rp.step};
-    if (!finite_f32(row.s_max)) {
+    if (!sampling::is_finite(row.s_max)) {
       // +inf after scaling, or every s is -inf: the first ranked by s is the only candidate (the
       // lowest id among the tokens at s_max, not necessarily the best x's).
       token = sampling::rank_key_id(select_token<T, N>(row, sh, Query::kCount, 1, Universe{}, st,
@@ -1424,8 +1368,7 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
         trace.mark(kMarkPivot);
         // Pass 1's stripes: the split's slices, or the whole row.
         const Stripes stripes = split ? Stripes{slices, slice_tokens / N} : Stripes{1, vocab / N};
-        const int n =
-            gather_s_keys<T, N>(row, sh, pivot, &s_count, mine, stripes, where, s_num);
+        const int n = gather_s_keys<T, N>(row, sh, pivot, &s_count, mine, stripes, where, s_num);
         trace.mark(kMarkCandidates);
         if (n >= rp.top_k) {
           token = finish_in_warp(row, rank_candidates(sh, n), rp.top_k, st, &s_index);

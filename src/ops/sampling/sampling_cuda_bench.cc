@@ -81,17 +81,25 @@ void run_batch(int64_t rows, DType dtype, cudaStream_t stream, [[maybe_unused]] 
   // Each copy's tile summaries (what the LM head's epilogue would leave) for
   // sample_rows_tiles_cuda.
   constexpr int64_t kTileSizes[2] = {16, 128};
-  std::vector<std::unique_ptr<bench::DeviceMemory>> summaries[2];
+  constexpr uint32_t kEpoch = 1;
+  std::vector<std::unique_ptr<bench::DeviceMemory>> words[2], counts[2];
   for (int c = 0; c < copies; ++c) {
     const std::vector<uint8_t> host = make_logits(rows, dtype, 11 + static_cast<uint64_t>(c));
     logits.push_back(bench::DeviceMemory::from_host(host));
     for (int t = 0; t < 2; ++t) {
-      std::vector<LogitTileSummary> s(
-          static_cast<size_t>(rows * logit_tiles(kVocab, kTileSizes[t])));
-      summarize_logit_tiles_cpu(host.data(), dtype, rows, kVocab, kTileSizes[t], s.data());
-      summaries[t].push_back(bench::DeviceMemory::from_host(s));
+      std::vector<uint64_t> w(static_cast<size_t>(rows * logit_tiles(kVocab, kTileSizes[t])));
+      std::vector<uint64_t> n(static_cast<size_t>(rows));
+      LogitTileSummaries s;
+      s.words = w.data();
+      s.nonfinite = n.data();
+      s.epoch = &kEpoch;
+      s.tile_tokens = kTileSizes[t];
+      summarize_logit_tiles_cpu(host.data(), dtype, rows, kVocab, kVocab, s);
+      words[t].push_back(bench::DeviceMemory::from_host(w));
+      counts[t].push_back(bench::DeviceMemory::from_host(n));
     }
   }
+  auto d_epoch = bench::DeviceMemory::from_host(std::vector<uint32_t>{kEpoch});
 
   std::mt19937_64 rng(7);
   std::vector<SamplingRowParams> row_params(static_cast<size_t>(rows));
@@ -174,10 +182,12 @@ void run_batch(int64_t rows, DType dtype, cudaStream_t stream, [[maybe_unused]] 
   // The same rows from tile summaries, sampled and greedy, at two tile sizes.
   int tile_size = 0;
   auto sample_tiles = [&](int c, cudaStream_t s) {
-    sample_rows_tiles_cuda(
-        params(c),
-        static_cast<const LogitTileSummary*>(summaries[tile_size][static_cast<size_t>(c)]->ptr),
-        kTileSizes[tile_size], s);
+    LogitTileSummaries summaries;
+    summaries.words = static_cast<uint64_t*>(words[tile_size][static_cast<size_t>(c)]->ptr);
+    summaries.nonfinite = static_cast<uint64_t*>(counts[tile_size][static_cast<size_t>(c)]->ptr);
+    summaries.epoch = static_cast<const uint32_t*>(d_epoch->ptr);
+    summaries.tile_tokens = kTileSizes[tile_size];
+    sample_rows_tiles_cuda(params(c), summaries, s);
   };
   double tiles_ms[2][2];  // [tile size][greedy]
   for (int t = 0; t < 2; ++t) {
@@ -226,9 +236,8 @@ void run_batch(int64_t rows, DType dtype, cudaStream_t stream, [[maybe_unused]] 
         "token"};
     static const std::vector<std::string> kTileNames = {"entry",
                                                         "params read (PDL wait)",
-                                                        "edits checked (thread 0's)",
-                                                        "summaries read, counts summed",
-                                                        "dirty tiles",
+                                                        "edits checked and marked",
+                                                        "summaries read, dirty tiles known",
                                                         "first digit",
                                                         "pivot, tiles listed, edited values",
                                                         "candidates gathered",

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -720,16 +721,34 @@ INSTANTIATE_TEST_SUITE_P(
 // non-finite count; the others the twin's error bits, or kSamplingNeedsFullRow when the twin has
 // none. The summaries come from summarize_logit_tiles_cpu (what an LM-head epilogue must write).
 
-// The batch's summaries on the device, and the tile path's results.
+constexpr uint32_t kTestEpoch = 5;
+
+// The batch's summaries (written in `written_epoch`, read in kTestEpoch; `edit` may change the
+// words first) on the device, and the tile path's results.
 GpuRows run_tiles(DeviceBatch& batch, const std::vector<float>& logits, int64_t vocab,
-                  int64_t tile_tokens) {
+                  int64_t tile_tokens, uint32_t written_epoch = kTestEpoch,
+                  const std::function<void(std::vector<uint64_t>&)>& edit = {}) {
   const int64_t rows = batch.p.num_rows;
-  std::vector<LogitTileSummary> host(static_cast<size_t>(rows * logit_tiles(vocab, tile_tokens)));
+  std::vector<uint64_t> words(static_cast<size_t>(rows * logit_tiles(vocab, tile_tokens)));
+  std::vector<uint64_t> counts(static_cast<size_t>(rows));
+  LogitTileSummaries host;
+  host.words = words.data();
+  host.nonfinite = counts.data();
+  host.epoch = &written_epoch;
+  host.tile_tokens = tile_tokens;
   // logits hold the dtype-rounded values: their f32 summaries are the stored dtype's.
-  summarize_logit_tiles_cpu(logits.data(), DType::kF32, rows, vocab, tile_tokens, host.data());
-  DeviceBuffer summaries = DeviceBuffer::from_host(host);
+  summarize_logit_tiles_cpu(logits.data(), DType::kF32, rows, vocab, vocab, host);
+  if (edit) edit(words);
+  DeviceBuffer d_words = DeviceBuffer::from_host(words);
+  DeviceBuffer d_counts = DeviceBuffer::from_host(counts);
+  DeviceBuffer d_epoch = DeviceBuffer::from_host(std::vector<uint32_t>{kTestEpoch});
+  LogitTileSummaries dev;
+  dev.words = d_words.get<uint64_t>();
+  dev.nonfinite = d_counts.get<uint64_t>();
+  dev.epoch = d_epoch.get<uint32_t>();
+  dev.tile_tokens = tile_tokens;
   for (DeviceBuffer* b : {&batch.tokens, &batch.errors, &batch.nonfinite}) b->poison();
-  sample_rows_tiles_cuda(batch.p, summaries.get<LogitTileSummary>(), tile_tokens, nullptr);
+  sample_rows_tiles_cuda(batch.p, dev, nullptr);
   ROOFLINE_CUDA_CHECK(cudaDeviceSynchronize());
   return batch.results();
 }
@@ -863,18 +882,79 @@ TEST(SampleRowsTilesCudaTest, ManyStepsLongEditListsAndGreedyRows) {
   }
 }
 
+// Summaries of another epoch (the writer did not run this step), whole or one tile of one row:
+// the rows they touch get kSamplingNeedsFullRow (or their own parameter errors), never a token
+// from stale maxima; the other rows are sampled as before.
+TEST(SampleRowsTilesCudaTest, StaleSummariesSendTheRowToTheFullPath) {
+  ROOFLINE_SKIP_WITHOUT_GPU();
+  constexpr int64_t kVocab = 32000, kRows = 16, kTile = 128;
+  auto rng = make_rng(77);
+  const std::vector<float> logits = make_logits(kRows, kVocab, DType::kBF16, rng);
+  std::vector<SamplingRowParams> rows;
+  for (int64_t r = 0; r < kRows; ++r) {
+    SamplingRowParams row = row_config(2, rng, kVocab);  // top-k 50, top-p 0.9
+    row.num_top_logprobs = -1;
+    if (r % 4 == 0) row.temperature = 0.0f;
+    rows.push_back(row);
+  }
+  rows[5].top_p = 0.0f;  // bad parameters stay bad parameters
+  const std::vector<TokenEdit> edits = make_edits(rows, kVocab, rng);
+  DeviceBatch batch(logits, kVocab, DType::kBF16, rows, edits);
+  const GpuRows cpu = run_cpu(logits, kVocab, rows, edits);
+  const GpuRows stale = run_tiles(batch, logits, kVocab, kTile, kTestEpoch - 1);
+  for (int64_t r = 0; r < kRows; ++r) {
+    const size_t i = static_cast<size_t>(r);
+    EXPECT_EQ(stale.errors[i], r == 5 ? kSamplingBadParams : kSamplingNeedsFullRow) << r;
+    EXPECT_EQ(stale.tokens[i], -1) << r;
+  }
+  // One stale tile in row 9: that row alone goes to the full path.
+  const int64_t tiles = logit_tiles(kVocab, kTile);
+  const GpuRows one = run_tiles(batch, logits, kVocab, kTile, kTestEpoch, [&](auto& words) {
+    uint64_t& w = words[static_cast<size_t>(9 * tiles + 17)];
+    w = (w & ((uint64_t{1} << logit_tile::kEpochShift) - 1)) |
+        (uint64_t{kTestEpoch + 1} << logit_tile::kEpochShift);
+  });
+  for (int64_t r = 0; r < kRows; ++r) {
+    const size_t i = static_cast<size_t>(r);
+    const uint32_t want = r == 9 ? kSamplingNeedsFullRow : cpu.errors[i];
+    EXPECT_EQ(one.errors[i], want) << r;
+    EXPECT_EQ(one.tokens[i], want == 0 ? cpu.tokens[i] : -1) << r;
+  }
+}
+
 TEST(SampleRowsTilesCudaTest, SizesOutsideTheLimitsAbortWithAMessage) {
   SampleRowsParams p;
   p.vocab_size = 1000;
   p.num_rows = 1;
   p.dtype = DType::kF32;
-  EXPECT_DEATH(sample_rows_tiles_cuda(p, nullptr, 0, nullptr), "tile_tokens");
-  EXPECT_DEATH(sample_rows_tiles_cuda(p, nullptr, 4097, nullptr), "tile_tokens");
+  // Made-up device addresses: every check below fires before anything is read.
+  uint64_t fake[2];
+  uint32_t epoch = 1;
+  LogitTileSummaries s;
+  s.words = fake;
+  s.nonfinite = fake;
+  s.epoch = &epoch;
+  s.tile_tokens = 0;
+  EXPECT_DEATH(sample_rows_tiles_cuda(p, s, nullptr), "tile_tokens");
+  s.tile_tokens = 4097;
+  EXPECT_DEATH(sample_rows_tiles_cuda(p, s, nullptr), "tile_tokens");
   p.vocab_size = 262144;
-  EXPECT_DEATH(sample_rows_tiles_cuda(p, nullptr, 8, nullptr), "16384 tiles");
+  s.tile_tokens = 8;
+  EXPECT_DEATH(sample_rows_tiles_cuda(p, s, nullptr), "16384 tiles");
   p.vocab_size = 1000;
   p.dtype = DType::kF16;
-  EXPECT_DEATH(sample_rows_tiles_cuda(p, nullptr, 16, nullptr), "f32 or bf16");
+  s.tile_tokens = 16;
+  EXPECT_DEATH(sample_rows_tiles_cuda(p, s, nullptr), "f32 or bf16");
+  p.dtype = DType::kF32;
+  s.epoch = nullptr;
+  int32_t out[4];
+  uint32_t errors[4];
+  SamplingRowParams rp;
+  p.logits = fake;
+  p.rows = &rp;
+  p.tokens = out;
+  p.errors = errors;
+  EXPECT_DEATH(sample_rows_tiles_cuda(p, s, nullptr), "epoch");
 }
 
 }  // namespace

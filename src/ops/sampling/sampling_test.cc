@@ -768,75 +768,134 @@ TEST(SampleRowsSplit, InvariantsHoldForEveryShape) {
 // Tile summaries (what an LM-head epilogue leaves for sample_rows_tiles_cuda) and the rows the
 // tile path finishes.
 
-TEST(LogitTileSummary, MaxFirstPositionAndNonFiniteCountPerTile) {
+// Summaries of `rows` rows of f32 logits (row stride `stride`) in `epoch`, tiles of `tile`.
+struct TileSummaryHost {
+  std::vector<uint64_t> words, nonfinite;
+  uint32_t epoch = 1;
+  LogitTileSummaries view(int64_t tile) {
+    LogitTileSummaries s;
+    s.words = words.data();
+    s.nonfinite = nonfinite.data();
+    s.epoch = &epoch;
+    s.tile_tokens = tile;
+    return s;
+  }
+};
+
+TEST(LogitTileSummary, MaxFirstPositionAndNonFiniteCountPerRow) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
   // Tiles of 4 over a vocabulary of 11: the last tile has 3 tokens.
   const std::vector<float> row = {1.0f, 3.0f, 3.0f,  -2.0f,  // max 3 at 1 (tie at 2)
                                   nan,  -inf, -5.0f, -0.0f,  // max -0 (as +0) at 3; 2 bad
                                   inf,  nan,  -inf};         // nothing finite; 3 bad
-  std::vector<LogitTileSummary> out(3);
-  summarize_logit_tiles_cpu(row.data(), DType::kF32, 1, 11, 4, out.data());
-  EXPECT_EQ(out[0].max_key, sampling::order_key(3.0f));
-  EXPECT_EQ(out[0].max_index, 1);
-  EXPECT_EQ(out[0].nonfinite, 0);
-  EXPECT_EQ(out[1].max_key, sampling::order_key(0.0f));
-  EXPECT_EQ(out[1].max_index, 3);
-  EXPECT_EQ(out[1].nonfinite, 2);
-  EXPECT_EQ(out[2].max_key, 0u);
-  EXPECT_EQ(out[2].nonfinite, 3);
+  TileSummaryHost h;
+  h.words.assign(3, 0);
+  h.nonfinite.assign(1, 0);
+  h.epoch = 7;
+  summarize_logit_tiles_cpu(row.data(), DType::kF32, 1, 11, 11, h.view(4));
+  for (const uint64_t w : h.words) EXPECT_EQ(logit_tile::epoch_of(w), 7u);
+  EXPECT_EQ(logit_tile::key_of(h.words[0]), sampling::order_key(3.0f));
+  EXPECT_EQ(logit_tile::index_of(h.words[0]), 1);
+  EXPECT_EQ(logit_tile::key_of(h.words[1]), sampling::order_key(0.0f));
+  EXPECT_EQ(logit_tile::index_of(h.words[1]), 3);
+  EXPECT_EQ(logit_tile::key_of(h.words[2]), 0u);
+  EXPECT_EQ(logit_tile::nonfinite_count(h.nonfinite[0], 7), 5u);
+  EXPECT_EQ(logit_tile::nonfinite_count(h.nonfinite[0], 8), 0u);  // stale in the next epoch
   // -0 then +0: equal values, the first position is the max's, and its key is +0's.
   const std::vector<float> zeros = {-0.0f, 0.0f, -1.0f};
-  summarize_logit_tiles_cpu(zeros.data(), DType::kF32, 1, 3, 3, out.data());
-  EXPECT_EQ(out[0].max_key, sampling::order_key(0.0f));
-  EXPECT_EQ(out[0].max_index, 0);
+  summarize_logit_tiles_cpu(zeros.data(), DType::kF32, 1, 3, 3, h.view(3));
+  EXPECT_EQ(logit_tile::key_of(h.words[0]), sampling::order_key(0.0f));
+  EXPECT_EQ(logit_tile::index_of(h.words[0]), 0);
+  EXPECT_EQ(logit_tile::nonfinite_count(h.nonfinite[0], 7), 0u);
 }
 
-TEST(LogitTileSummary, EveryRowAndDtypeAgainstAScan) {
+// What lets a GEMM epilogue write a tile by atomicMax over pieces without zeroing the buffer: the
+// largest word of the pieces is the whole tile's, and any word of a newer epoch beats any older.
+TEST(LogitTileSummary, TheLargestWordOfThePiecesIsTheTilesAndNewerEpochsWin) {
+  auto rng = testing::make_rng(2718);
+  const int64_t tile = 128;
+  auto values = testing::random_vector(tile, rng, -3.0f, 3.0f);
+  values[17] = values[90] = 5.0f;  // equal maxima: the first position must win
+  values[40] = std::numeric_limits<float>::quiet_NaN();
+  TileSummaryHost h;
+  h.words.assign(1, 0);
+  h.nonfinite.assign(1, 0);
+  h.epoch = 3;
+  summarize_logit_tiles_cpu(values.data(), DType::kF32, 1, tile, tile, h.view(tile));
+  EXPECT_EQ(logit_tile::index_of(h.words[0]), 17);
+  for (const int piece : {1, 16, 37, 128}) {
+    uint64_t word = (uint64_t{2} << logit_tile::kEpochShift) | ((uint64_t{1} << 44) - 1);  // stale
+    for (int64_t i0 = 0; i0 < tile; i0 += piece) {
+      uint64_t best = 0;
+      for (int64_t i = i0; i < std::min(tile, i0 + piece); ++i)
+        best = std::max(
+            best, logit_tile::value_word(3, values[static_cast<size_t>(i)], static_cast<int>(i)));
+      word = std::max(word, best);
+    }
+    EXPECT_EQ(word, h.words[0]) << "pieces of " << piece;
+  }
+}
+
+TEST(LogitTileSummary, EveryRowDtypeAndStrideAgainstAScan) {
   auto rng = testing::make_rng(314);
   for (const DType dtype : {DType::kF32, DType::kBF16}) {
     for (const int64_t tile : {1, 16, 37, 128}) {
-      const int64_t rows = 3, vocab = 1000;
-      const auto values = testing::random_vector(rows * vocab, rng, -4.0f, 4.0f);
+      const int64_t rows = 3, vocab = 1000, stride = 1003;
+      const auto values = testing::random_vector(rows * stride, rng, -4.0f, 4.0f);
       // The stored logits, and the values they hold (bf16 widens exactly).
-      std::vector<uint8_t> stored(static_cast<size_t>(rows * vocab * dtype_size_bytes(dtype)));
-      for (int64_t i = 0; i < rows * vocab; ++i) {
+      std::vector<uint8_t> stored(static_cast<size_t>(rows * stride * dtype_size_bytes(dtype)));
+      for (int64_t i = 0; i < rows * stride; ++i) {
         if (dtype == DType::kF32)
           reinterpret_cast<float*>(stored.data())[i] = values[static_cast<size_t>(i)];
         else
           reinterpret_cast<uint16_t*>(stored.data())[i] =
               f32_to_bf16_bits(values[static_cast<size_t>(i)]);
       }
-      std::vector<float> logits(static_cast<size_t>(rows * vocab));
-      convert_to_f32(stored.data(), dtype, rows * vocab, logits.data());
+      std::vector<float> logits(static_cast<size_t>(rows * stride));
+      convert_to_f32(stored.data(), dtype, rows * stride, logits.data());
       const int64_t tiles = logit_tiles(vocab, tile);
-      std::vector<LogitTileSummary> out(static_cast<size_t>(rows * tiles));
-      summarize_logit_tiles_cpu(stored.data(), dtype, rows, vocab, tile, out.data());
+      TileSummaryHost h;
+      h.words.assign(static_cast<size_t>(rows * tiles), 0);
+      h.nonfinite.assign(static_cast<size_t>(rows), 0);
+      summarize_logit_tiles_cpu(stored.data(), dtype, rows, vocab, stride, h.view(tile));
       for (int64_t r = 0; r < rows; ++r) {
+        EXPECT_EQ(logit_tile::nonfinite_count(h.nonfinite[static_cast<size_t>(r)], 1), 0u);
         for (int64_t t = 0; t < tiles; ++t) {
-          const float* begin = logits.data() + r * vocab + t * tile;
-          const float* end = logits.data() + r * vocab + std::min(vocab, (t + 1) * tile);
+          const float* begin = logits.data() + r * stride + t * tile;
+          const float* end = logits.data() + r * stride + std::min(vocab, (t + 1) * tile);
           const float* best = std::max_element(begin, end);  // the first of equal maxima
-          const LogitTileSummary& s = out[static_cast<size_t>(r * tiles + t)];
-          ASSERT_EQ(s.max_key, sampling::order_key(*best == 0.0f ? 0.0f : *best))
+          const uint64_t w = h.words[static_cast<size_t>(r * tiles + t)];
+          ASSERT_EQ(logit_tile::key_of(w), sampling::order_key(*best == 0.0f ? 0.0f : *best))
               << dtype_name(dtype) << " tile " << tile << " row " << r << " t " << t;
-          ASSERT_EQ(s.max_index, best - begin);
-          ASSERT_EQ(s.nonfinite, 0);
+          ASSERT_EQ(logit_tile::index_of(w), best - begin);
         }
       }
     }
   }
 }
 
-TEST(LogitTileSummary, SizesOutsideTheLimitsAbortWithAMessage) {
+TEST(LogitTileSummary, ArgumentsOutsideTheLimitsAbortWithAMessage) {
   const std::vector<float> row(8, 0.0f);
-  std::vector<LogitTileSummary> out(8);
-  EXPECT_DEATH(summarize_logit_tiles_cpu(row.data(), DType::kF32, 1, 8, 0, out.data()),
+  TileSummaryHost h;
+  h.words.assign(8, 0);
+  h.nonfinite.assign(1, 0);
+  EXPECT_DEATH(summarize_logit_tiles_cpu(row.data(), DType::kF32, 1, 8, 8, h.view(0)),
                "tile_tokens");
-  EXPECT_DEATH(summarize_logit_tiles_cpu(row.data(), DType::kF32, 1, 8, 5000, out.data()),
+  EXPECT_DEATH(summarize_logit_tiles_cpu(row.data(), DType::kF32, 1, 8, 8, h.view(5000)),
                "tile_tokens");
-  EXPECT_DEATH(summarize_logit_tiles_cpu(row.data(), DType::kF32, 1, 262144, 8, out.data()),
+  EXPECT_DEATH(summarize_logit_tiles_cpu(row.data(), DType::kF32, 1, 262144, 262144, h.view(8)),
                "16384 tiles");
+  EXPECT_DEATH(summarize_logit_tiles_cpu(row.data(), DType::kF32, 1, 8, 7, h.view(4)),
+               "row_stride");
+  h.epoch = 0;
+  EXPECT_DEATH(summarize_logit_tiles_cpu(row.data(), DType::kF32, 1, 8, 8, h.view(4)), "epoch");
+  h.epoch = kLogitTileEpochs;
+  EXPECT_DEATH(summarize_logit_tiles_cpu(row.data(), DType::kF32, 1, 8, 8, h.view(4)), "epoch");
+  EXPECT_NE(logit_tiles_unsupported_reason(LogitTileSummaries{}, 8), nullptr);
+  h.epoch = 1;
+  EXPECT_EQ(logit_tiles_unsupported_reason(h.view(4), 8), nullptr);
+  EXPECT_NE(logit_tiles_unsupported_reason(h.view(4), 0), nullptr);
 }
 
 TEST(SampleRowUsesTiles, GreedyOrAFastTopKWithoutLogprobs) {

@@ -1,14 +1,16 @@
 // sample_rows_tiles_cuda: the batched sampling chain (sampling.h) for rows the LM head has
-// summarised tile by tile (LogitTileSummary), without a pass over the logits: one block per row.
+// summarised tile by tile (LogitTileSummaries, logit_tiles.h), without a pass over the logits: one
+// block per row.
 //
 // The row's chain, in the order the block runs it (sampling.h gives the argument):
-//   1. One pass over the edit list and the summaries, their loads in flight together: each edit
-//      checked as the CPU twin checks it and marked in a shared-memory bitmap (a token marked
-//      twice is a bad edit list); each tile's largest key and its position kept on chip, the
-//      non-finite counts summed, the keys counted into the pivot's first radix histogram.
-//   2. The dirty tiles: those whose largest token is edited (their largest unedited value is
-//      unknown: the tile's maximum only bounds them from above). Each leaves the histogram.
-//      A row in error, or one the tiles cannot finish (sample_row_uses_tiles), ends here.
+//   1. The loads that depend on nothing go out first, together: the row's summary words, its
+//      non-finite count, the epoch, its parameters; then (after the parameters) the first edits.
+//      Each edit is checked as the CPU twin checks it and marked in a shared-memory bitmap (a token
+//      marked twice is a bad edit list); then each tile's largest key is kept on chip and counted
+//      into the pivot's first radix histogram unless the tile is dirty: its largest token edited
+//      (its largest unedited value is unknown: the tile's maximum only bounds it from above).
+//   2. A row in error, one the tiles cannot finish (sample_row_uses_tiles) or one whose summaries
+//      are stale (another epoch's: the writer did not run this step) ends here.
 //   3. The pivot: two radix rounds of 11 bits over the keys of L (the clean tiles' maxima: the
 //      values of distinct unedited tokens) give the 22-bit prefix of its k-th largest key, and v,
 //      the smallest value with that prefix, has at least k tokens at or above it (k = 1 for a
@@ -23,7 +25,8 @@
 //      rank keys of the same tokens find the k-th key exactly, and only the keys at or above it
 //      are kept (exactly k).
 //   6. The top k ranked by counting (rank keys are distinct), then one warp runs top-p, min-p
-//      and the Philox draw over them with sampling_math.h's integer weights, in rank order.
+//      and the Philox draw over them with sampling_math.h's integer weights, in rank order
+//      (sampling_warp.cuh, shared with sample_rows_cuda).
 // Every decision is the CPU twin's: the same rank keys, weights, thresholds and draw, so the token
 // is the same for the same inputs and seed.
 //
@@ -47,6 +50,7 @@
 #include "ops/common/cuda_phase_trace.cuh"
 #include "ops/common/cuda_vector.cuh"
 #include "ops/sampling/sampling.h"
+#include "ops/sampling/sampling_warp.cuh"
 
 namespace roofline {
 
@@ -64,16 +68,14 @@ constexpr int kInFlight = 4;      // summary loads a thread keeps in flight
 constexpr int kTop = static_cast<int>(kSamplingFastTopK);
 static_assert(kBins == 4 * kThreads, "each thread scans four histogram bins");
 static_assert(kTop <= kThreads, "a candidate per thread when ranking the top k");
-// The finish's weights and relative probabilities reuse the histogram's storage.
-static_assert(kTop * (8 + 4) <= kBins * 4, "the finish fits the histogram's storage");
+static_assert(kTop <= kBins, "the finish's relative probabilities reuse the histogram's storage");
 
 // The phase marks of a trace build (sampling_trace_bench; phase_trace.h), in order. A row in
-// error stops at kTileMarkDirty; only a row of more than kCap candidates reaches kTileMarkExact.
+// error stops at kTileMarkRead; only a row of more than kCap candidates reaches kTileMarkExact.
 enum TileMark : int {
   kTileMarkParams = 1,  // past the PDL wait, the row's parameters read
-  kTileMarkEdits,       // the recording thread's edits checked and marked
-  kTileMarkRead,        // edits and summaries read, the non-finite counts summed
-  kTileMarkDirty,       // the dirty tiles known, the first histogram final
+  kTileMarkEdits,       // the edits checked and marked (the bitmap complete)
+  kTileMarkRead,        // the summaries read, the dirty tiles known, the first histogram final
   kTileMarkFirstDigit,  // the pivot's first radix digit known
   kTileMarkPivot,       // the pivot known, the tiles that may hold candidates listed, prefetched
   kTileMarkGathered,    // the candidates gathered
@@ -84,9 +86,18 @@ enum TileMark : int {
 
 // What a launch passes besides SampleRowsParams.
 struct TilesLaunch {
-  const LogitTileSummary* summaries;
+  const uint64_t* words;      // [rows, tiles]
+  const uint64_t* nonfinite;  // [rows]
+  const uint32_t* epoch;
   int tile_tokens;
   int tiles;
+  // Tokens one load of the candidate pass brings: kVec16 (16 bytes) where every tile starts on a
+  // 16-byte boundary (tile_tokens and vocab multiples of it, the logits 16-byte aligned), else 1;
+  // and ceil(2^40 / (tile_tokens / unit)), so that i / units_per_tile = i * unit_magic >> 40
+  // exactly for every unit index i < 2^23 (2048 listed tiles of at most 4096 units; the error
+  // i * (unit_magic * d - 2^40) / (d * 2^40) stays below 1 / d).
+  int unit;
+  uint64_t unit_magic;
 #if defined(ROOFLINE_PHASE_TRACE)
   uint64_t* trace;  // the launch's phase records, or nullptr
 #endif
@@ -94,23 +105,22 @@ struct TilesLaunch {
 
 // Shared-memory regions of one block (sizes in tiles_smem_bytes; 8-byte aligned each).
 struct Smem {
-  uint32_t* bitmap;      // [ceil(vocab / 32)]: edited tokens
-  uint32_t* tile_max;    // [tiles]: each tile's largest key (0: none finite)
-  uint16_t* tile_index;  // [tiles]: its position in the tile
-  uint32_t* dirty;       // [ceil(tiles / 32)]: tiles whose largest token is edited
-  uint32_t* hist;        // [kBins]: radix histograms; the finish's weights
-  int32_t* list;         // [kBins]: the tiles the gather reads
-  uint64_t* cand;        // [kCap]: candidate rank keys
-  uint64_t* ranked;      // [kTop]: the top k, best first
-  int32_t* edit_token;   // [kEditCache]
-  float* edit_value;     // [kEditCache]
+  uint32_t* bitmap;     // [ceil(vocab / 32)]: edited tokens
+  uint32_t* tile_max;   // [tiles]: each tile's largest key (0: none finite)
+  uint32_t* dirty;      // [ceil(tiles / 32)]: tiles whose largest token is edited
+  uint32_t* hist;       // [kBins]: radix histograms; the finish's weights
+  int32_t* list;        // [kBins]: the tiles the gather reads
+  uint64_t* cand;       // [kCap]: candidate rank keys
+  uint64_t* ranked;     // [kTop]: the top k, best first
+  int32_t* edit_token;  // [kEditCache]
+  float* edit_value;    // [kEditCache]
 };
 
 constexpr size_t align8(size_t n) { return (n + 7) / 8 * 8; }
 
 size_t tiles_smem_bytes(int64_t vocab, int64_t tiles) {
   return align8(static_cast<size_t>((vocab + 31) / 32) * 4) +
-         align8(static_cast<size_t>(tiles) * 4) + align8(static_cast<size_t>(tiles) * 2) +
+         align8(static_cast<size_t>(tiles) * 4) +
          align8(static_cast<size_t>((tiles + 31) / 32) * 4) + kBins * 4 + kBins * 4 + kCap * 8 +
          kTop * 8 + kEditCache * 4 + kEditCache * 4;
 }
@@ -121,8 +131,6 @@ __device__ __forceinline__ Smem carve(uint8_t* base, int vocab, int tiles) {
   base += align8(static_cast<size_t>((vocab + 31) / 32) * 4);
   s.tile_max = reinterpret_cast<uint32_t*>(base);
   base += align8(static_cast<size_t>(tiles) * 4);
-  s.tile_index = reinterpret_cast<uint16_t*>(base);
-  base += align8(static_cast<size_t>(tiles) * 2);
   s.dirty = reinterpret_cast<uint32_t*>(base);
   base += align8(static_cast<size_t>((tiles + 31) / 32) * 4);
   s.hist = reinterpret_cast<uint32_t*>(base);
@@ -164,25 +172,6 @@ struct Scratch {
   int bin;
   uint32_t above, in_bin;
 };
-
-// The block's sum of v (every thread gets it).
-__device__ uint32_t block_sum(uint32_t v, Scratch& sc) {
-  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  if (lane == 0) sc.warp[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    uint32_t w = lane < kWarps ? sc.warp[lane] : 0u;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) w += __shfl_xor_sync(0xffffffffu, w, o);
-    if (lane == 0) sc.warp[kWarps] = w;
-  }
-  __syncthreads();
-  const uint32_t total = sc.warp[kWarps];
-  __syncthreads();
-  return total;
-}
 
 // The histogram bin b, scanning from the top, where the count reaches `need`: the bins above b
 // hold `above` < need keys and b brings the count to at least need. Returns -1 when the whole
@@ -235,7 +224,8 @@ __device__ __noinline__ int find_bin_from_top(const uint32_t* hist, uint32_t nee
 
 // One radix round over the keys visit() yields: the digit of `bits` bits at `shift` of the keys
 // whose bits above shift + bits equal `prefix`; returns the bin where the count from the top
-// reaches `need` (find_bin_from_top).
+// reaches `need` (find_bin_from_top). Plain atomics: the keys that match a prefix spread over the
+// round's bins, so hist_add's per-warp grouping would cost more than it saves.
 template <typename Visit>
 __device__ int radix_round(const Smem& sh, Scratch& sc, Visit&& visit, int shift, int bits,
                            uint64_t prefix, uint32_t need, uint32_t* above, uint32_t* in_bin) {
@@ -244,36 +234,19 @@ __device__ int radix_round(const Smem& sh, Scratch& sc, Visit&& visit, int shift
   const uint64_t mask = (uint64_t{1} << bits) - 1;
   visit([&](uint64_t key) {
     if ((key >> (shift + bits)) == prefix)
-      hist_add(sh.hist, static_cast<uint32_t>((key >> shift) & mask));
+      atomicAdd(&sh.hist[static_cast<uint32_t>((key >> shift) & mask)], 1u);
   });
   __syncthreads();
   return find_bin_from_top(sh.hist, need, sc, above, in_bin);
-}
-
-// Inclusive and exclusive warp scans of 64-bit counts.
-__device__ __forceinline__ uint64_t warp_exclusive_sum(uint64_t v, uint64_t* total) {
-  const int lane = static_cast<int>(threadIdx.x) & 31;
-  uint64_t inclusive = v;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const uint64_t y = __shfl_up_sync(0xffffffffu, inclusive, o);
-    if (lane >= o) inclusive += y;
-  }
-  *total = __shfl_sync(0xffffffffu, inclusive, 31);
-  return inclusive - v;
-}
-
-__device__ __forceinline__ int warp_min(int v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = min(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
 }
 
 // The top 11 bits of a 32-bit key: the pivot's first radix digit.
 __device__ __forceinline__ uint32_t first_digit(uint32_t key) { return key >> 21; }
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
+// One block an SM by the bound: left to itself, ptxas capped the bf16 kernel at 64 registers and
+// spilled (104 bytes a thread) in the chain's phases.
+__global__ void __launch_bounds__(kThreads, 1)
     sample_tiles_kernel(SampleRowsParams p, TilesLaunch launch) {
   cuda::PhaseTraceThrough trace(cuda::phase_trace_records(launch));
   cuda::pdl_wait();
@@ -281,20 +254,41 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ Scratch sc;
   __shared__ int s_count;
-  __shared__ uint32_t s_bad, s_nan;
+  __shared__ unsigned long long s_top;  // the largest candidate key gathered
+  __shared__ uint32_t s_bad, s_nan, s_stale;
   const int tid = static_cast<int>(threadIdx.x);
-  const int lane = tid & 31, warp = tid >> 5;
+  const int warp = tid >> 5;
   const int64_t row = blockIdx.x;
   const int tile_tokens = launch.tile_tokens, tiles = launch.tiles;
+  // 1. The loads that depend on nothing else go out first, in flight together: the first summary
+  // words, the row's non-finite count, the epoch and the row's parameters.
+  const uint64_t* words = launch.words + row * tiles;
+  uint64_t raw[kInFlight];
+#pragma unroll
+  for (int q = 0; q < kInFlight; ++q) {
+    const int t = tid + q * kThreads;
+    raw[q] = t < tiles ? words[t] : 0u;
+  }
+  const uint64_t nonfinite_word = launch.nonfinite[row];
+  const uint32_t epoch = *launch.epoch;
   const SamplingRowParams rp = p.rows[row];
   trace.mark_after(kTileMarkParams, static_cast<uint32_t>(rp.top_k));
-  // The draw's random bits depend on the parameters alone: computed while the loads below wait.
+  const bool params_ok = sampling_row_params_valid(rp, p.max_top_logprobs);
+  const bool range_ok = rp.edit_count >= 0 && rp.edit_begin >= 0 && rp.edit_begin <= p.num_edits &&
+                        rp.edit_count <= p.num_edits - rp.edit_begin &&
+                        (rp.edit_count == 0 || p.edits != nullptr);
+  const int num_edits = range_ok ? rp.edit_count : 0;
+  const TokenEdit* edits = p.edits + (range_ok ? rp.edit_begin : 0);
+  // The thread's first edit (j = tid), asked for before the barrier below: the only load that
+  // waits for the parameters.
+  TokenEdit first_edit{};
+  if (tid < num_edits) first_edit = edits[tid];
+  // The draw's random bits depend on the parameters alone: computed while the loads wait.
   const sampling::Philox4 draw = sampling::draw_bits(rp.seed, rp.step);
   const int vocab = static_cast<int>(p.vocab_size);
   const Smem sh = carve(smem, vocab, tiles);
   const typename T::Storage* x =
       static_cast<const typename T::Storage*>(p.logits) + row * p.vocab_size;
-  const uint2* summary = reinterpret_cast<const uint2*>(launch.summaries + row * tiles);
 
   auto finish_row = [&](int32_t token, uint32_t error, uint32_t nonfinite) {
     if (tid == 0) {
@@ -306,13 +300,6 @@ __global__ void __launch_bounds__(kThreads)
     trace.finish();
   };
 
-  // 1. The edit list and the summaries in one pass.
-  const bool params_ok = sampling_row_params_valid(rp, p.max_top_logprobs);
-  const bool range_ok = rp.edit_count >= 0 && rp.edit_begin >= 0 && rp.edit_begin <= p.num_edits &&
-                        rp.edit_count <= p.num_edits - rp.edit_begin &&
-                        (rp.edit_count == 0 || p.edits != nullptr);
-  const int num_edits = range_ok ? rp.edit_count : 0;
-  const TokenEdit* edits = p.edits + (range_ok ? rp.edit_begin : 0);
   const float rep = rp.repetition_penalty, freq = rp.frequency_penalty, pres = rp.presence_penalty;
   for (int w = tid; w < (vocab + 31) / 32; w += kThreads) sh.bitmap[w] = 0u;
   for (int w = tid; w < (tiles + 31) / 32; w += kThreads) sh.dirty[w] = 0u;
@@ -320,20 +307,13 @@ __global__ void __launch_bounds__(kThreads)
   if (tid == 0) {
     s_bad = range_ok ? 0u : 1u;
     s_nan = 0u;
+    s_stale = epoch >= 1u && epoch < kLogitTileEpochs ? 0u : 1u;
     s_count = 0;
   }
-  // The first summaries' loads go out before the barrier and the edit list's dependent loads.
-  uint2 raw[kInFlight];
-#pragma unroll
-  for (int q = 0; q < kInFlight; ++q) {
-    const int t = tid + q * kThreads;
-    raw[q] = t < tiles ? summary[t] : make_uint2(0u, 0u);
-  }
   __syncthreads();
-  TokenEdit first_edit{};  // the thread's first edit (j = tid), kept for its value below
+  // The edits marked.
   for (int j = tid; j < num_edits; j += kThreads) {
-    const TokenEdit e = edits[j];
-    if (j == tid) first_edit = e;
+    const TokenEdit e = j == tid ? first_edit : edits[j];
     bool bad = e.token < 0 || e.token >= vocab || e.generated_count < 0 ||
                (e.in_prompt != 0 && e.in_prompt != 1) || !sampling::is_finite(e.bias);
     if (!bad) {
@@ -343,17 +323,27 @@ __global__ void __launch_bounds__(kThreads)
     if (bad) s_bad = 1u;
     if (j < kEditCache) sh.edit_token[j] = e.token;
   }
+  // The logit at the thread's first edited token, asked for here and used only after the pivot,
+  // which does not need it: one unconditional load (of token 0 where the thread has no valid
+  // edit) kept in its storage type, so that no instruction waits for it before then. (A load in
+  // the loop above, predicated into the same register in each unrolled iteration, made every
+  // iteration wait for the one before.)
+  const bool first_ok = tid < num_edits && first_edit.token >= 0 && first_edit.token < vocab;
+  const typename T::Storage first_raw = x[first_ok ? first_edit.token : 0];
+  __syncthreads();  // the bitmap complete: the summaries below find their dirty tiles in it
   trace.mark(kTileMarkEdits);
-  uint32_t nonfinite = 0;
-  auto take_summary = [&](int t, uint2 r) {
-    const uint32_t key = r.x;
-    const int index = static_cast<int>(r.y & 0xffffu);
-    nonfinite += r.y >> 16;
+  auto take_summary = [&](int t, uint64_t w) {
+    if (logit_tile::epoch_of(w) != epoch) {
+      s_stale = 1u;
+      sh.tile_max[t] = 0u;
+      return;
+    }
+    const uint32_t key = logit_tile::key_of(w);
     sh.tile_max[t] = key;
-    sh.tile_index[t] = static_cast<uint16_t>(index);
     if (key == 0u) return;
     // A position outside the tile cannot be trusted: the tile is dirty, read if it qualifies.
-    if (index >= tile_tokens || t * tile_tokens + index >= vocab) {
+    const int index = logit_tile::index_of(w), token = t * tile_tokens + index;
+    if (index >= tile_tokens || token >= vocab || bit_set(sh.bitmap, token)) {
       atomicOr(&sh.dirty[t >> 5], 1u << (t & 31));
     } else {
       hist_add(sh.hist, first_digit(key));
@@ -368,7 +358,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int q = 0; q < kInFlight; ++q) {
       const int t = t0 + q * kThreads;
-      raw[q] = t < tiles ? summary[t] : make_uint2(0u, 0u);
+      raw[q] = t < tiles ? words[t] : 0u;
     }
 #pragma unroll
     for (int q = 0; q < kInFlight; ++q) {
@@ -376,33 +366,20 @@ __global__ void __launch_bounds__(kThreads)
       if (t < tiles) take_summary(t, raw[q]);
     }
   }
-  nonfinite = block_sum(nonfinite, sc);  // its barriers also publish the shared state
+  __syncthreads();
   trace.mark(kTileMarkRead);
+  // A stale count word reads 0: a writer touches it only where it finds non-finite logits.
+  const uint32_t nonfinite = logit_tile::nonfinite_count(nonfinite_word, epoch);
   uint32_t error = 0;
   if (!params_ok) error |= kSamplingBadParams;
   if (s_bad != 0u) error |= kSamplingBadEdits;
   if (nonfinite > 0) error |= kSamplingNonFiniteLogits;
-  if (error == 0 && !sample_row_uses_tiles(rp, vocab)) error = kSamplingNeedsFullRow;
+  if (error == 0 && (s_stale != 0u || !sample_row_uses_tiles(rp, vocab)))
+    error = kSamplingNeedsFullRow;
   if (error != 0) {
     finish_row(-1, error, nonfinite);
     return;
   }
-  auto edit_token = [&](int j) { return j < kEditCache ? sh.edit_token[j] : edits[j].token; };
-
-  // 2. The dirty tiles leave the first histogram. The logit at the thread's first edited token is
-  // asked for here and used only after the pivot, which does not need it: its latency hides
-  // behind the pivot's rounds.
-  const float first_raw = tid < num_edits ? T::to_f32(x[first_edit.token]) : 0.0f;
-  for (int j = tid; j < num_edits; j += kThreads) {
-    const int32_t token = edit_token(j);
-    const int t = token / tile_tokens;
-    const uint32_t key = sh.tile_max[t];
-    if (key == 0u || sh.tile_index[t] != token - t * tile_tokens) continue;
-    const uint32_t bit = 1u << (t & 31);
-    if ((atomicOr(&sh.dirty[t >> 5], bit) & bit) == 0u) atomicSub(&sh.hist[first_digit(key)], 1u);
-  }
-  __syncthreads();
-  trace.mark(kTileMarkDirty);
   auto edit_at = [&](int j, int32_t* token) -> float {
     if (j < kEditCache) {
       *token = sh.edit_token[j];
@@ -442,10 +419,11 @@ __global__ void __launch_bounds__(kThreads)
     if (b1 >= 0) {
       auto list_tile = [&](int t, uint32_t key) {
         if (first_digit(key) < static_cast<uint32_t>(b1)) return;
-        const uintptr_t first = reinterpret_cast<uintptr_t>(x_bytes + t * tile_bytes);
-        const uintptr_t last = first + static_cast<uintptr_t>(tile_bytes) - 1;
-        for (uintptr_t line = first & ~uintptr_t{127}; line <= last; line += 128)
-          asm volatile("prefetch.global.L2 [%0];" ::"l"(line));
+        const char* first = x_bytes + t * tile_bytes;
+        const int offset = static_cast<int>(reinterpret_cast<uintptr_t>(first) & 127u);
+        const int lines = (offset + tile_bytes + 127) >> 7;  // a 32-bit count, not a 64-bit loop
+        for (int l = 0; l < lines; ++l)
+          asm volatile("prefetch.global.L2 [%0];" ::"l"(first - offset + l * 128));
         const int slot = claim_slot(&s_count);
         if (slot < kBins) sh.list[slot] = t;
       };
@@ -481,7 +459,7 @@ __global__ void __launch_bounds__(kThreads)
   // (only an overflow to inf, then inf - inf, gets one).
   for (int j = tid; j < num_edits; j += kThreads) {
     const TokenEdit e = j == tid ? first_edit : edits[j];
-    const float raw_value = j == tid ? first_raw : T::to_f32(x[e.token]);
+    const float raw_value = T::to_f32(j == tid ? first_raw : x[e.token]);
     const float v = sampling::apply_edit(raw_value, e, rep, freq, pres);
     if (v != v) s_nan = 1u;
     if (j < kEditCache) sh.edit_value[j] = v;
@@ -522,9 +500,8 @@ __global__ void __launch_bounds__(kThreads)
   // kernel's 127 registers then fit one block an SM, so 256 rows took two waves.
   constexpr int kPacks = 4;
   static_assert(kPacks * kVec <= 32, "a thread's passing tokens fit one 32-bit mask");
-  const bool vector_ok =
-      tile_tokens % kVec == 0 && vocab % kVec == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
-  const int unit = vector_ok ? kVec : 1;  // tokens a load brings
+  const int unit = launch.unit;  // tokens a load brings: kVec, or 1 where tiles are not aligned
+  const bool vector_ok = unit == kVec;
   const int units_per_tile = tile_tokens / unit;
 
   // What a visit does with each candidate's rank key: gathers it (count == false: a slot for
@@ -542,6 +519,7 @@ __global__ void __launch_bounds__(kThreads)
     } else if (key >= at_least) {
       const int slot = claim_slot(&s_count);
       if (slot < kCap) sh.cand[slot] = key;
+      atomicMax(&s_top, static_cast<unsigned long long>(key));
     }
   };
   // An unedited token whose raw value reaches r_cut (tested by the caller).
@@ -551,8 +529,9 @@ __global__ void __launch_bounds__(kThreads)
     if (s >= s_floor) emit(sampling::rank_key(s, id));
   };
   // The first token of unit i of the listed tiles; vocab where its tile does not reach r_cut.
+  // i / units_per_tile by the host's multiplier (a division would cost ~20 instructions a call).
   auto unit_first = [&](int i) {
-    const int entry = i / units_per_tile;
+    const int entry = static_cast<int>((static_cast<uint64_t>(i) * launch.unit_magic) >> 40);
     const int t = sh.list[entry];
     return tile_reaches(t) ? t * tile_tokens + (i - entry * units_per_tile) * unit : vocab;
   };
@@ -563,35 +542,37 @@ __global__ void __launch_bounds__(kThreads)
       const int units = listed * units_per_tile;
       for (int i0 = tid; i0 < units; i0 += kPacks * kThreads) {
         uint32_t pass = 0;
+        int firsts[kPacks];  // vocab: no pack (past the listed units, or the row's end)
+#pragma unroll
+        for (int q = 0; q < kPacks; ++q) {
+          const int i = i0 + q * kThreads;
+          firsts[q] = i < units ? unit_first(i) : vocab;
+        }
         if (vector_ok) {
           float vals[kPacks][kVec];
-          int firsts[kPacks];  // vocab: no pack (past the listed units, or the row's end)
 #pragma unroll
-          for (int q = 0; q < kPacks; ++q) {
-            const int i = i0 + q * kThreads;
-            firsts[q] = i < units ? unit_first(i) : vocab;
-            // vocab % kVec == 0: a pack that starts inside the row ends inside it.
+          for (int q = 0; q < kPacks; ++q)  // a pack that starts inside the row ends inside it
             if (firsts[q] < vocab) cuda::load_f32<T, kVec>(x + firsts[q], vals[q]);
-          }
 #pragma unroll
           for (int q = 0; q < kPacks; ++q) {
             if (firsts[q] >= vocab) continue;
+            // Most packs hold no passing token: their maximum, tested once, says so.
+            float most = vals[q][0];
+#pragma unroll
+            for (int e = 1; e < kVec; ++e) most = fmaxf(most, vals[q][e]);
+            if (!(most >= r_cut)) continue;
 #pragma unroll
             for (int e = 0; e < kVec; ++e)
               if (vals[q][e] >= r_cut) pass |= 1u << (q * kVec + e);
           }
         } else {
           float vals[kPacks];
-          int ids[kPacks];
-#pragma unroll
-          for (int q = 0; q < kPacks; ++q) {
-            const int i = i0 + q * kThreads;
-            ids[q] = i < units ? unit_first(i) : vocab;
-            vals[q] = ids[q] < vocab ? T::to_f32(x[ids[q]]) : 0.0f;
-          }
 #pragma unroll
           for (int q = 0; q < kPacks; ++q)
-            if (ids[q] < vocab && vals[q] >= r_cut) pass |= 1u << (q * kVec);
+            vals[q] = firsts[q] < vocab ? T::to_f32(x[firsts[q]]) : 0.0f;
+#pragma unroll
+          for (int q = 0; q < kPacks; ++q)
+            if (firsts[q] < vocab && vals[q] >= r_cut) pass |= 1u << (q * kVec);
         }
         while (pass != 0u) {
           const int b = __ffs(static_cast<int>(pass)) - 1;
@@ -631,7 +612,10 @@ __global__ void __launch_bounds__(kThreads)
       for (int b = tid; b < kBins; b += kThreads) sh.hist[b] = 0u;
     } else {
       at_least = stage < 0 ? 0 : prefix;
-      if (tid == 0) s_count = 0;
+      if (tid == 0) {
+        s_count = 0;
+        s_top = 0u;
+      }
     }
     __syncthreads();
     visit_candidates();
@@ -661,74 +645,42 @@ __global__ void __launch_bounds__(kThreads)
     return;
   }
 
-  // 6. The top k by counting, then the finish in one warp.
-  for (int c = tid; c < n; c += kThreads) {
-    const uint64_t key = sh.cand[c];
-    int rank = 0;
-    for (int j = 0; j < n; ++j) rank += sh.cand[j] > key ? 1 : 0;
-    if (rank < static_cast<int>(k)) sh.ranked[rank] = key;
+  // 6. The top k in rank order by counting: a candidate's rank is the number of keys above it
+  // (keys are distinct). Up to kThreads / 4 candidates, four lanes of a warp share one, each
+  // counting a quarter of the keys, summed by two shuffles. The thread that places a key also
+  // computes its relative probability against the best key (s_top), so that the finish's warp
+  // does not compute the exponentials one run at a time.
+  const float s_max = sampling::rank_key_value(s_top);
+  float* rel = reinterpret_cast<float*>(sh.hist);  // [kTop]: the histograms are done with
+  const int parts = n <= kThreads / 4 ? 4 : 1;
+  for (int i0 = 0; i0 < n * parts; i0 += kThreads) {  // block-uniform: every lane shuffles
+    const int c = (i0 + tid) / parts, part = (i0 + tid) % parts;
+    const uint64_t key = c < n ? sh.cand[c] : 0u;
+    int above = 0;
+    if (c < n)
+      for (int j = part; j < n; j += parts) above += sh.cand[j] > key ? 1 : 0;
+    if (parts == 4) {
+      above += __shfl_xor_sync(0xffffffffu, above, 1);
+      above += __shfl_xor_sync(0xffffffffu, above, 2);
+    }
+    if (c < n && part == 0 && above < static_cast<int>(k)) {
+      sh.ranked[above] = key;
+      rel[above] = sampling::relative_prob(sampling::rank_key_value(key), s_max);
+    }
   }
   __syncthreads();
-  trace.mark(kTileMarkRanked);
   if (warp != 0) return;
-  const uint64_t top = sh.ranked[0];
-  const float s_max = sampling::rank_key_value(top);
-  int32_t token = sampling::rank_key_id(top);
-  if (!greedy && sampling::is_finite(s_max)) {
-    uint64_t* weight = reinterpret_cast<uint64_t*>(sh.hist);
-    float* rel = reinterpret_cast<float*>(weight + kTop);
-    const int count = static_cast<int>(k);
-    const int per = (count + 31) / 32;
-    const int lo = min(count, lane * per), hi = min(count, lo + per);
-    uint64_t part = 0;
-    for (int i = lo; i < hi; ++i) {
-      rel[i] = sampling::relative_prob(sampling::rank_key_value(sh.ranked[i]), s_max);
-      weight[i] = sampling::weight_of(rel[i]);
-      part += weight[i];
-    }
-    uint64_t total = 0;
-    const uint64_t before = warp_exclusive_sum(part, &total);
-    int kept = count;
-    if (rp.top_p < 1.0f) {
-      const uint64_t threshold = sampling::top_p_threshold(rp.top_p, total);
-      int first = INT_MAX;
-      uint64_t cumulative = before;
-      for (int i = lo; i < hi; ++i) {
-        cumulative += weight[i];
-        if (cumulative >= threshold) {
-          first = i + 1;
-          break;
-        }
-      }
-      first = warp_min(first);
-      if (first != INT_MAX) kept = first;
-    }
-    const float min_p = rp.min_p;
-    uint64_t kept_part = 0;
-    for (int i = lo; i < min(hi, kept); ++i)
-      if (rel[i] >= min_p) kept_part += weight[i];
-    uint64_t kept_total = 0;
-    const uint64_t kept_before = warp_exclusive_sum(kept_part, &kept_total);
-    const uint64_t u = sampling::uniform_below(draw, kept_total);
-    int pick = INT_MAX;
-    uint64_t cumulative = kept_before;
-    for (int i = lo; i < min(hi, kept); ++i) {
-      if (!(rel[i] >= min_p)) continue;
-      cumulative += weight[i];
-      if (cumulative > u) {
-        pick = i;
-        break;
-      }
-    }
-    pick = warp_min(pick);
-    token = sampling::rank_key_id(sh.ranked[pick]);
-  }
+  trace.mark(kTileMarkRanked);
+  int32_t token = sampling::rank_key_id(sh.ranked[0]);
+  if (!greedy && sampling::is_finite(s_max))
+    token = sampling::rank_key_id(sh.ranked[sampling::draw_rank_in_warp(
+        static_cast<int>(k), [&](int i) { return rel[i]; }, rp.top_p, rp.min_p, draw)]);
   finish_row(token, 0u, 0u);
 }
 
 template <typename T>
-void launch_sample_tiles(const SampleRowsParams& p, const LogitTileSummary* summaries,
-                         int64_t tile_tokens, cudaStream_t stream) {
+void launch_sample_tiles(const SampleRowsParams& p, const LogitTileSummaries& summaries,
+                         cudaStream_t stream) {
   constexpr int kMaxDevices = 64;
   static std::once_flag once[kMaxDevices];
   int device = 0;
@@ -739,11 +691,19 @@ void launch_sample_tiles(const SampleRowsParams& p, const LogitTileSummary* summ
         sample_tiles_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
         static_cast<int>(tiles_smem_bytes(sampling::kMaxVocab, kLogitTileMaxTiles))));
   });
-  const int64_t tiles = logit_tiles(p.vocab_size, tile_tokens);
+  const int64_t tiles = logit_tiles(p.vocab_size, summaries.tile_tokens);
   TilesLaunch launch;
-  launch.summaries = summaries;
-  launch.tile_tokens = static_cast<int>(tile_tokens);
+  launch.words = summaries.words;
+  launch.nonfinite = summaries.nonfinite;
+  launch.epoch = summaries.epoch;
+  launch.tile_tokens = static_cast<int>(summaries.tile_tokens);
   launch.tiles = static_cast<int>(tiles);
+  constexpr int kVec = cuda::kVec16<T>;
+  const bool aligned = summaries.tile_tokens % kVec == 0 && p.vocab_size % kVec == 0 &&
+                       cuda::is_aligned(p.logits, 16);
+  launch.unit = aligned ? kVec : 1;
+  const uint64_t units_per_tile = static_cast<uint64_t>(summaries.tile_tokens / launch.unit);
+  launch.unit_magic = ((uint64_t{1} << 40) + units_per_tile - 1) / units_per_tile;
 #if defined(ROOFLINE_PHASE_TRACE)
   launch.trace = sample_rows_tiles_phase_trace().next(p.num_rows);
 #endif
@@ -760,13 +720,13 @@ PhaseTraceRecorder& sample_rows_tiles_phase_trace() {
 }
 #endif
 
-void sample_rows_tiles_cuda(const SampleRowsParams& p, const LogitTileSummary* summaries,
-                            int64_t tile_tokens, CudaStream stream) {
+void sample_rows_tiles_cuda(const SampleRowsParams& p, const LogitTileSummaries& summaries,
+                            CudaStream stream) {
   ROOFLINE_CHECK_MSG(p.vocab_size >= 1 && p.vocab_size <= sampling::kMaxVocab,
                      "sample_rows_tiles: vocab_size must be in [1, 2^18]");
-  ROOFLINE_CHECK_MSG(tile_tokens >= 1 && tile_tokens <= kLogitTileMaxTokens,
+  ROOFLINE_CHECK_MSG(summaries.tile_tokens >= 1 && summaries.tile_tokens <= kLogitTileMaxTokens,
                      "sample_rows_tiles: tile_tokens must be in [1, 4096]");
-  ROOFLINE_CHECK_MSG(logit_tiles(p.vocab_size, tile_tokens) <= kLogitTileMaxTiles,
+  ROOFLINE_CHECK_MSG(logit_tiles(p.vocab_size, summaries.tile_tokens) <= kLogitTileMaxTiles,
                      "sample_rows_tiles: at most 16384 tiles a row (a larger tile_tokens)");
   ROOFLINE_CHECK_MSG(p.dtype == DType::kF32 || p.dtype == DType::kBF16,
                      "sample_rows_tiles reads f32 or bf16 logits");
@@ -776,13 +736,16 @@ void sample_rows_tiles_cuda(const SampleRowsParams& p, const LogitTileSummary* s
   ROOFLINE_CHECK(p.max_top_logprobs >= 0 && p.max_top_logprobs <= kMaxTopLogprobs);
   if (p.num_rows == 0) return;
   ROOFLINE_CHECK(p.logits != nullptr && p.rows != nullptr && p.tokens != nullptr &&
-                 p.errors != nullptr && summaries != nullptr);
-  ROOFLINE_CHECK_MSG(cuda::is_aligned(summaries, 8),
-                     "sample_rows_tiles: the summaries must be 8-byte aligned");
+                 p.errors != nullptr);
+  const char* bad = logit_tiles_unsupported_reason(summaries, p.vocab_size);
+  ROOFLINE_CHECK_MSG(bad == nullptr, bad);
+  ROOFLINE_CHECK_MSG(
+      cuda::is_aligned(summaries.words, 8) && cuda::is_aligned(summaries.nonfinite, 8),
+      "sample_rows_tiles: the summary words must be 8-byte aligned");
   if (p.dtype == DType::kF32) {
-    launch_sample_tiles<cuda::F32>(p, summaries, tile_tokens, stream);
+    launch_sample_tiles<cuda::F32>(p, summaries, stream);
   } else {
-    launch_sample_tiles<cuda::Bf16>(p, summaries, tile_tokens, stream);
+    launch_sample_tiles<cuda::Bf16>(p, summaries, stream);
   }
   ROOFLINE_CUDA_LAUNCH_CHECK(stream);
 }

@@ -1,0 +1,207 @@
+// summarize_logit_tiles_cuda (logit_tiles.h): the tile summaries of [num_rows, vocab] f32 or bf16
+// logits in one pass over them — what the LM heads whose GEMM cannot write the summaries in its
+// epilogue run after it (cuBLASLt, the wide kernel, and the skinny kernel where a tile is not whole
+// 16-column blocks: matmul.h).
+//
+// Algorithm: a block takes a run of whole tiles of one row (kBlockTokens tokens of them, or one
+// tile when tiles are longer), so it owns their words: it builds them in shared memory and stores
+// them with plain stores, the oracle's words bit for bit whatever the buffer held (no global
+// atomics for the words, and no reliance on the epoch to beat what was there). Its threads read
+// the run in packs of 16 bytes (8 bf16 or 4 f32), consecutive threads consecutive packs, counted
+// from the row's start: one 16-byte load each where rows are 16-byte aligned, element loads
+// otherwise (and for the row's last pack when it would run past the row). A pack may span tiles
+// (tile_tokens 37: two; tile_tokens 1: eight): the thread walks its elements in order and keeps,
+// per tile, the largest finite value and its first position (a strict > keeps the first of equal
+// values, and -0 == +0 as the words' keys have it), then makes the tile's word once. Every tile but
+// the pack's last goes to its shared word by atomicMax (a tile the pack ends, or one inside it:
+// few such, on distinct words); the pack's last tiles, non-decreasing across the warp's lanes,
+// meet in a segmented max over shuffles, and the first lane of each tile's run of lanes merges it:
+// one shared atomic per tile and warp step, where a tile of 128 bf16 spans 16 lanes' packs. Each
+// thread counts its non-finite values; the block sums them and, where the sum is not 0, one thread
+// adds it to the row's count word (logit_tile::add_nonfinite: several blocks share a row).
+//
+// Numerics: none; integer keys of the stored values (logit_tile::value_word).
+//
+// Bound: memory. Reads num_rows · vocab elements once and writes 8 bytes per tile: the LM head of
+// Llama-3-8B at m = 64 (128256 bf16 a row, tiles of 128) reads 16.4 MB and writes 0.5 MB, 4.0 us at
+// the 4.28 TB/s copy ceiling (not measured yet). Per element, a load, a conversion, a finiteness
+// test and a compare; per pack, the run logic and the warp's five-step segmented max.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+
+#include "core/check.h"
+#include "core/cuda_check.h"
+#include "ops/common/cuda_launch.cuh"
+#include "ops/common/cuda_vector.cuh"
+#include "ops/sampling/logit_tiles.h"
+
+namespace roofline {
+
+namespace {
+
+constexpr int kThreads = 256;
+// Tokens a block summarises (whole tiles; one tile when tiles are longer): 8 KB of bf16, two
+// 16-byte loads in flight per thread; the words of its at most kBlockTokens tiles (tile_tokens 1)
+// take 32 KB of shared memory, which still leaves seven blocks on an SM.
+constexpr int kBlockTokens = 4096;
+static_assert(kBlockTokens >= kLogitTileMaxTokens, "a block holds at least one whole tile");
+constexpr int kNoTile = INT_MAX;  // the tile of a lane without a pack: after every real one
+
+struct TilesArgs {
+  int64_t row_stride;  // elements
+  int num_rows;
+  int vocab;
+  int tile_tokens;
+  int tiles;                      // per row
+  int block_tiles;                // tiles per block (the last block of a row may have fewer)
+  unsigned long long* words;      // [num_rows, tiles]
+  unsigned long long* nonfinite;  // [num_rows]
+  const uint32_t* epoch;
+};
+
+// The word of a tile part whose largest finite value is `best` at `index` (index < 0: none).
+__device__ __forceinline__ unsigned long long part_word(uint32_t epoch, float best, int index) {
+  return index < 0 ? static_cast<unsigned long long>(epoch) << logit_tile::kEpochShift
+                   : logit_tile::value_word(epoch, best, index);
+}
+
+// Blocks (x: runs of block_tiles tiles of a row; y: rows, gridDim.y at a time) over logits of
+// storage T in packs of kVec elements; kAligned: a row's packs are 16-byte aligned.
+template <typename T, int kVec, bool kAligned>
+__global__ void __launch_bounds__(kThreads)
+    summarize_logit_tiles_kernel(const typename T::Storage* logits, const TilesArgs a) {
+  __shared__ unsigned long long s_words[kBlockTokens];
+  __shared__ unsigned s_nonfinite;
+  // The logits are the GEMM's before this kernel; the epoch may be a kernel's too.
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
+  const uint32_t epoch = *a.epoch;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int t0 = static_cast<int>(blockIdx.x) * a.block_tiles;
+  const int block_tiles = min(a.block_tiles, a.tiles - t0);
+  const int c0 = t0 * a.tile_tokens;  // the block's columns [c0, c1)
+  const int c1 = min(c0 + block_tiles * a.tile_tokens, a.vocab);
+  const int q0 = c0 / kVec;  // its packs [q0, q1): every one holds a column of [c0, c1)
+  const int q1 = (c1 + kVec - 1) / kVec;
+  const int steps = (q1 - q0 + kThreads - 1) / kThreads;  // block-uniform: the shuffles' loop
+
+  for (int row = static_cast<int>(blockIdx.y); row < a.num_rows; row += gridDim.y) {
+    // Every tile gets at least one part's word (its columns lie in the block's packs): 0 is below
+    // them all.
+    for (int i = static_cast<int>(threadIdx.x); i < block_tiles; i += kThreads) s_words[i] = 0;
+    if (threadIdx.x == 0) s_nonfinite = 0;
+    __syncthreads();
+    const typename T::Storage* x = logits + row * a.row_stride;
+    unsigned nonfinite = 0;
+    for (int step = 0; step < steps; ++step) {
+      const int q = q0 + step * kThreads + static_cast<int>(threadIdx.x);
+      int tile = kNoTile;  // the tile of this pack's last part, and that part's word
+      unsigned long long word = 0;
+      if (q < q1) {
+        const int first = q * kVec;
+        float v[kVec];
+        if (kAligned && first + kVec <= a.vocab) {
+          cuda::load_f32<T, kVec>(x + first, v);
+        } else {
+#pragma unroll
+          for (int e = 0; e < kVec; ++e)
+            v[e] = first + e < a.vocab ? T::to_f32(x[first + e]) : 0.0f;
+        }
+        const int begin = max(first, c0);
+        tile = begin / a.tile_tokens;
+        int index = begin - tile * a.tile_tokens;  // of the next column in its tile
+        float best = 0.0f;
+        int best_index = -1;
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+          if (first + e < c0 || first + e >= c1) continue;
+          if (index == a.tile_tokens) {  // a new tile: the part before it is done
+            atomicMax(&s_words[tile - t0], part_word(epoch, best, best_index));
+            ++tile;
+            index = 0;
+            best_index = -1;
+          }
+          if (!sampling::is_finite(v[e])) {
+            ++nonfinite;
+          } else if (best_index < 0 || v[e] > best) {
+            best = v[e];
+            best_index = index;
+          }
+          ++index;
+        }
+        word = part_word(epoch, best, best_index);
+      }
+      // The lanes' last parts, in tile order: a segmented max toward the first lane of each tile.
+#pragma unroll
+      for (int offset = 1; offset < 32; offset <<= 1) {
+        const int other_tile = __shfl_down_sync(0xffffffffu, tile, offset);
+        const unsigned long long other = __shfl_down_sync(0xffffffffu, word, offset);
+        if (lane + offset < 32 && other_tile == tile && other > word) word = other;
+      }
+      const int previous_tile = __shfl_up_sync(0xffffffffu, tile, 1);
+      if (tile != kNoTile && (lane == 0 || previous_tile != tile))
+        atomicMax(&s_words[tile - t0], word);
+    }
+    nonfinite = __reduce_add_sync(0xffffffffu, nonfinite);
+    if (lane == 0 && nonfinite != 0) atomicAdd(&s_nonfinite, nonfinite);
+    __syncthreads();
+    unsigned long long* out = a.words + static_cast<int64_t>(row) * a.tiles + t0;
+    for (int i = static_cast<int>(threadIdx.x); i < block_tiles; i += kThreads) out[i] = s_words[i];
+    if (threadIdx.x == 0 && s_nonfinite != 0)
+      logit_tile::add_nonfinite(a.nonfinite + row, epoch, s_nonfinite);
+    __syncthreads();  // the next row's start clears what this one still reads
+  }
+}
+
+template <typename T, int kVec, bool kAligned>
+void launch_summarize(const void* logits, const TilesArgs& a, cudaStream_t stream) {
+  const int blocks_per_row = (a.tiles + a.block_tiles - 1) / a.block_tiles;
+  const dim3 grid(static_cast<unsigned>(blocks_per_row),
+                  static_cast<unsigned>(std::min(a.num_rows, 65535)));
+  cuda::launch_pdl(summarize_logit_tiles_kernel<T, kVec, kAligned>, grid, dim3(kThreads), 0, stream,
+                   static_cast<const typename T::Storage*>(logits), a);
+}
+
+}  // namespace
+
+void summarize_logit_tiles_cuda(const void* logits, DType dtype, int64_t num_rows, int64_t vocab,
+                                int64_t row_stride, const LogitTileSummaries& out,
+                                CudaStream stream) {
+  const char* unsupported = logit_tiles_unsupported_reason(out, vocab);
+  ROOFLINE_CHECK_MSG(unsupported == nullptr, unsupported);
+  ROOFLINE_CHECK_MSG(dtype == DType::kF32 || dtype == DType::kBF16,
+                     "logit tiles: f32 or bf16 logits");
+  ROOFLINE_CHECK_MSG(row_stride >= vocab, "logit tiles: row_stride must be >= vocab");
+  ROOFLINE_CHECK_MSG(num_rows >= 0 && num_rows <= INT_MAX, "logit tiles: 0 to 2^31 - 1 rows");
+  if (num_rows == 0) return;
+  ROOFLINE_CHECK(logits != nullptr);
+  ROOFLINE_CHECK_MSG(cuda::is_aligned(out.words, 8) && cuda::is_aligned(out.nonfinite, 8),
+                     "logit tiles: the summary words must be 8-byte aligned");
+  TilesArgs a;
+  a.row_stride = row_stride;
+  a.num_rows = static_cast<int>(num_rows);
+  a.vocab = static_cast<int>(vocab);  // at most kLogitTileMaxTiles · kLogitTileMaxTokens = 2^26
+  a.tile_tokens = static_cast<int>(out.tile_tokens);
+  a.tiles = static_cast<int>(logit_tiles(vocab, out.tile_tokens));
+  a.block_tiles = static_cast<int>(std::max<int64_t>(1, kBlockTokens / out.tile_tokens));
+  a.words = reinterpret_cast<unsigned long long*>(out.words);
+  a.nonfinite = reinterpret_cast<unsigned long long*>(out.nonfinite);
+  a.epoch = out.epoch;
+  // The one dispatch point: dtype, then whether the rows' packs are 16-byte aligned.
+  cuda::dispatch_activation(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    constexpr int kVec = cuda::kVec16<T>;
+    const int64_t row_bytes = row_stride * static_cast<int64_t>(sizeof(typename T::Storage));
+    if (cuda::is_aligned(logits, 16) && row_bytes % 16 == 0) {
+      launch_summarize<T, kVec, true>(logits, a, stream);
+    } else {
+      launch_summarize<T, kVec, false>(logits, a, stream);
+    }
+  });
+  ROOFLINE_CUDA_LAUNCH_CHECK(stream);
+}
+
+}  // namespace roofline
