@@ -29,8 +29,10 @@
 // besides y, the call leaves the summaries of y's rows in the step's epoch (logit_tiles.h), which
 // sample_rows_tiles_cuda samples from without reading the rows again. They describe y as stored
 // (rounded, bias and residual added). The skinny kernel writes them in its epilogue where their
-// tiles are whole 16-column blocks (matmul_skinny_fuses_summaries); cuBLASLt, the wide kernel and
-// the CPU run the summaries' own pass over y after the GEMM (summarize_logit_tiles_cuda / _cpu).
+// tiles are whole 16-column blocks (matmul_skinny_fuses_summaries), the wide kernel where they are
+// 8 to 128 tokens dividing its 128-column tile (matmul_wide_fuses_summaries); otherwise, and on
+// cuBLASLt and the CPU, the summaries' own pass runs over y after the GEMM
+// (summarize_logit_tiles_cuda / _cpu).
 //
 // Element types: the CPU backend takes f32 activations (x, y, residual) and f32/f16/bf16 weights
 // and bias; the CUDA backend takes bf16 for all of them, with fp32 accumulation, through cuBLASLt
@@ -193,6 +195,19 @@ inline const char* matmul_summaries_unsupported_reason(const MatmulParams& p) {
   if (p.dtype != DType::kF32 && p.dtype != DType::kBF16)
     return "the matmul's logit tile summaries take an f32 or bf16 y";
   return logit_tiles_unsupported_reason(p.summaries, p.n);
+}
+
+// Why a CUDA GEMM epilogue cannot write p's logit tile summaries (nullptr when it can, or when they
+// are off): matmul_summaries_unsupported_reason's, then words and counts 8-byte aligned (the
+// epilogues' 64-bit stores and atomics). Whether a kernel fuses them at all is its own domain
+// (matmul_skinny_fuses_summaries, matmul_wide_fuses_summaries).
+inline const char* matmul_summaries_epilogue_reason(const MatmulParams& p) {
+  if (const char* reason = matmul_summaries_unsupported_reason(p)) return reason;
+  if (p.summaries.words == nullptr) return nullptr;
+  if (reinterpret_cast<uintptr_t>(p.summaries.words) % 8 != 0 ||
+      reinterpret_cast<uintptr_t>(p.summaries.nonfinite) % 8 != 0)
+    return "the logit tile summaries' words must be 8-byte aligned";
+  return nullptr;
 }
 
 // CPU backend: dtype == kF32.

@@ -286,7 +286,9 @@ struct MatmulCudaContext::Impl {
   bool prefer_wide = false;    // ROOFLINE_MATMUL_IMPL=wide: the wide kernel wherever it can
   // Whether the selection times the wide kernel: not by default, because in a chain of calls it
   // measured at best level with cuBLASLt while the selector's single timed call sometimes favoured
-  // it (bench/results/2026-12-01-wide-decode-gemm.md); ROOFLINE_MATMUL_WIDE=1 makes it one.
+  // it (bench/results/2026-12-01-wide-decode-gemm.md); ROOFLINE_MATMUL_WIDE=1 makes it one. Nor
+  // for an LM head with logit tile summaries, which it writes in its epilogue: slower there than
+  // cuBLASLt with their own pass at every m (bench/results/2026-12-04-sampling-wide-summaries.md).
   bool wide_candidate = false;
   int skinny_splits = 0;  // 0: matmul_skinny_launch chooses
   int wide_splits = 0;    // 0: matmul_wide_launch chooses
@@ -640,11 +642,14 @@ void skinny_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStr
 }
 
 // p on the wide kernel (the product; rms_norm_cuda before it for the prologue, silu_mul_cuda or
-// qkv_rope_cuda after it for the SwiGLU or RoPE epilogue, as on cuBLASLt).
+// qkv_rope_cuda after it for the SwiGLU or RoPE epilogue, as on cuBLASLt), with the logit tile
+// summaries in its epilogue where matmul_wide_fuses_summaries says so, else in their own pass.
 void wide_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStream_t stream,
                  MatmulEpilogue epilogue) {
   if (p.norm_weight != nullptr) rms_norm_cuda(matmul_prologue_norm(p), stream);
-  const MatmulParams q = cublas_product(p);
+  MatmulParams q = cublas_product(p);
+  const bool fused_summaries = matmul_wide_fuses_summaries(q);
+  if (!fused_summaries) q.summaries = {};
   const auto key = std::make_tuple(q.m, q.n, q.k, impl.wide_splits);
   auto launch = impl.wide_launches.find(key);
   if (launch == impl.wide_launches.end())
@@ -654,7 +659,7 @@ void wide_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStrea
   matmul_wide_cuda(q, epilogue, launch->second, stream);
   if (p.swiglu) silu_mul_cuda(matmul_swiglu_activation(p), stream);
   if (p.qkv_rope) qkv_rope_cuda(matmul_rope_pass(p), stream);
-  summarize_product(p, stream);
+  if (!fused_summaries) summarize_product(p, stream);
 }
 
 // Why the wide kernel cannot run p (its product), or nullptr.

@@ -218,7 +218,6 @@ double time_matmul(MatmulCudaContext& ctx, cudaStream_t stream, int64_t m, int64
   return ms / kCallsPerGraph;
 }
 
-// Copies of one random [n, k] bf16 weight, as many as rotating through them takes past L2.
 // A context that runs every GEMM on `impl`.
 std::unique_ptr<MatmulCudaContext> forced(MatmulImpl impl) {
   auto ctx = MatmulCudaContext::create();
@@ -226,6 +225,12 @@ std::unique_ptr<MatmulCudaContext> forced(MatmulImpl impl) {
   return ctx;
 }
 
+// The name the output gives the implementation a call ran on.
+const char* impl_name(MatmulImpl impl) {
+  return impl == MatmulImpl::kSkinny ? "skinny" : impl == MatmulImpl::kWide ? "wide" : "cublas";
+}
+
+// Copies of one random [n, k] bf16 weight, as many as rotating through them takes past L2.
 struct RotatedWeights {
   std::vector<std::unique_ptr<DeviceMemory>> copies;
   std::vector<const DeviceMemory*> ptrs;
@@ -445,10 +450,7 @@ int run(bool decode, bool prologue, bool prefill) {
                              static_cast<double>(weight_bytes));
       const MatmulImpl ran = ctx->last_impl();
       std::printf("  skinny/cublas time %.2f, wide/cublas %.2f, selected ran %s\n",
-                  skinny_ms / cublas_ms, wide_ms / cublas_ms,
-                  ran == MatmulImpl::kSkinny ? "skinny"
-                  : ran == MatmulImpl::kWide ? "wide"
-                                             : "cublas");
+                  skinny_ms / cublas_ms, wide_ms / cublas_ms, impl_name(ran));
       // The split sweep: every distinct split count the launch plan allows for this shape.
       const int chosen = matmul_skinny_launch(m, w.n, w.k, num_sms).splits;
       std::printf("  skinny us by splits:");
@@ -630,14 +632,16 @@ int run_mlp() {
 }
 
 // summaries: Llama-3-8B's LM head (n = 128256, k = 4096, bf16, the final norm fused as the RMSNorm
-// prologue) at m = 1 and 64, with and without the logit tile summaries of its logits (tiles of 128
-// tokens), on the skinny kernel (which writes them in its epilogue), on cuBLASLt (which runs
-// summarize_logit_tiles_cuda after it) and as selected: the summaries' cost is each pair's
-// difference, taken in one run.
-int run_summaries() {
+// prologue) at m = 1, 8 and 64, with and without the logit tile summaries of its logits (tiles of
+// 128 tokens), on the skinny and the wide kernel (which write them in their epilogues), on cuBLASLt
+// (which runs summarize_logit_tiles_cuda after it) and as selected (the implementation each chose
+// printed): the summaries' cost is each pair's difference, taken in one run. `ms` (non-empty)
+// replaces the m values (`summaries 64`: one m, for a profiler).
+int run_summaries(const std::vector<int64_t>& ms) {
   constexpr int64_t kN = 128256, kK = 4096, kTileTokens = 128;
   auto skinny = forced(MatmulImpl::kSkinny);
   auto cublas = forced(MatmulImpl::kCublas);
+  auto wide = forced(MatmulImpl::kWide);
   auto selected = MatmulCudaContext::create();
   cudaStream_t stream;
   ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -646,17 +650,24 @@ int run_summaries() {
   std::printf("LM head %lldx%lld +norm, with logit tile summaries of %lld tokens:\n",
               static_cast<long long>(kN), static_cast<long long>(kK),
               static_cast<long long>(kTileTokens));
-  for (const int64_t m : {int64_t{1}, int64_t{64}}) {
+  for (const int64_t m : ms.empty() ? std::vector<int64_t>{1, 8, 64} : ms) {
     for (auto& [ctx, tag] : {std::pair<MatmulCudaContext*, const char*>{skinny.get(), "skinny"},
                              {cublas.get(), "cublas"},
+                             {wide.get(), "wide"},
                              {selected.get(), "selected"}}) {
+      // The skinny and the wide kernel take m <= 64 only (forced past it, they would abort).
+      if (m > kMatmulSkinnyMaxM && (ctx == skinny.get() || ctx == wide.get())) continue;
       const std::string name = "lm head m=" + std::to_string(m) + " " + tag + " +norm";
       const double plain_ms =
           time_matmul(*ctx, stream, m, kN, kK, rotated.ptrs, 50, false, true, false, {}, 0);
+      const MatmulImpl plain_impl = ctx->last_impl();
       const double summarized_ms = time_matmul(*ctx, stream, m, kN, kK, rotated.ptrs, 50, false,
                                                true, false, {}, kTileTokens);
-      bench::print_bandwidth(name.c_str(), plain_ms, weight_bytes);
-      bench::print_bandwidth((name + " +summaries").c_str(), summarized_ms, weight_bytes);
+      const MatmulImpl summarized_impl = ctx->last_impl();
+      bench::print_bandwidth((name + " (" + impl_name(plain_impl) + ")").c_str(), plain_ms,
+                             weight_bytes);
+      bench::print_bandwidth((name + " +summaries (" + impl_name(summarized_impl) + ")").c_str(),
+                             summarized_ms, weight_bytes);
       std::printf("  summaries: %+.2f us (%+.1f %%)\n", (summarized_ms - plain_ms) * 1e3,
                   (summarized_ms / plain_ms - 1.0) * 100.0);
     }
@@ -725,9 +736,18 @@ int main(int argc, char** argv) {
     if (roofline::no_device()) return 0;
     return roofline::run_mlp();
   }
-  if (argc == 2 && std::string(argv[1]) == "summaries") {
+  if (argc >= 2 && std::string(argv[1]) == "summaries") {
+    std::vector<int64_t> ms;
+    for (int i = 2; i < argc; ++i) {
+      const int64_t m = std::atoll(argv[i]);
+      if (m < 1 || m > 4096) {
+        std::fprintf(stderr, "usage: matmul_cuda_bench summaries [M...] (1 <= M <= 4096)\n");
+        return 2;
+      }
+      ms.push_back(m);
+    }
     if (roofline::no_device()) return 0;
-    return roofline::run_summaries();
+    return roofline::run_summaries(ms);
   }
   if (argc == 2 && std::string(argv[1]) == "wide") {
     if (roofline::no_device()) return 0;
@@ -751,7 +771,8 @@ int main(int argc, char** argv) {
           "usage: matmul_cuda_bench [decode] [prologue] [prefill] [verbose] (default: "
           "all sections; verbose: the selector's measurements too) | wide (the wide "
           "kernel beside cuBLASLt, by splits) | mlp (a layer's gated MLP as the engine chains "
-          "it) | summaries (the LM head with and without its logit tile summaries) | wide N K M "
+          "it) | summaries [M...] (the LM head with and without its logit tile summaries) | wide N "
+          "K M "
           "(one shape's calls, for a "
           "profiler) | shape N K (one weight on both skinny variants and cuBLASLt) | "
           "trace [wide] (the skinny or the wide kernel's phases: "

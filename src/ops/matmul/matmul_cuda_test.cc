@@ -1331,9 +1331,10 @@ std::vector<float> awkward_logits(int64_t rows, int64_t vocab, std::mt19937_64& 
 TEST(LogitTilesCudaTest, MatchesTheCpuOracle) {
   // summarize_logit_tiles_cuda on f32 and bf16 logits of 1, 7, 1000 and 128256 tokens a row, in
   // dense rows, rows of vocab + 8 and rows of vocab + 3 starting one element in (not 16-byte
-  // aligned: element loads), for tiles of 1, 16, 37, 128 and 4096 tokens (where a row has at most
-  // 16384 of them): every word and count of 4 awkward rows against the CPU oracle, over buffers of
-  // an older epoch's largest words.
+  // aligned: element loads), for tiles of 1, 4, 8, 16, 37, 64, 128, 256 and 4096 tokens (where a
+  // row has at most 16384 of them; 16-byte aligned rows of 4-128 f32 or 8-256 bf16 go to the
+  // short-tile kernel, the rest to the general one): every word and count of 4 awkward rows against
+  // the CPU oracle, over buffers of an older epoch's largest words.
   ROOFLINE_SKIP_WITHOUT_GPU();
   constexpr int64_t kRows = 4;
   auto rng = make_rng(83);
@@ -1355,7 +1356,7 @@ TEST(LogitTilesCudaTest, MatchesTheCpuOracle) {
         const void* host = dtype == DType::kF32 ? static_cast<const void*>(laid.data() + offset)
                                                 : laid_bf16.data() + offset;
         const void* device = logits.get<uint8_t>() + offset * dtype_size_bytes(dtype);
-        for (const int64_t tile_tokens : {1, 16, 37, 128, 4096}) {
+        for (const int64_t tile_tokens : {1, 4, 8, 16, 37, 64, 128, 256, 4096}) {
           if (logit_tiles(vocab, tile_tokens) > kLogitTileMaxTiles) continue;
           SCOPED_TRACE(std::string(dtype == DType::kF32 ? "f32" : "bf16") + ", vocab " +
                        std::to_string(vocab) + ", rows of " + std::to_string(stride) +
@@ -1459,12 +1460,13 @@ TEST(MatmulCudaSummariesTest, EveryImplementationLeavesTheOracleOfItsOwnY) {
   // The LM heads of Qwen2.5-0.5B and Llama-3-8B with the final norm fused (the RMSNorm prologue),
   // and other vocabularies with bias, residual, non-finite outputs, a row stride past n and
   // n % 16 = 1 (GPT-2's 50257: the last column block holds one output), at m <= 64 on the skinny
-  // kernel (writing the summaries in its epilogue for tiles of 16 and 128 tokens; for 37, its
-  // product and then summarize_logit_tiles_cuda) and at m = 65 and 200 on cuBLASLt (then
-  // summarize_logit_tiles_cuda); the 1000-token vocabulary also on the wide kernel and the
-  // selection. Each call starts from an older epoch's largest words; its summaries must be exactly
-  // the CPU oracle's of the y it stored, and that y, bit for bit, the same call's without them
-  // (forced implementations: the selection may choose differently with them).
+  // and the wide kernel (writing the summaries in their epilogues for tiles of 16 and 128 tokens,
+  // the wide kernel also of 8 and 64; for 37, the product and then summarize_logit_tiles_cuda) and
+  // at m = 65 and 200 on cuBLASLt (then summarize_logit_tiles_cuda); the 1000-token vocabulary
+  // also on cuBLASLt at m <= 64 and on the selection. Each call starts from an older epoch's
+  // largest words; its summaries must be exactly the CPU oracle's of the y it stored, and that y,
+  // bit for bit, the same call's without them (forced implementations: the selection may choose
+  // differently with them).
   ROOFLINE_SKIP_WITHOUT_GPU();
   constexpr MatmulEpilogue kPlain = MatmulEpilogue::kNone, kBias = MatmulEpilogue::kBias,
                            kResidual = MatmulEpilogue::kResidual;
@@ -1473,6 +1475,8 @@ TEST(MatmulCudaSummariesTest, EveryImplementationLeavesTheOracleOfItsOwnY) {
       {"llama3-8b lm head", 128256, 4096, 128, kPlain, true, false, 0, {1, 3, 64, 65}},
       {"32000x4096, rows of n + 8", 32000, 4096, 16, kBias, false, false, 8, {3, 64, 200}},
       {"1000x896 non-finite", 1000, 896, 16, kPlain, false, true, 0, {1, 3, 8, 64, 65, 200}},
+      {"1000x896 non-finite, tiles of 8", 1000, 896, 8, kResidual, false, true, 0, {2, 64}},
+      {"32000x896, tiles of 64", 32000, 896, 64, kBias, true, false, 0, {5, 33}},
       {"151936x896, tiles of 37", 151936, 896, 37, kResidual, false, false, 0, {1, 8, 65}},
       {"50257x896 non-finite", 50257, 896, 128, kPlain, false, true, 0, {1, 3, 64, 65}},
   };
@@ -1503,11 +1507,11 @@ TEST(MatmulCudaSummariesTest, EveryImplementationLeavesTheOracleOfItsOwnY) {
         p.norm_eps = kNormEps;
         p.normed = normed.get();
       }
-      // The skinny kernel (m <= 64) or cuBLASLt; on the small vocabulary every implementation.
-      std::vector<MatmulImpl> impls = {m <= kMatmulSkinnyMaxM ? MatmulImpl::kSkinny
-                                                              : MatmulImpl::kCublas};
-      if (c.n == 1000 && m <= kMatmulSkinnyMaxM)
-        impls.insert(impls.end(), {MatmulImpl::kCublas, MatmulImpl::kWide});
+      // The skinny and the wide kernel (m <= 64) or cuBLASLt; on the small vocabulary every
+      // implementation.
+      std::vector<MatmulImpl> impls = {MatmulImpl::kCublas};
+      if (m <= kMatmulSkinnyMaxM) impls = {MatmulImpl::kSkinny, MatmulImpl::kWide};
+      if (c.n == 1000 && m <= kMatmulSkinnyMaxM) impls.push_back(MatmulImpl::kCublas);
       if (c.n == 1000) impls.push_back(MatmulImpl::kAuto);
       for (const MatmulImpl impl : impls) {
         SCOPED_TRACE(std::string(c.name) + ", m = " + std::to_string(m) + ", " + impl_name(impl) +
@@ -1534,8 +1538,9 @@ TEST(MatmulCudaSummariesTest, EveryImplementationLeavesTheOracleOfItsOwnY) {
 }
 
 TEST(MatmulCudaSummariesTest, CapturedCallsReplayEachStepsEpoch) {
-  // A warmed-up call with summaries captured once on the skinny kernel (which writes them in its
-  // epilogue) and once on cuBLASLt (then summarize_logit_tiles_cuda), each replayed for two steps
+  // A warmed-up call with summaries captured once on the skinny and once on the wide kernel
+  // (which write them in their epilogues) and once on cuBLASLt (then summarize_logit_tiles_cuda),
+  // each replayed for two steps
   // with the next epoch: every replay leaves the oracle's summaries of its y in its own epoch,
   // beating the replay before's (the epoch is read on the device, never baked into the graph).
   ROOFLINE_SKIP_WITHOUT_GPU();
@@ -1546,7 +1551,7 @@ TEST(MatmulCudaSummariesTest, CapturedCallsReplayEachStepsEpoch) {
   DeviceBuffer y(static_cast<size_t>(kM * kN) * 2);
   cudaStream_t stream;
   ROOFLINE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  for (const MatmulImpl impl : {MatmulImpl::kSkinny, MatmulImpl::kCublas}) {
+  for (const MatmulImpl impl : {MatmulImpl::kSkinny, MatmulImpl::kWide, MatmulImpl::kCublas}) {
     auto ctx = context(impl);
     DeviceSummaries got(kM, kN, kTileTokens, 60);
     MatmulParams p = bf16_params(x, w, y, kM, kN, kK, kN);

@@ -906,14 +906,11 @@ void matmul_skinny_cuda(const MatmulParams& p, MatmulEpilogue epilogue,
                      "true)");
   const bool summarized = p.summaries.words != nullptr;
   if (summarized) {
-    const char* no_summaries = matmul_summaries_unsupported_reason(p);
+    const char* no_summaries = matmul_summaries_epilogue_reason(p);
     ROOFLINE_CHECK_MSG(no_summaries == nullptr, no_summaries);
     ROOFLINE_CHECK_MSG(matmul_skinny_fuses_summaries(p),
                        "the skinny matmul writes logit tile summaries of tile_tokens a multiple "
                        "of 16 only (summarize_logit_tiles_cuda writes the others)");
-    ROOFLINE_CHECK_MSG(reinterpret_cast<uintptr_t>(p.summaries.words) % 8 == 0 &&
-                           reinterpret_cast<uintptr_t>(p.summaries.nonfinite) % 8 == 0,
-                       "the logit tile summaries' words must be 8-byte aligned");
   }
 
   SkinnyArgs a;

@@ -31,6 +31,12 @@
 // fp32 sums through their shared memories (each block finishes a run of the tile's rows and the
 // others send it theirs by bulk copy: no workspace, no second kernel). One block per SM
 // (its ring takes most of the shared memory), one tile per block.
+//
+// Logit tile summaries (an LM head's, for the sampler: matmul.h): written in the output loop, where
+// a half-warp holds one token's 128 columns (matmul_wide_fuses_summaries). Correct, but at m = 64
+// they add ~4 us to every block's output loop, which only 4 warps per SM run (+33-40 us on
+// Llama-3-8B's LM head, bench/results/2026-12-04-sampling-wide-summaries.md), so the wide kernel
+// is not a default candidate for summarised heads either.
 #pragma once
 
 #include <algorithm>
@@ -90,6 +96,18 @@ inline const char* matmul_wide_unsupported_reason(const MatmulParams& p, MatmulE
   return nullptr;
 }
 
+// Whether the kernel writes p's logit tile summaries (MatmulParams::summaries) in its epilogue:
+// there one half-warp stores a token's 128 outputs of a tile, 8 a lane, so a summary tile must be
+// whole lanes within a wide tile (tile_tokens 8, 16, 32, 64 or 128) and each summary tile's word
+// is complete in one half-warp (a plain store, no atomics). Otherwise the caller runs the kernel
+// without them and summarize_logit_tiles_cuda after it (the same words). A domain, not a refusal:
+// matmul_wide_unsupported_reason does not look at them.
+inline bool matmul_wide_fuses_summaries(const MatmulParams& p) {
+  const int64_t t = p.summaries.tile_tokens;
+  return p.summaries.words != nullptr && t >= 8 && t <= kMatmulWideTileN &&
+         kMatmulWideTileN % t == 0;
+}
+
 struct MatmulWideLaunch {
   int64_t n_tiles = 0;           // ceil(n / kMatmulWideTileN)
   int64_t num_chunks = 0;        // ceil(k / kMatmulWideChunkK)
@@ -140,7 +158,8 @@ inline bool matmul_wide_launch_valid(const MatmulWideLaunch& l, int64_t n, int64
 // many clusters of each size it runs at once). CUDA builds only.
 MatmulWideLaunch matmul_wide_cuda_launch(int64_t m, int64_t n, int64_t k, int requested_splits = 0);
 
-// y = x · Wᵀ (+ epilogue) with `launch` (from matmul_wide_cuda_launch for p's m, n, k); aborts with
+// y = x · Wᵀ (+ epilogue) with `launch` (from matmul_wide_cuda_launch for p's m, n, k), and p's
+// logit tile summaries where they are on (matmul_wide_fuses_summaries must hold); aborts with
 // matmul_wide_unsupported_reason's message when the kernel cannot run p. Asynchronous on stream.
 // CUDA builds only.
 void matmul_wide_cuda(const MatmulParams& p, MatmulEpilogue epilogue,

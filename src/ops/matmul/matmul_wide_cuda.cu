@@ -91,10 +91,45 @@ struct WideArgs {
   int num_chunks;
   int chunks_per_split;
   int splits;
+  // The logit tile summaries of y (summary_words set): per token, the words of its summary_tiles
+  // tiles of summary_tile_tokens columns (8 to 128, dividing the tile: matmul_wide_fuses_summaries)
+  // and its non-finite count, in epoch *summary_epoch (logit_tiles.h).
+  unsigned long long* summary_words;      // [m, summary_tiles]
+  unsigned long long* summary_nonfinite;  // [m]
+  const uint32_t* summary_epoch;
+  int summary_tile_tokens;
+  int summary_tiles;
 #if defined(ROOFLINE_PHASE_TRACE)
   uint64_t* trace;  // the launch's phase records, or nullptr
 #endif
 };
+
+// The logit tile summaries' part of one item: a lane's 8 stored outputs `stored` of a token from
+// column `col` (a multiple of 8; those past n are ignored). Returns the word of their largest
+// finite value at its first position (the epoch alone where none is finite, 0 past n) and adds
+// the non-finite ones to `nonfinite`. One word per lane instead of one per value: the float
+// compare keeps the first of equal values, and -0 == +0 as the words' keys have it.
+__device__ __forceinline__ unsigned long long item_word(const WideArgs& a, uint32_t epoch, int col,
+                                                        const float (&stored)[8],
+                                                        unsigned& nonfinite) {
+  float best = 0.0f;
+  int best_t = -1;
+#pragma unroll
+  for (int t = 0; t < 8; ++t) {
+    if (col + t >= a.n) break;
+    if (!sampling::is_finite(stored[t])) {
+      ++nonfinite;
+    } else if (best_t < 0 || stored[t] > best) {
+      best = stored[t];
+      best_t = t;
+    }
+  }
+  if (col >= a.n) return 0;
+  const int tile = col / a.summary_tile_tokens;
+  return best_t < 0
+             ? static_cast<unsigned long long>(epoch) << logit_tile::kEpochShift
+             : logit_tile::value_word(epoch, best, col - tile * a.summary_tile_tokens + best_t);
+}
 
 // The phase marks of a trace build (matmul_skinny_trace_bench trace wide; phase_trace.h), in order,
 // taken by the block's thread 0 (a consumer).
@@ -174,6 +209,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   cuda::pdl_wait();
   cuda::pdl_launch_dependents();
   trace.mark(kMarkWait);
+  // The summaries' epoch: step metadata the host wrote before the launch.
+  const uint32_t epoch = a.summary_words != nullptr ? *a.summary_epoch : 0u;
   float acc[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
@@ -254,11 +291,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   // m = 64 against 0.3 µs at m = 1 (bench/results/2026-12-01-wide-stream-k.md, run 8).
   constexpr int kItemCols = 8;
   constexpr int kRowItems = kTileN / kItemCols;
+  static_assert(kRowItems == 16, "a half-warp holds one row's items (the summaries' shuffles)");
   constexpr int kBatch = 4;
+  static_assert(kBatch <= 4, "the summaries' non-finite counts take 8 bits per item");
   const int begin = row0 * kRowItems;
   const int end = row1 * kRowItems;
   const int col_base = tile * kTileN;
-  for (int first = begin + static_cast<int>(threadIdx.x); first < end;
+  // The loop runs while any lane of the warp has an item (warp-uniform: the summaries' shuffles
+  // name the whole warp); a lane's items past the end are loaded as the last one and not stored.
+  for (int first = begin + static_cast<int>(threadIdx.x); first - lane < end;
        first += kBatch * kConsumers) {
     // An item's offset in a part; items past the end read the last item again (loads without
     // branches) and are never stored. Threads 4-7 of every 8 read an item's halves in the other
@@ -309,6 +350,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     // element is read and then written by this thread only).
     uint4 bias8[kBatch];
     uint4 res8[kBatch];
+    // The summaries' parts of the items (0 for items past the end) and their non-finite counts,
+    // 8 bits per item.
+    unsigned long long words[kBatch];
+    unsigned nonfinite = 0;
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
       const int item = first + b * kConsumers;
@@ -322,8 +367,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
+      words[b] = 0;
       const int item = first + b * kConsumers;
-      if (item >= end) break;
+      if (item >= end) continue;
       const int row = item / kRowItems;
       const int col = col_base + (item % kRowItems) * kItemCols;
       const int64_t offset = static_cast<int64_t>(row) * a.y_row_stride + col;
@@ -339,6 +385,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           if (a.bias != nullptr) out[t] += __bfloat162float(bias[t]);
           if (a.residual != nullptr) out[t] += __bfloat162float(res[t]);
           y8[t] = __float2bfloat16_rn(out[t]);
+          out[t] = __bfloat162float(y8[t]);  // the value stored, which the summaries describe
         }
         *reinterpret_cast<uint4*>(a.y + offset) = packed;
       } else {
@@ -349,7 +396,50 @@ __global__ void __launch_bounds__(kThreads, 1)
           float o = out[t];
           if (a.bias != nullptr) o += __bfloat162float(a.bias[col + t]);
           if (a.residual != nullptr) o += __bfloat162float(a.residual[offset + t]);
-          a.y[offset + t] = __float2bfloat16_rn(o);
+          const __nv_bfloat16 stored = __float2bfloat16_rn(o);
+          a.y[offset + t] = stored;
+          out[t] = __bfloat162float(stored);
+        }
+      }
+      if (a.summary_words != nullptr) {
+        unsigned count = 0;
+        words[b] = item_word(a, epoch, col, out, count);
+        nonfinite |= count << (8 * b);
+      }
+    }
+    if (a.summary_words != nullptr) {
+      // The summary tiles' words: a half-warp holds one token's 128 columns (lane l % 16 the 8
+      // from 8 · (l % 16)), so a tile of summary_tile_tokens is a run of summary_tile_tokens / 8
+      // lanes. The items' reductions interleave (independent shuffles in flight), and the whole
+      // warp takes part (items past the end hold 0), so no shuffle waits on a divergent branch.
+      for (int offset = a.summary_tile_tokens / 16; offset > 0; offset >>= 1) {
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b) {
+          const unsigned long long other = __shfl_xor_sync(0xffffffffu, words[b], offset);
+          words[b] = other > words[b] ? other : words[b];
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int item = first + b * kConsumers;
+        const int col = col_base + (item % kRowItems) * kItemCols;
+        if (item < end && col < a.n && lane % (a.summary_tile_tokens / 8) == 0)
+          a.summary_words[static_cast<int64_t>(item / kRowItems) * a.summary_tiles +
+                          col / a.summary_tile_tokens] = words[b];
+      }
+      // The rows' non-finite counts (rare: only where the warp found any), summed over each
+      // half-warp (a row's 128 columns; at most 128 a row, so the 8-bit fields do not carry).
+      if (__any_sync(0xffffffffu, nonfinite != 0)) {
+#pragma unroll
+        for (int offset = 8; offset > 0; offset >>= 1)
+          nonfinite += __shfl_xor_sync(0xffffffffu, nonfinite, offset);
+        if (lane % 16 == 0) {
+          for (int b = 0; b < kBatch; ++b) {
+            const unsigned count = (nonfinite >> (8 * b)) & 0xffu;
+            if (count != 0)
+              logit_tile::add_nonfinite(a.summary_nonfinite + (first + b * kConsumers) / kRowItems,
+                                        epoch, count);
+          }
         }
       }
     }
@@ -435,6 +525,19 @@ void matmul_wide_cuda(const MatmulParams& p, MatmulEpilogue epilogue,
   a.num_chunks = static_cast<int>(launch.num_chunks);
   a.chunks_per_split = static_cast<int>(launch.chunks_per_split);
   a.splits = launch.splits;
+  const bool summarized = p.summaries.words != nullptr;
+  if (summarized) {
+    const char* no_summaries = matmul_summaries_epilogue_reason(p);
+    ROOFLINE_CHECK_MSG(no_summaries == nullptr, no_summaries);
+    ROOFLINE_CHECK_MSG(matmul_wide_fuses_summaries(p),
+                       "the wide matmul writes logit tile summaries of 8, 16, 32, 64 or 128 tokens "
+                       "only (summarize_logit_tiles_cuda writes the others)");
+  }
+  a.summary_words = reinterpret_cast<unsigned long long*>(p.summaries.words);
+  a.summary_nonfinite = reinterpret_cast<unsigned long long*>(p.summaries.nonfinite);
+  a.summary_epoch = p.summaries.epoch;
+  a.summary_tile_tokens = summarized ? static_cast<int>(p.summaries.tile_tokens) : 8;
+  a.summary_tiles = summarized ? static_cast<int>(logit_tiles(p.n, p.summaries.tile_tokens)) : 0;
 #if defined(ROOFLINE_PHASE_TRACE)
   a.trace = matmul_wide_phase_trace().next(static_cast<int>(launch.grid));
 #endif

@@ -85,6 +85,40 @@ TEST(MatmulWideDomainTest, TakesDecodeProblemsAndSaysWhyNotOtherwise) {
   EXPECT_TRUE(says(matmul_wide_unsupported_reason(q, MatmulEpilogue::kNone), "plain product"));
 }
 
+TEST(MatmulWideDomainTest, FusesSummariesOfTilesThatDivideItsTile) {
+  // The wide kernel writes the logit tile summaries itself where a summary tile is whole lanes of
+  // one half-warp's 128 columns (8, 16, 32, 64 or 128 tokens); the others, and summaries that are
+  // off, are not its to write (the caller's own pass writes them).
+  MatmulParams p = supported_params();
+  EXPECT_FALSE(matmul_wide_fuses_summaries(p));
+  uint64_t words = 0, counts = 0;
+  const uint32_t epoch = 1;
+  p.summaries = {&words, &counts, &epoch, 128};
+  for (const int64_t tile_tokens : {8, 16, 32, 64, 128}) {
+    p.summaries.tile_tokens = tile_tokens;
+    EXPECT_TRUE(matmul_wide_fuses_summaries(p)) << tile_tokens;
+  }
+  for (const int64_t tile_tokens : {1, 4, 24, 37, 48, 256, 4096}) {
+    p.summaries.tile_tokens = tile_tokens;
+    EXPECT_FALSE(matmul_wide_fuses_summaries(p)) << tile_tokens;
+  }
+  // A domain, not a refusal: the product itself stays supported.
+  EXPECT_EQ(matmul_wide_unsupported_reason(p, MatmulEpilogue::kNone), nullptr);
+  // What every CUDA epilogue that writes them needs besides: the general limits, and words and
+  // counts 8-byte aligned.
+  p.summaries.tile_tokens = 128;
+  EXPECT_EQ(matmul_summaries_epilogue_reason(p), nullptr);
+  uint64_t storage[2] = {};
+  p.summaries.words = reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(storage) + 4);
+  EXPECT_TRUE(says(matmul_summaries_epilogue_reason(p), "8-byte aligned"));
+  p.summaries.words = &words;
+  p.summaries.nonfinite = reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(storage) + 4);
+  EXPECT_TRUE(says(matmul_summaries_epilogue_reason(p), "8-byte aligned"));
+  p.summaries.nonfinite = &counts;
+  p.summaries.tile_tokens = 0;
+  EXPECT_TRUE(says(matmul_summaries_epilogue_reason(p), "tile_tokens must be in"));
+}
+
 TEST(MatmulWideLaunchTest, FillsOneWaveWithClustersOfSplits) {
   // Llama-3-8B at m = 64 on 132 SMs: o and down (32 tiles) take 4 splits, q|k|v (48) 2, gate_up
   // (224 tiles) none.

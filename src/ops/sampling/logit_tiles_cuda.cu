@@ -3,36 +3,44 @@
 // epilogue run after it (cuBLASLt, the wide kernel, and the skinny kernel where a tile is not whole
 // 16-column blocks: matmul.h).
 //
-// Algorithm: a block takes a run of whole tiles of one row (kBlockTokens tokens of them, or one
-// tile when tiles are longer), so it owns their words: it builds them in shared memory and stores
-// them with plain stores, the oracle's words bit for bit whatever the buffer held (no global
-// atomics for the words, and no reliance on the epoch to beat what was there). Its threads read
-// the run in packs of 16 bytes (8 bf16 or 4 f32), consecutive threads consecutive packs, counted
-// from the row's start: one 16-byte load each where rows are 16-byte aligned, element loads
-// otherwise (and for the row's last pack when it would run past the row). A pack may span tiles
-// (tile_tokens 37: two; tile_tokens 1: eight): the thread walks its elements in order and keeps,
-// per tile, the largest finite value and its first position (a strict > keeps the first of equal
-// values, and -0 == +0 as the words' keys have it), then makes the tile's word once. Every tile but
-// the pack's last goes to its shared word by atomicMax (a tile the pack ends, or one inside it:
-// few such, on distinct words); the pack's last tiles, non-decreasing across the warp's lanes,
-// meet in a segmented max over shuffles, and the first lane of each tile's run of lanes merges it:
-// one shared atomic per tile and warp step, where a tile of 128 bf16 spans 16 lanes' packs. Each
-// thread counts its non-finite values; the block sums them and, where the sum is not 0, one thread
-// adds it to the row's count word (logit_tile::add_nonfinite: several blocks share a row).
+// Algorithm, short tiles (a power of two of 16-byte packs, at most 32: tiles of 8 to 256 bf16 or 4
+// to 128 f32, rows 16-byte aligned — the LM heads' case): see summarize_short_tiles_kernel; a warp
+// per 32-pack segment of a row, a tile's word made in shuffles and stored whole.
+// Algorithm, every other tile: a block takes a run of whole tiles of one row (kBlockTokens tokens
+// of them, or one tile when tiles are longer), so it owns their words: it builds them in shared
+// memory and stores them with plain stores, the oracle's words bit for bit whatever the buffer held
+// (no global atomics for the words, and no reliance on the epoch to beat what was there). Its
+// threads read the run in packs of 16 bytes (8 bf16 or 4 f32), consecutive threads consecutive
+// packs, counted from the row's start: one 16-byte load each where rows are 16-byte aligned,
+// element loads otherwise (and for the row's last pack when it would run past the row). A pack may
+// span tiles (tile_tokens 37: two; tile_tokens 1: eight): the thread walks its elements in order
+// and keeps, per tile, the largest finite value and its first position (a strict > keeps the first
+// of equal values, and -0 == +0 as the words' keys have it), then makes the tile's word once. Every
+// tile but the pack's last goes to its shared word by atomicMax (a tile the pack ends, or one
+// inside it: few such, on distinct words); the pack's last tiles, non-decreasing across the warp's
+// lanes, meet in a segmented max over shuffles, and the first lane of each tile's run of lanes
+// merges it: one shared atomic per tile and warp step, where a tile of 128 bf16 spans 16 lanes'
+// packs. Each thread counts its non-finite values; the block sums them and, where the sum is not 0,
+// one thread adds it to the row's count word (logit_tile::add_nonfinite: several blocks share a
+// row).
 //
 // Numerics: none; integer keys of the stored values (logit_tile::value_word).
 //
 // Bound: memory. Reads num_rows · vocab elements once and writes 8 bytes per tile: the LM head of
 // Llama-3-8B at m = 64 (128256 bf16 a row, tiles of 128) reads 16.4 MB and writes 0.5 MB, 4.0 us at
-// the 4.28 TB/s copy ceiling; measured on the H200, the LM head took 14-17 us longer with it
-// (bench/results/2026-12-04-sampling-tiles-epilogue.md): far from that, not yet tuned. Per element,
-// a load, a conversion, a finiteness test and a compare; per pack, the run logic and the warp's
-// five-step segmented max.
+// the 4.28 TB/s copy ceiling (less where the GEMM just left y in L2). Measured on the H200 with the
+// general kernel, the LM head took 14-17 us longer with it
+// (bench/results/2026-12-04-sampling-tiles-epilogue.md); the short-tile kernel's figure is in
+// bench/results/2026-12-04-sampling-wide-summaries.md. Per element, a load, a conversion, a
+// finiteness test and a compare; per pack, a few shuffles.
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "core/check.h"
 #include "core/cuda_check.h"
@@ -158,8 +166,156 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Warps of the short-tile kernel: a warp takes kSegmentsPerWarp segments of 32 packs of one row
+// each, all their loads issued before any is used.
+constexpr int kShortTileWarps = kThreads / 32;
+constexpr int kSegmentsPerWarp = 4;
+
+// Whether the short-tile kernel takes tiles of `tile_tokens` over packs of kVec: a tile is a power
+// of two of whole packs, at most a warp's 32, so each of a row's 32-pack segments holds whole
+// tiles only.
+bool short_tiles(int64_t tile_tokens, int vec) {
+  if (tile_tokens % vec != 0) return false;
+  const int64_t packs = tile_tokens / vec;
+  return packs <= 32 && (packs & (packs - 1)) == 0;
+}
+
+// The largest of 8 bf16 values (a 16-byte pack) and its first position, where all 8 are finite
+// (false otherwise: the caller walks them one by one). Packed bf16x2 instructions, about a third
+// of the per-element walk's: the NaN-propagating max and min of the halves (NaN carries through,
+// and an infinity would be an extreme) say whether all are finite; then the halves equal to the
+// largest give the first position (IEEE equality: -0 == +0, as the words' keys have it).
+__device__ __forceinline__ bool finite_pack_best(const uint4& raw, float& best, int& position) {
+  const auto half2 = [](uint32_t bits) {
+    __nv_bfloat162 h;
+    memcpy(&h, &bits, 4);
+    return h;
+  };
+  const __nv_bfloat162 a0 = half2(raw.x), a1 = half2(raw.y), a2 = half2(raw.z), a3 = half2(raw.w);
+  const __nv_bfloat162 hi = __hmax2_nan(__hmax2_nan(a0, a1), __hmax2_nan(a2, a3));
+  const __nv_bfloat162 lo = __hmin2_nan(__hmin2_nan(a0, a1), __hmin2_nan(a2, a3));
+  const float h0 = __low2float(hi), h1 = __high2float(hi);
+  if (!(sampling::is_finite(h0) && sampling::is_finite(h1) &&
+        sampling::is_finite(__low2float(lo)) && sampling::is_finite(__high2float(lo))))
+    return false;
+  best = fmaxf(h0, h1);
+  const __nv_bfloat162 b2 = __float2bfloat162_rn(best);  // exact: best is a bf16 value
+  // Element 2k is word k's low half (bit 0 of its mask), 2k + 1 its high half (bit 16).
+  unsigned mask = (__heq2_mask(a0, b2) & 0x00010001u) | (__heq2_mask(a1, b2) & 0x00010001u) << 2 |
+                  (__heq2_mask(a2, b2) & 0x00010001u) << 4 |
+                  (__heq2_mask(a3, b2) & 0x00010001u) << 6;
+  mask = (mask & 0xffffu) | (mask >> 15);  // bit e: element e equals the largest
+  position = __ffs(static_cast<int>(mask)) - 1;
+  return true;
+}
+
+// The short-tile kernel (tiles of a power of two of packs, at most 32: 8 to 256 bf16 or 4 to 128
+// f32; rows 16-byte aligned): lane l of a warp holds pack l of a 32-pack segment of one row,
+// consecutive lanes consecutive packs, so a tile is a run of tile_tokens / kVec lanes and its word
+// is their max over xor shuffles, stored whole by the run's first lane. No shared memory and no
+// block barrier: each warp streams 4 segments (16 bytes a lane each in flight) and is done. A
+// segment's non-finite values are summed over the warp, and added to the row's count where not 0.
+// The general kernel above, a block per 4096 tokens with its words in shared memory, took ~14 us
+// for the 16 MB of Llama-3-8B's logits at m = 64.
+template <typename T, int kVec>
+__global__ void __launch_bounds__(kThreads)
+    summarize_short_tiles_kernel(const typename T::Storage* logits, const TilesArgs a,
+                                 int row_segments, int64_t segments) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
+  const uint32_t epoch = *a.epoch;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int64_t warp = static_cast<int64_t>(blockIdx.x) * kShortTileWarps + threadIdx.x / 32;
+  const int tile_lanes = a.tile_tokens / kVec;
+  using Pack = cuda::Pack<typename T::Storage, kVec>;
+  static_assert(sizeof(Pack) == sizeof(uint4), "a pack is 16 bytes");
+  // The warp's segments: consecutive, from row `row0`'s segment `in_row0` on (one 64-bit division
+  // a warp, not one per segment).
+  const int64_t segment0 = warp * kSegmentsPerWarp;
+  const int row0 = static_cast<int>(segment0 / row_segments);
+  const int in_row0 = static_cast<int>(segment0 - static_cast<int64_t>(row0) * row_segments);
+  // The packs as raw 16-byte words until they are used (as Packs, the compiler unpacked each
+  // one's elements before the next load went out, so waited for it).
+  uint4 raw[kSegmentsPerWarp];
+  int row[kSegmentsPerWarp];
+  int first[kSegmentsPerWarp];  // the lane's first column, or -1 without a pack
+  // Every lane's whole pack is loaded unconditionally (from the row's start where the lane has
+  // none), all kSegmentsPerWarp of them before any is used: a load under a branch, used inside
+  // it, would wait for its data before the next segment's load goes out.
+#pragma unroll
+  for (int i = 0; i < kSegmentsPerWarp; ++i) {
+    const int rows_on = (in_row0 + i) / row_segments;  // rows past row0 (short rows: several)
+    row[i] = row0 + rows_on;
+    first[i] = (in_row0 + i - rows_on * row_segments) * 32 * kVec + lane * kVec;
+    const bool whole = segment0 + i < segments && first[i] + kVec <= a.vocab;
+    if (segment0 + i >= segments || first[i] >= a.vocab) first[i] = -1;
+    raw[i] = *reinterpret_cast<const uint4*>(
+        whole ? logits + static_cast<int64_t>(row[i]) * a.row_stride + first[i] : logits);
+  }
+  // The row's last pack where it runs past the row: its elements one by one (rare: vocab % kVec).
+#pragma unroll
+  for (int i = 0; i < kSegmentsPerWarp; ++i) {
+    if (first[i] < 0 || first[i] + kVec <= a.vocab) continue;
+    const typename T::Storage* x = logits + static_cast<int64_t>(row[i]) * a.row_stride + first[i];
+    Pack pack;
+    for (int e = 0; e < kVec; ++e) pack.v[e] = first[i] + e < a.vocab ? x[e] : x[0];
+    memcpy(&raw[i], &pack, sizeof(Pack));
+  }
+#pragma unroll
+  for (int i = 0; i < kSegmentsPerWarp; ++i) {
+    if (segment0 + i >= segments) break;  // warp-uniform
+    float best = 0.0f;
+    int best_index = -1;
+    unsigned nonfinite = 0;
+    const int tile = first[i] / a.tile_tokens;
+    const int index = first[i] - tile * a.tile_tokens;
+    Pack pack;
+    memcpy(&pack, &raw[i], sizeof(Pack));
+    bool packed = false;  // the pack's best found by finite_pack_best
+    if constexpr (std::is_same_v<T, cuda::Bf16>) {
+      // A whole pack of finite bf16 values (nearly every one): packed instructions.
+      int position = 0;
+      packed =
+          first[i] >= 0 && first[i] + kVec <= a.vocab && finite_pack_best(raw[i], best, position);
+      if (packed) best_index = index + position;
+    }
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) {
+      if (packed || first[i] < 0 || first[i] + e >= a.vocab) break;
+      const float v = T::to_f32(pack.v[e]);
+      if (!sampling::is_finite(v)) {
+        ++nonfinite;
+      } else if (best_index < 0 || v > best) {
+        best = v;
+        best_index = index + e;
+      }
+    }
+    unsigned long long word = first[i] < 0 ? 0ull : part_word(epoch, best, best_index);
+    for (int offset = tile_lanes / 2; offset > 0; offset >>= 1) {
+      const unsigned long long other = __shfl_xor_sync(0xffffffffu, word, offset);
+      word = other > word ? other : word;
+    }
+    if (first[i] >= 0 && lane % tile_lanes == 0)
+      a.words[static_cast<int64_t>(row[i]) * a.tiles + tile] = word;
+    nonfinite = __reduce_add_sync(0xffffffffu, nonfinite);
+    if (lane == 0 && nonfinite != 0)
+      logit_tile::add_nonfinite(a.nonfinite + row[i], epoch, nonfinite);
+  }
+}
+
 template <typename T, int kVec, bool kAligned>
 void launch_summarize(const void* logits, const TilesArgs& a, cudaStream_t stream) {
+  if (kAligned && short_tiles(a.tile_tokens, kVec)) {
+    const int row_segments = (a.vocab + 32 * kVec - 1) / (32 * kVec);
+    const int64_t segments = static_cast<int64_t>(a.num_rows) * row_segments;
+    const int64_t per_block = int64_t{kShortTileWarps} * kSegmentsPerWarp;
+    const int64_t blocks = (segments + per_block - 1) / per_block;
+    ROOFLINE_CHECK_MSG(blocks <= INT_MAX, "logit tiles: too many rows for one launch");
+    cuda::launch_pdl(summarize_short_tiles_kernel<T, kVec>, dim3(static_cast<unsigned>(blocks)),
+                     dim3(kThreads), 0, stream, static_cast<const typename T::Storage*>(logits), a,
+                     row_segments, segments);
+    return;
+  }
   const int blocks_per_row = (a.tiles + a.block_tiles - 1) / a.block_tiles;
   const dim3 grid(static_cast<unsigned>(blocks_per_row),
                   static_cast<unsigned>(std::min(a.num_rows, 65535)));
