@@ -52,6 +52,7 @@ struct DecodeGraphNodes {
 // What capturing the decode-step graphs cost at start-up.
 struct DecodeGraphReport {
   int64_t graphs = 0;        // batch buckets captured
+  int64_t tile_graphs = 0;   // of those, also with the tile sampler (runtime/tile_sampling.h)
   double capture_ms = 0;     // wall time, one eager warm-up step per bucket included
   int64_t device_bytes = 0;  // device memory the graphs took (free memory before - after)
   std::map<int64_t, DecodeGraphNodes> nodes;  // each captured graph's, by batch bucket
@@ -129,6 +130,9 @@ class Backend {
   virtual StatusOr<DecodeGraphNodes> last_decode_graph_nodes() const {
     return unimplemented("a decode graph's nodes need the CUDA backend with CUDA graphs");
   }
+  // CUDA: how many sampled steps took the tile sampler (runtime/tile_sampling.h) since start-up;
+  // 0 elsewhere.
+  virtual int64_t tile_sampled_steps() const { return 0; }
   // CUDA with cuda_graphs set: captures the decode step of every batch bucket (decode_padding.h),
   // largest first, with plan_for(bucket) as its plan; later decode steps of that bucket replay
   // it; the report counts each graph's nodes. Elsewhere: nothing to do.

@@ -12,6 +12,8 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/cuda_check.h"
@@ -21,6 +23,7 @@
 #include "runtime/decode_padding.h"
 #include "runtime/dummy_weights.h"
 #include "runtime/plan_executor.h"
+#include "runtime/tile_sampling.h"
 
 namespace roofline {
 
@@ -154,6 +157,7 @@ class CudaBackend final : public Backend {
     if (logits_pinned_) cudaFreeHost(logits_pinned_);
     if (sample_in_pinned_) cudaFreeHost(sample_in_pinned_);
     if (sample_out_pinned_) cudaFreeHost(sample_out_pinned_);
+    if (epoch_pinned_) cudaFreeHost(epoch_pinned_);
     for (auto& e : events_) cudaEventDestroy(e);
     for (auto& g : graphs_) cudaGraphExecDestroy(g.second.exec);
   }
@@ -322,6 +326,11 @@ class CudaBackend final : public Backend {
     ROOFLINE_CUDA_CHECK(
         cudaMallocHost(&sample_out_pinned_, static_cast<size_t>(sample_out_bytes(B))));
     ROOFLINE_RETURN_IF_ERROR(reserve_edits(std::max<int64_t>(kMinEditCapacity, B * 256)));
+    // The tile sampler's bound (tile_sampling.h) and the pinned word its epoch is uploaded from.
+    std::string bound_error;
+    tile_max_rows_ = tile_sampler_max_rows(std::getenv("ROOFLINE_TILE_SAMPLER_ROWS"), &bound_error);
+    if (!bound_error.empty()) ROOFLINE_LOG(kWarning, bound_error);
+    ROOFLINE_CUDA_CHECK(cudaMallocHost(&epoch_pinned_, 64));
 
     ctx_.workspace = workspace_.as();
     ctx_.attention_workspace = attention_ws_.ptr;
@@ -372,9 +381,10 @@ class CudaBackend final : public Backend {
     // NVTX: a range per step (and per plan call when eager) for nsys and other NVTX tools; free
     // when no tool is attached.
     nvtxRangePushA(fixed_shape ? "roofline decode step" : "roofline step");
+    set_tile_sampling(plan, false);
     if (fixed_shape && setup_.cuda_graphs && !call_times) {
       upload_sampling(nullptr, bucket);  // the graph samples too: inert greedy rows
-      replay(plan, bucket);
+      replay(plan, bucket, false);
     } else {
       run_eager(plan, call_times);
     }
@@ -414,12 +424,17 @@ class CudaBackend final : public Backend {
     const auto [run, bucket, fixed_shape] = stage_step(plan, step);
     const int64_t run_rows = run->num_seqs;  // a padded decode step samples its padding rows too
     upload_sampling(&sampling, run_rows);
+    // The tile sampler where every row qualifies and the step is small enough (tile_sampling.h),
+    // and the plan's LM head can leave the summaries.
+    const bool tiles = set_tile_sampling(
+        plan, step_uses_tile_sampler(sampling.rows, run_rows, logits_width(plan), tile_max_rows_));
+    tile_sampled_steps_ += tiles ? 1 : 0;
     nvtxRangePushA(fixed_shape ? "roofline decode step" : "roofline step");
     if (fixed_shape && setup_.cuda_graphs && !call_times) {
-      replay(plan, bucket);  // the graph ends with the sampling kernel
+      replay(plan, bucket, tiles);  // the graph ends with the sampling kernel
     } else {
       run_eager(plan, call_times);
-      launch_sampling(plan, run_rows);
+      launch_sampling(plan, run_rows, tiles);
     }
     nvtxRangePop();
     // Back: tokens, errors and NaN counts (and logprobs when a row asked), not the logits.
@@ -435,6 +450,17 @@ class CudaBackend final : public Backend {
     const auto* host = static_cast<const uint8_t*>(sample_out_pinned_);
     std::memcpy(out->tokens.data(), host, static_cast<size_t>(rows) * 4);
     std::memcpy(out->errors.data(), host + B * 4, static_cast<size_t>(rows) * 4);
+    for (int64_t r = 0; tiles && r < rows; ++r) {
+      // Every row was chosen because the tile sampler finishes it, and the LM head wrote this
+      // step's summaries: a row it still cannot finish is a bug here, not a request's fault, and
+      // the step fails rather than returning no token for it (ROOFLINE_TILE_SAMPLER_ROWS=0 turns
+      // the tile sampler off).
+      if ((out->errors[static_cast<size_t>(r)] & kSamplingNeedsFullRow) != 0)
+        return internal_error(
+            "cuda: the tile sampler could not finish row " + std::to_string(r) +
+            " of a step chosen for it (stale logit tile summaries?); ROOFLINE_TILE_SAMPLER_ROWS=0 "
+            "turns it off");
+    }
     std::memcpy(out->nonfinite.data(), host + 2 * B * 4, static_cast<size_t>(rows) * 4);
     if (any_logprobs) {
       std::memcpy(out->logprobs.data(), host + 3 * B * 4, static_cast<size_t>(rows) * 4);
@@ -445,6 +471,8 @@ class CudaBackend final : public Backend {
     record_call_times(plan, call_times);
     return ok_status();
   }
+
+  int64_t tile_sampled_steps() const override { return tile_sampled_steps_; }
 
   DecodeGraphReport capture_decode_graphs(
       const std::function<const Plan*(int64_t batch)>& plan_for) override {
@@ -472,9 +500,19 @@ class CudaBackend final : public Backend {
       for (int64_t i = 0; i <= b; ++i) dummy.query_start.push_back(static_cast<int32_t>(i));
       for (int64_t i = 0; i < b; ++i) dummy.last_token_index.push_back(static_cast<int32_t>(i));
       execute(*plan, dummy, &scratch, nullptr);
-      if (const auto g = graphs_.find({plan, b}); g != graphs_.end()) {
+      if (const auto g = graphs_.find({plan, b, false}); g != graphs_.end()) {
         ++report.graphs;
         report.nodes[b] = g->second.nodes;
+      }
+      // The bucket's graph with the tile sampler too, where its steps may take it (its padding
+      // rows, inert greedy rows, qualify).
+      if (b <= tile_max_rows_) {
+        stage_step(*plan, dummy);
+        upload_sampling(nullptr, b);
+        if (set_tile_sampling(*plan, true)) {
+          replay(*plan, b, true);
+          if (graphs_.count({plan, b, true}) != 0) ++report.tile_graphs;
+        }
       }
     }
     report.capture_ms =
@@ -558,9 +596,67 @@ class CudaBackend final : public Backend {
                                           cudaMemcpyHostToDevice, stream_));
   }
 
+  // The logits' row length (the vocabulary) of `plan`.
+  static int64_t logits_width(const Plan& plan) {
+    return plan.outputs[0].shape[1].eval(plan.max_tokens, plan.max_seqs);
+  }
+
+  // Turns the LM head's logit tile summaries on (for the tile sampler) or off in the op context.
+  // On: the summary buffers for max_seqs rows of the plan's vocabulary (allocated the first time;
+  // a plan of a larger vocabulary than the first keeps them off), the next epoch uploaded (the
+  // words zeroed once when the epochs wrap, logit_tiles.h), and only where exactly one call of the
+  // plan writes the logits as a plain matmul (plan_writes_logit_summaries). Returns whether they
+  // are on.
+  bool set_tile_sampling(const Plan& plan, bool on) {
+    ctx_.summarized_output = nullptr;
+    ctx_.logit_summaries = {};
+    if (!on) return false;
+    const int64_t vocab = logits_width(plan);
+    const int64_t tiles = logit_tiles(vocab, kTileSamplerTileTokens);
+    if (summary_words_.ptr == nullptr) {
+      if (!summary_words_.allocate(setup_.max_seqs * tiles * 8, "logit tile summaries").ok() ||
+          !summary_counts_.allocate(setup_.max_seqs * 8, "logit tile summaries").ok() ||
+          !summary_epoch_.allocate(64, "logit tile summaries").ok()) {
+        ROOFLINE_LOG(kWarning, "cuda: no device memory for the logit tile summaries ("
+                                   << ((setup_.max_seqs * tiles * 8) >> 10)
+                                   << " KiB): the full-row sampler samples every step");
+        tile_max_rows_ = 0;
+        return false;
+      }
+      summary_tiles_ = tiles;
+      zero_summaries();
+    }
+    if (tiles > summary_tiles_) return false;
+    ctx_.summarized_output = workspace_.as() + plan.outputs[0].offset_bytes;
+    ctx_.logit_summaries = {summary_words_.as<uint64_t>(), summary_counts_.as<uint64_t>(),
+                            summary_epoch_.as<uint32_t>(), kTileSamplerTileTokens};
+    if (!plan_writes_logit_summaries(plan.calls, ctx_)) {
+      ctx_.summarized_output = nullptr;
+      ctx_.logit_summaries = {};
+      return false;
+    }
+    if (++epoch_ == kLogitTileEpochs) {
+      zero_summaries();
+      epoch_ = 1;
+    }
+    *static_cast<uint32_t*>(epoch_pinned_) = epoch_;
+    ROOFLINE_CUDA_CHECK(
+        cudaMemcpyAsync(summary_epoch_.ptr, epoch_pinned_, 4, cudaMemcpyHostToDevice, stream_));
+    return true;
+  }
+
+  void zero_summaries() {
+    ROOFLINE_CUDA_CHECK(cudaMemsetAsync(
+        summary_words_.ptr, 0, static_cast<size_t>(setup_.max_seqs * summary_tiles_ * 8), stream_));
+    ROOFLINE_CUDA_CHECK(
+        cudaMemsetAsync(summary_counts_.ptr, 0, static_cast<size_t>(setup_.max_seqs * 8), stream_));
+  }
+
   // The sampling chain over the plan's `rows` logits rows (bf16 in the workspace), reading the
-  // uploaded rows and edits; the same launch is the last node of every decode graph.
-  void launch_sampling(const Plan& plan, int64_t rows) {
+  // uploaded rows and edits: from the LM head's tile summaries (`tiles`: set_tile_sampling turned
+  // them on for this step) or over the whole rows. The same launch is the last node of every
+  // decode graph.
+  void launch_sampling(const Plan& plan, int64_t rows, bool tiles) {
     const BufferRef& logits = plan.outputs[0];
     const int64_t B = setup_.max_seqs;
     SampleRowsParams p;
@@ -580,7 +676,11 @@ class CudaBackend final : public Backend {
     p.top_logprobs = reinterpret_cast<float*>(out + 4 * B * 4 + B * kMaxTopLogprobs * 4);
     p.max_top_logprobs = kMaxTopLogprobs;
     p.workspace = sampling_split_enabled() ? sample_ws_.ptr : nullptr;
-    sample_rows_cuda(p, stream_);
+    if (tiles) {
+      sample_rows_tiles_cuda(p, ctx_.logit_summaries, stream_);
+    } else {
+      sample_rows_cuda(p, stream_);
+    }
   }
 
   // The op context's step shape and attention bounds for the step `run` (padded to its bucket when
@@ -689,8 +789,8 @@ class CudaBackend final : public Backend {
   // set-up: cuBLASLt algorithms, shared-memory limits), then the same calls are captured; the
   // inputs (metadata, sampling rows and edits) live in fixed buffers, so later replays read each
   // step's freshly uploaded values.
-  void replay(const Plan& plan, int64_t bucket) {
-    const auto key = std::make_pair(&plan, bucket);
+  void replay(const Plan& plan, int64_t bucket, bool tiles) {
+    const auto key = std::make_tuple(&plan, bucket, tiles);
     auto it = graphs_.find(key);
     if (it != graphs_.end()) {
       ROOFLINE_CUDA_CHECK(cudaGraphLaunch(it->second.exec, stream_));
@@ -699,12 +799,12 @@ class CudaBackend final : public Backend {
       return;
     }
     run_eager(plan, nullptr);
-    launch_sampling(plan, bucket);
+    launch_sampling(plan, bucket, tiles);
     cudaGraph_t graph = nullptr;
     ROOFLINE_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
     CudaKernels k{stream_, matmul_ctx_.get()};
     for (const PlanCall& call : plan.calls) run_plan_call(call, ctx_, k);
-    launch_sampling(plan, bucket);
+    launch_sampling(plan, bucket, tiles);
     ROOFLINE_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
     CapturedGraph captured;
     count_graph_nodes(graph, &captured.nodes);
@@ -773,6 +873,15 @@ class CudaBackend final : public Backend {
   void* sample_out_pinned_ = nullptr;  // sample_out_bytes(max_seqs), host side
   int64_t edit_capacity_ = 0;
   std::vector<cudaEvent_t> events_;
+  // The tile sampler (tile_sampling.h): the most rows a step may have to take it, the LM head's
+  // summary words [max_seqs, summary_tiles_] and row counts, the step's epoch on the device and
+  // its pinned host copy.
+  int64_t tile_max_rows_ = kTileSamplerDefaultMaxRows;
+  DeviceMemory summary_words_, summary_counts_, summary_epoch_;
+  int64_t summary_tiles_ = 0;
+  uint32_t epoch_ = 0;
+  void* epoch_pinned_ = nullptr;
+  int64_t tile_sampled_steps_ = 0;
   ExecContext ctx_;
   std::vector<int64_t> buckets_;  // decode batch buckets (decode_padding.h)
   StepBuffers padded_;            // the current decode step at its bucket's shape
@@ -782,7 +891,8 @@ class CudaBackend final : public Backend {
     cudaGraphExec_t exec = nullptr;
     DecodeGraphNodes nodes;
   };
-  std::map<std::pair<const Plan*, int64_t>, CapturedGraph> graphs_;
+  // By plan, bucket and sampler (true: the tile sampler, the LM head writing the summaries).
+  std::map<std::tuple<const Plan*, int64_t, bool>, CapturedGraph> graphs_;
   cudaGraphExec_t last_graph_ = nullptr;  // the decode graph replay() launched last
   DecodeGraphNodes last_graph_nodes_;     // and its nodes
 };

@@ -162,7 +162,8 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(const RunnerOptions& 
         [runner](int64_t batch) { return runner->select_plan(batch, batch, false); });
     if (r->graph_report_.graphs > 0)
       ROOFLINE_LOG(kInfo, "cuda graphs: "
-                              << r->graph_report_.graphs << " decode batch buckets captured in "
+                              << r->graph_report_.graphs << " decode batch buckets captured ("
+                              << r->graph_report_.tile_graphs << " also with the tile sampler) in "
                               << r->graph_report_.capture_ms << " ms, "
                               << (r->graph_report_.device_bytes >> 20) << " MiB of device memory");
   }

@@ -112,6 +112,9 @@ class ModelRunner {
     return backend_->last_decode_graph_nodes();
   }
 
+  // How many sampled steps took the tile sampler (Backend::tile_sampled_steps).
+  int64_t tile_sampled_steps() const { return backend_->tile_sampled_steps(); }
+
   // Wall time of each call of the last step's plan, and that plan (for `roofline profile`).
   const std::vector<CallTime>& last_call_times() const { return last_call_times_; }
   // What start-up capture of the decode graphs cost (all zero without CUDA graphs).

@@ -47,7 +47,33 @@ struct ExecContext {
   std::vector<void*> k_cache;            // per layer
   std::vector<void*> v_cache;            // per layer
   const float* rope_inv_freq = nullptr;  // [head_dim / 2]
+  // The LM head's logit tile summaries (the CUDA backend's tile sampler): the plain matmul call
+  // whose y is `summarized_output` (the plan's logits) also leaves the summaries of its rows
+  // (MatmulParams::summaries). Off while logit_summaries.words is null.
+  const void* summarized_output = nullptr;
+  LogitTileSummaries logit_summaries;
 };
+
+// Whether `c` is the call that leaves ctx's logit tile summaries: a plain or bias matmul of one
+// weight (no SwiGLU or RoPE epilogue) whose y is ctx.summarized_output.
+inline bool writes_logit_summaries(const PlanCall& c, const ExecContext& ctx) {
+  if (ctx.logit_summaries.words == nullptr || ctx.summarized_output == nullptr) return false;
+  if (c.op != OpKind::kMatmul && c.op != OpKind::kMatmulBias) return false;
+  if (c.attrs.num_weight_parts != 1 || c.attrs.swiglu_epilogue || c.attrs.qkv_rope_epilogue)
+    return false;
+  const BufferRef& y = c.outputs[0];
+  return y.kind == BufferRef::Kind::kWorkspace &&
+         ctx.workspace + y.offset_bytes == ctx.summarized_output;
+}
+
+// Whether exactly one of `calls` leaves ctx's logit tile summaries, as a sampler that reads them
+// every step needs (a plan whose logits come from elsewhere cannot use them).
+inline bool plan_writes_logit_summaries(const std::vector<PlanCall>& calls,
+                                        const ExecContext& ctx) {
+  int writers = 0;
+  for (const PlanCall& c : calls) writers += writes_logit_summaries(c, ctx) ? 1 : 0;
+  return writers == 1;
+}
 
 namespace detail {
 
@@ -175,6 +201,7 @@ void run_matmul(const PlanCall& c, const ExecContext& ctx, Kernels& k) {
       p.qkv_rope = true;
       p.rope = rope_params;
     }
+    if (writes_logit_summaries(c, ctx)) p.summaries = ctx.logit_summaries;
     if (bias) {
       p.bias = in[1 + parts + i].weight;
       p.bias_dtype = in[1 + parts + i].dtype;

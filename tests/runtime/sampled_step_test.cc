@@ -9,12 +9,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "ops/sampling/sampling.h"
+#include "runtime/decode_padding.h"
 #include "runtime/model_runner.h"
+#include "runtime/tile_sampling.h"
 
 namespace roofline {
 namespace {
@@ -38,11 +41,12 @@ StatusOr<std::unique_ptr<ModelRunner>> cuda_runner(bool graphs) {
   return make_runner("cuda", "qwen2.5-0.5b", graphs);  // head_dim 64, GQA 7:1, tied embeddings
 }
 
-// Row i's parameters at `step`, cycling through the chain's stages; its edits appended to edits.
+// Row i's parameters at `step`, cycling through the chain's stages (the first `kinds` of them: 2
+// are the rows the tile sampler finishes, greedy and top-k 50); its edits appended to edits.
 SamplingRowParams row_params(int64_t i, int64_t step, int64_t edits_per_row, int64_t vocab,
-                             std::vector<TokenEdit>* edits) {
+                             std::vector<TokenEdit>* edits, int64_t kinds = 5) {
   SamplingRowParams r;
-  switch (i % 5) {
+  switch (i % kinds) {
     case 0:  // greedy
       break;
     case 1:
@@ -122,9 +126,11 @@ void expect_same(const SampledRows& got, const SampledRows& want, const StepSamp
   }
 }
 
-// Runs batches through a logits runner and a sampling runner side by side.
+// Runs batches through a logits runner and a sampling runner side by side (rows of the first
+// `kinds` kinds of row_params).
 void run_side_by_side(ModelRunner& logits_runner, ModelRunner& sampling_runner,
-                      const std::vector<int64_t>& batches, int64_t edits_per_row) {
+                      const std::vector<int64_t>& batches, int64_t edits_per_row,
+                      int64_t kinds = 5) {
   const int64_t vocab = logits_runner.config().vocab_size;
   for (const int64_t batch : batches) {
     SCOPED_TRACE("batch " + std::to_string(batch));
@@ -140,7 +146,7 @@ void run_side_by_side(ModelRunner& logits_runner, ModelRunner& sampling_runner,
         prompt.push_back(static_cast<int32_t>((t * 131 + i * 17 + batch) % vocab));
       // The prefill step samples too (eagerly: not a decode step).
       StepSampling s;
-      s.rows.push_back(row_params(i, 0, edits_per_row, vocab, &s.edits));
+      s.rows.push_back(row_params(i, 0, edits_per_row, vocab, &s.edits, kinds));
       std::vector<float> logits;
       SampledRows got;
       ASSERT_TRUE(logits_runner.step({{*sl, prompt}}, false, &logits).ok());
@@ -155,7 +161,7 @@ void run_side_by_side(ModelRunner& logits_runner, ModelRunner& sampling_runner,
         const int32_t token = static_cast<int32_t>((step * 1000 + i * 31 + 7) % vocab);
         el.push_back({seqs_l[static_cast<size_t>(i)], {token}});
         es.push_back({seqs_s[static_cast<size_t>(i)], {token}});
-        s.rows.push_back(row_params(i, step, edits_per_row, vocab, &s.edits));
+        s.rows.push_back(row_params(i, step, edits_per_row, vocab, &s.edits, kinds));
       }
       std::vector<float> logits;
       SampledRows got;
@@ -216,6 +222,41 @@ TEST(GpuSamplingTest, SampledEagerlyWithoutGraphsAsTheCpuTwinSamplesTheLogits) {
   auto s = cuda_runner(false);
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   run_side_by_side(**l, **s, {2, 5}, 6);
+}
+
+// Steps whose rows the tile sampler finishes (greedy and top-k 50, with penalties and logit bias),
+// with ROOFLINE_TILE_SAMPLER_ROWS unset (the default bound), 8 and 64: every step of at most that
+// many rows (its padded decode batch) samples them from the LM head's logit tile summaries — in the
+// decode graphs, eagerly at prefill and without graphs — and the full chain samples the rest.
+// Every token is the twin's, and the runners count the steps that took the tile sampler.
+TEST(GpuSamplingTest, TileSampledStepsAsTheCpuTwinSamplesTheLogits) {
+  auto l = cuda_runner(true);
+  if (!l.ok() && skip(l.status())) GTEST_SKIP() << l.status().to_string();
+  ASSERT_TRUE(l.ok()) << l.status().to_string();
+  const std::vector<int64_t> graph_batches = {1, 2, 5, 8, 17, 30}, eager_batches = {1, 3, 9};
+  // The steps that take the tile sampler under `bound`: each batch's prefill steps (one row each)
+  // and its 3 decode steps where the batch's bucket (the padded batch) is within the bound.
+  const auto tile_steps = [](const std::vector<int64_t>& batches, int64_t bound) {
+    const std::vector<int64_t> buckets = decode_batch_buckets(kMaxSeqs);
+    int64_t steps = 0;
+    for (const int64_t b : batches)
+      steps += (bound >= 1 ? b : 0) + (decode_bucket(buckets, b) <= bound ? 3 : 0);
+    return steps;
+  };
+  for (const char* bound : {static_cast<const char*>(nullptr), "8", "64"}) {
+    SCOPED_TRACE(std::string("ROOFLINE_TILE_SAMPLER_ROWS=") + (bound ? bound : "(unset)"));
+    if (bound) setenv("ROOFLINE_TILE_SAMPLER_ROWS", bound, 1);
+    auto graphs = cuda_runner(true);
+    auto eager = cuda_runner(false);
+    unsetenv("ROOFLINE_TILE_SAMPLER_ROWS");
+    ASSERT_TRUE(graphs.ok()) << graphs.status().to_string();
+    ASSERT_TRUE(eager.ok()) << eager.status().to_string();
+    run_side_by_side(**l, **graphs, graph_batches, 6, 2);
+    run_side_by_side(**l, **eager, eager_batches, 6, 2);
+    const int64_t rows = bound ? std::atol(bound) : kTileSamplerDefaultMaxRows;
+    EXPECT_EQ((*graphs)->tile_sampled_steps(), tile_steps(graph_batches, rows));
+    EXPECT_EQ((*eager)->tile_sampled_steps(), tile_steps(eager_batches, rows));
+  }
 }
 
 // 24 rows x 4,000 edits = 96,000 entries, past the 65,536 the device buffer starts with: the

@@ -495,8 +495,9 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
   constexpr int64_t kWarmup = 3;
   if (steps < 1 || steps > 40000)
     return fail(roofline::invalid_argument("--steps must be in [1, 40000]"));
-  // The sequences grow by both timed runs (sampled, then with logits).
-  auto setup = roofline::prepare_decode(f.model, batch, context, 2 * steps + kWarmup);
+  // The sequences grow by both timed runs (sampled, then with logits), and by one sampled step
+  // before the graph floor.
+  auto setup = roofline::prepare_decode(f.model, batch, context, 2 * steps + kWarmup + 1);
   if (!setup.ok()) return fail(setup.status());
   roofline::ModelRunner& r = *setup->runner;
   const std::vector<int32_t>& seqs = setup->seqs;
@@ -506,6 +507,7 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
   for (int32_t s : seqs) entries.push_back({s, {3}});
   auto sampled_or = time_decode_steps(r, entries, kWarmup, steps, /*sampled=*/true);
   if (!sampled_or.ok()) return fail(sampled_or.status());
+  const bool tile_sampled = r.tile_sampled_steps() > 0;  // runtime/tile_sampling.h
   auto logits_or = time_decode_steps(r, entries, 0, steps, /*sampled=*/false);
   if (!logits_or.ok()) return fail(logits_or.status());
   const std::vector<double>& sorted = *sampled_or;
@@ -532,21 +534,28 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
               graphs.graphs > 0 ? "CUDA graphs" : "eager");
   if (graphs.graphs > 0)
     std::printf(
-        "cuda graphs    %lld batch buckets captured at start-up in %.1f ms, %.1f MiB of device "
-        "memory\n",
-        (long long)graphs.graphs, graphs.capture_ms, graphs.device_bytes / 1048576.0);
+        "cuda graphs    %lld batch buckets captured at start-up (%lld also with the tile sampler) "
+        "in %.1f ms, %.1f MiB of device memory\n",
+        (long long)graphs.graphs, (long long)graphs.tile_graphs, graphs.capture_ms,
+        graphs.device_bytes / 1048576.0);
   std::printf("prefill        %.1f ms for %lld tokens\n", prefill_ms, (long long)(batch * context));
   std::printf(
       "decode step    median %.3f ms, min %.3f ms, max %.3f ms -> %.1f tok/s (greedy, sampled "
       "%s)\n",
       median, sorted.front(), sorted.back(), batch / (median / 1e3),
-      gpu ? "on the GPU, token ids back" : "by the CPU twin");
+      !gpu           ? "by the CPU twin"
+      : tile_sampled ? "on the GPU from the LM head's logit tile summaries, token ids back"
+                     : "on the GPU, token ids back");
   std::printf(
       "with logits    median %.3f ms (the same step returning its [%lld, vocab] logits to the host "
       "as f32)\n",
       logits_median, (long long)batch);
   if (gpu && graphs.graphs > 0) {
     // The sampled step's graph again, back to back: what the step costs with no host between steps.
+    // One sampled step first, so the graph replayed is the sampled step's (the tile sampler's
+    // where the step takes it), not the logits step's timed last.
+    if (auto one = time_decode_steps(r, entries, 0, 1, /*sampled=*/true); !one.ok())
+      return fail(one.status());
     auto floor_or = r.replay_last_decode_graph(std::min<int64_t>(steps, 1000));
     if (!floor_or.ok()) return fail(floor_or.status());
     std::printf(

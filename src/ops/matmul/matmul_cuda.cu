@@ -949,6 +949,17 @@ MatmulImpl choose_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cud
                       p.swiglu, p.qkv_rope, p.summaries.words != nullptr);
   const auto it = impl.choices.find(key);
   if (it != impl.choices.end()) return it->second;
+  // With logit tile summaries the skinny kernel keeps the plain problem's choice where it writes
+  // them in its epilogue: there they cost nothing measurable (-1.1 to +0.3 us on Llama-3-8B's LM
+  // head at m = 1), while one call timed alone put cuBLASLt plus the summaries' own pass within
+  // the band and chose it, 2 % slower in a chain of calls
+  // (bench/results/2026-12-04-sampling-wide-summaries.md).
+  if (p.summaries.words != nullptr && matmul_skinny_fuses_summaries(p)) {
+    MatmulParams plain = p;
+    plain.summaries = {};
+    if (choose_impl(plain, impl, stream, epilogue) == MatmulImpl::kSkinny)
+      return impl.choices.emplace(key, MatmulImpl::kSkinny).first->second;
+  }
   const auto shared_key = std::tuple_cat(std::make_tuple(impl.device), key);
   SharedChoices& shared = shared_choices();
   {

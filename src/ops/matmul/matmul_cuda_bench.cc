@@ -632,13 +632,13 @@ int run_mlp() {
 }
 
 // summaries: Llama-3-8B's LM head (n = 128256, k = 4096, bf16, the final norm fused as the RMSNorm
-// prologue) at m = 1, 8 and 64, with and without the logit tile summaries of its logits (tiles of
-// 128 tokens), on the skinny and the wide kernel (which write them in their epilogues), on cuBLASLt
-// (which runs summarize_logit_tiles_cuda after it) and as selected (the implementation each chose
-// printed): the summaries' cost is each pair's difference, taken in one run. `ms` (non-empty)
-// replaces the m values (`summaries 64`: one m, for a profiler).
-int run_summaries(const std::vector<int64_t>& ms) {
-  constexpr int64_t kN = 128256, kK = 4096, kTileTokens = 128;
+// prologue; `n`, `k` another head) at m = 1, 8 and 64, with and without the logit tile summaries of
+// its logits (tiles of 128 tokens), on the skinny and the wide kernel (which write them in their
+// epilogues), on cuBLASLt (which runs summarize_logit_tiles_cuda after it) and as selected (the
+// implementation each chose printed): the summaries' cost is each pair's difference, taken in one
+// run. `ms` (non-empty) replaces the m values (`summaries 64`: one m, for a profiler).
+int run_summaries(int64_t kN, int64_t kK, const std::vector<int64_t>& ms) {
+  constexpr int64_t kTileTokens = 128;
   auto skinny = forced(MatmulImpl::kSkinny);
   auto cublas = forced(MatmulImpl::kCublas);
   auto wide = forced(MatmulImpl::kWide);
@@ -738,16 +738,26 @@ int main(int argc, char** argv) {
   }
   if (argc >= 2 && std::string(argv[1]) == "summaries") {
     std::vector<int64_t> ms;
+    long long n = 128256, k = 4096;
     for (int i = 2; i < argc; ++i) {
-      const int64_t m = std::atoll(argv[i]);
-      if (m < 1 || m > 4096) {
-        std::fprintf(stderr, "usage: matmul_cuda_bench summaries [M...] (1 <= M <= 4096)\n");
+      const std::string arg = argv[i];
+      const size_t x = arg.find('x');
+      const int64_t m = x == std::string::npos ? std::atoll(argv[i]) : 0;
+      if (x != std::string::npos) {
+        n = std::atoll(arg.substr(0, x).c_str());
+        k = std::atoll(arg.substr(x + 1).c_str());
+      }
+      const bool bad_shape = n < 1 || k < 8 || k % 8 != 0 || n * k > (1ll << 31);
+      if (bad_shape || (x == std::string::npos && (m < 1 || m > 4096))) {
+        std::fprintf(stderr,
+                     "usage: matmul_cuda_bench summaries [NxK] [M...] (the LM head's n >= 1 and "
+                     "k >= 8 a multiple of 8, n·k at most 2^31; 1 <= M <= 4096)\n");
         return 2;
       }
-      ms.push_back(m);
+      if (x == std::string::npos) ms.push_back(m);
     }
     if (roofline::no_device()) return 0;
-    return roofline::run_summaries(ms);
+    return roofline::run_summaries(n, k, ms);
   }
   if (argc == 2 && std::string(argv[1]) == "wide") {
     if (roofline::no_device()) return 0;
@@ -771,7 +781,8 @@ int main(int argc, char** argv) {
           "usage: matmul_cuda_bench [decode] [prologue] [prefill] [verbose] (default: "
           "all sections; verbose: the selector's measurements too) | wide (the wide "
           "kernel beside cuBLASLt, by splits) | mlp (a layer's gated MLP as the engine chains "
-          "it) | summaries [M...] (the LM head with and without its logit tile summaries) | wide N "
+          "it) | summaries [NxK] [M...] (the LM head with and without its logit tile summaries) | "
+          "wide N "
           "K M "
           "(one shape's calls, for a "
           "profiler) | shape N K (one weight on both skinny variants and cuBLASLt) | "
