@@ -9,9 +9,9 @@
 // most ROOFLINE_TILE_SAMPLER_ROWS rows (its padded decode batch). Off by default: measured in
 // decode steps on the H200 (bench/results/2026-12-04-engine-tile-sampler.md), it saves 8.7 us a
 // step on llama3-8b at batch 1 (3.799 -> 3.790 ms, -0.23 %: the skinny GEMM writes the summaries
-// in its epilogue for free), but costs 5-7 us on qwen2.5-0.5b at batch 1-4 (+0.9-1.1 %: its LM
-// head runs on cuBLASLt, and the summaries' own pass and one more kernel handover cost more than
-// the sampler saves), and at 64 rows the summaries' pass alone costs more than the sampler saves
+// in its epilogue for +1.7 us), but costs 5-7 us on qwen2.5-0.5b at batch 1-4 (+0.9-1.1 %: with
+// K = 896 the same epilogue costs +8.4 us, more than the 4-5 us the sampler saves after the LM
+// head), and at 64 rows the summaries' own pass behind cuBLASLt costs more than the sampler saves
 // (10.7 + 12.7 us against 22.1 us). ROOFLINE_TILE_SAMPLER_ROWS=8 turns it on up to 8 rows.
 #pragma once
 
