@@ -1460,13 +1460,14 @@ TEST(MatmulCudaSummariesTest, EveryImplementationLeavesTheOracleOfItsOwnY) {
   // The LM heads of Qwen2.5-0.5B and Llama-3-8B with the final norm fused (the RMSNorm prologue),
   // and other vocabularies with bias, residual, non-finite outputs, a row stride past n and
   // n % 16 = 1 (GPT-2's 50257: the last column block holds one output), at m <= 64 on the skinny
-  // and the wide kernel (writing the summaries in their epilogues for tiles of 16 and 128 tokens,
-  // the wide kernel also of 8 and 64; for 37, the product and then summarize_logit_tiles_cuda) and
-  // at m = 65 and 200 on cuBLASLt (then summarize_logit_tiles_cuda); the 1000-token vocabulary
-  // also on cuBLASLt at m <= 64 and on the selection. Each call starts from an older epoch's
-  // largest words; its summaries must be exactly the CPU oracle's of the y it stored, and that y,
-  // bit for bit, the same call's without them (forced implementations: the selection may choose
-  // differently with them).
+  // and the wide kernel (the skinny kernel writing the summaries in its epilogue for tiles of a
+  // multiple of 16 tokens: 16, 48, 64, 128 here; the wide kernel for tiles that divide its own:
+  // 8, 16, 64, 128; otherwise, as for 37, the product and then summarize_logit_tiles_cuda) and at
+  // m = 65 and 200 on cuBLASLt (then summarize_logit_tiles_cuda); the 1000-token vocabulary also
+  // on cuBLASLt at m <= 64 and on the selection. Each call starts from an older epoch's largest
+  // words; its summaries must be exactly the CPU oracle's of the y it stored, and that y, bit for
+  // bit, the same call's without them (forced implementations: the selection may choose differently
+  // with them).
   ROOFLINE_SKIP_WITHOUT_GPU();
   constexpr MatmulEpilogue kPlain = MatmulEpilogue::kNone, kBias = MatmulEpilogue::kBias,
                            kResidual = MatmulEpilogue::kResidual;
@@ -1477,6 +1478,7 @@ TEST(MatmulCudaSummariesTest, EveryImplementationLeavesTheOracleOfItsOwnY) {
       {"1000x896 non-finite", 1000, 896, 16, kPlain, false, true, 0, {1, 3, 8, 64, 65, 200}},
       {"1000x896 non-finite, tiles of 8", 1000, 896, 8, kResidual, false, true, 0, {2, 64}},
       {"32000x896, tiles of 64", 32000, 896, 64, kBias, true, false, 0, {5, 33}},
+      {"32000x896 non-finite, tiles of 48", 32000, 896, 48, kPlain, false, true, 0, {1, 17}},
       {"151936x896, tiles of 37", 151936, 896, 37, kResidual, false, false, 0, {1, 8, 65}},
       {"50257x896 non-finite", 50257, 896, 128, kPlain, false, true, 0, {1, 3, 64, 65}},
   };

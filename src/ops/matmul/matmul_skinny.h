@@ -174,6 +174,16 @@ inline bool matmul_skinny_fuses_summaries(const MatmulParams& p) {
   return p.summaries.words != nullptr && p.summaries.tile_tokens % kMatmulSkinnyBlockRows == 0;
 }
 
+// The epilogue finds a column's summary tile as (column · m) >> 40 with m this, instead of a
+// division in its chain: exact for every column below 2^26 (the most a row of at most
+// kLogitTileMaxTiles tiles has) and tile_tokens <= 4096, since m exceeds 2^40 / tile_tokens by
+// less than 1, so the quotient errs by less than 2^-14, less than the 1 / tile_tokens a true
+// quotient's fraction stays below 1 by.
+constexpr uint64_t matmul_skinny_tile_reciprocal(int64_t tile_tokens) {
+  return ((uint64_t{1} << 40) + static_cast<uint64_t>(tile_tokens) - 1) /
+         static_cast<uint64_t>(tile_tokens);
+}
+
 struct MatmulSkinnyLaunch {
   int m_tiles = 0;               // 1, 2, 4 or 8: 8-row mma tiles of x the kernel is built for
   int64_t n_blocks = 0;          // ceil(n / kMatmulSkinnyBlockRows): column blocks

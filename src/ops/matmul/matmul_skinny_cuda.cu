@@ -86,14 +86,20 @@
 // epilogue only: a launch with them never splits): thread o stores output (token o / 16, column
 // row0 + o mod 16), so each half-warp holds one token's 16 outputs of the column block, which lie
 // in one tile of the summaries (tile_tokens a multiple of 16: matmul_skinny_fuses_summaries). Each
-// lane makes the word of the value it stored (logit_tiles.h), four 64-bit shuffles leave their
-// largest in the half-warp's first lane, and that lane merges it into the tile's word with one
-// atomicMax (a word of an older epoch loses to it, so the buffer is never cleared); a ballot
-// counts the half-warp's NaN and inf, which the first lane adds to the token's row count with a
-// compare-and-swap loop (rows without them: nothing). The step's epoch is read after the PDL wait
-// (it may be the kernel before's to write) by cp.async into shared memory, with the first stages'
-// x: no register holds it through the stream. An LM head's 8k-9.5k column blocks thus leave one
-// 8-byte atomic per token and block (a quarter of y's bytes, to L2) and no pass over y of its own.
+// lane makes the 32-bit compact word of the bf16 value it stored (logit_tiles.h), one warp
+// reduction per half-warp (REDUX.MAX, the other half's lanes giving 0) leaves its largest, and
+// the half's first lane merges its word into the tile's with one atomicMax (a word of an older
+// epoch loses to it, so the buffer is never cleared); a ballot counts the half-warp's NaN and inf,
+// which the first lane adds to the token's row count with a compare-and-swap loop (rows without
+// them: nothing). The column's tile comes from a multiply by a reciprocal, not a division. That
+// chain is short on purpose: in a launch of short tiles (Qwen2.5-0.5B's head, K = 896: two chunks
+// a tile) the other warps wait for the epilogue warp at the next tile's barrier. The former
+// chain (a 32-bit division and four 64-bit shuffles) cost +8.8 us on that head at m = 1, all of
+// it in that wait (bench/results/2026-12-04-skinny-summaries-chain.md). The step's epoch is read
+// after the PDL wait (it may be the kernel before's to write) by cp.async into shared memory, with
+// the first stages' x: no register holds it through the stream. An LM head's 8k-9.5k column
+// blocks thus leave one 8-byte atomic per token and block (a quarter of y's bytes, to L2) and no
+// pass over y of its own.
 //
 // Numerics: products of bf16 values are exact in fp32; sums in fp32 (tensor-core order within an
 // MMA, K order within a tile, split order across tiles); bias or residual added in fp32; one
@@ -187,6 +193,9 @@ struct SkinnyArgs {
   const uint32_t* summary_epoch;
   int summary_tile_tokens;
   int summary_tiles;
+  // A column's tile is (column · summary_tile_magic) >> 40 (matmul_skinny_tile_reciprocal): exact
+  // for every column below 2^26 and tile_tokens <= 4096, and no division in the epilogue's chain.
+  uint64_t summary_tile_magic;
 #if defined(ROOFLINE_PHASE_TRACE)
   uint64_t* trace;  // the launch's phase records, or nullptr
 #endif
@@ -345,29 +354,30 @@ __device__ __forceinline__ void load_tokens(const SkinnyArgs& a, int chunk, uint
     cuda::cp_async_16(to, valid ? from : a.x, valid);
 }
 
-// The logit tile summaries of one token's 16 outputs of a column block (see the header): this
-// half-warp's, lane l holding column col0 + l and `stored`, the value it stored (ignored past n).
-// Every lane of the half-warp calls it: the shuffles and the ballot name them all.
+// The logit tile summaries of one or two tokens' 16 outputs of a column block (see the header):
+// lane l of this warp holds output (token `token`, column col0 + l mod 16), `valid` (the token is
+// one of y's and the column < n) and `stored`, the value it stored. Each half-warp is one token's
+// piece of one tile: the two pieces' compact words (logit_tiles.h) are each one warp reduction
+// (the other half's lanes give 0), and lanes 0 and 16 merge theirs into the tile's word with one
+// atomicMax. The whole warp calls it (the reductions and the ballot name every lane).
 __device__ __forceinline__ void summarize_outputs(const SkinnyArgs& a, uint32_t epoch, int token,
-                                                  int col0, float stored) {
+                                                  int col0, bool valid, float stored) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  const unsigned half = 0xffffu << (lane & 16);
-  const int col = col0 + lane % 16;
-  const bool valid = col < a.n;
-  const int tile = col0 / a.summary_tile_tokens;  // col's too: col0 is a multiple of 16
-  unsigned long long word =
-      valid ? logit_tile::value_word(epoch, stored, col - tile * a.summary_tile_tokens) : 0ull;
-#pragma unroll
-  for (int offset = 8; offset > 0; offset >>= 1) {
-    const unsigned long long other = __shfl_xor_sync(half, word, offset);
-    word = other > word ? other : word;
-  }
-  // The other half-warp's lanes may vote in the same instruction: only this half's bits count.
-  const unsigned nonfinite = __ballot_sync(half, valid && !sampling::is_finite(stored)) & half;
-  if (lane % 16 != 0) return;
-  atomicMax(a.summary_words + static_cast<int64_t>(token) * a.summary_tiles + tile, word);
-  if (nonfinite != 0)
-    logit_tile::add_nonfinite(a.summary_nonfinite + token, epoch, __popc(nonfinite));
+  const int tile = static_cast<int>((static_cast<uint64_t>(col0) * a.summary_tile_magic) >> 40);
+  const int index = col0 - tile * a.summary_tile_tokens + lane % 16;
+  const uint32_t compact =
+      valid ? logit_tile::compact_bf16_word(__bfloat16_as_ushort(__float2bfloat16(stored)),
+                                            index)  // exact: stored is bf16
+            : 0u;
+  const uint32_t low = __reduce_max_sync(0xffffffffu, lane < 16 ? compact : 0u);
+  const uint32_t high = __reduce_max_sync(0xffffffffu, lane < 16 ? 0u : compact);
+  const unsigned nonfinite = __ballot_sync(0xffffffffu, valid && !sampling::is_finite(stored));
+  // Lane 0 or 16 is valid when its token is y's (its column col0 < n: the column block exists).
+  if (lane % 16 != 0 || !valid) return;
+  const int64_t at = static_cast<int64_t>(token) * a.summary_tiles + tile;
+  atomicMax(a.summary_words + at, logit_tile::word_of_compact(epoch, lane == 0 ? low : high));
+  const unsigned mine = nonfinite & (0xffffu << lane);
+  if (mine != 0) logit_tile::add_nonfinite(a.summary_nonfinite + token, epoch, __popc(mine));
 }
 
 // The sum of the squares of 8 bf16 values, in fp32.
@@ -698,12 +708,20 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles,
       return __bfloat162float(stored);
     };
     if (a.splits == 1) {
-      // a.m · kRows is a multiple of 16 and o steps by kThreads: each half-warp is in the loop or
-      // out of it whole, as the summaries' shuffles need (a block-uniform branch).
-      for (int o = threadIdx.x; o < a.m * kRows; o += kThreads) {
-        const int col = row0 + o % kRows;
-        const float stored = col < a.n ? epilogue(o, col, warp_sum(o)) : 0.0f;
-        if (a.summary_words != nullptr) summarize_outputs(a, s_epoch, o / kRows, row0, stored);
+      if (a.summary_words == nullptr) {
+        for (int o = threadIdx.x; o < a.m * kRows; o += kThreads) {
+          const int col = row0 + o % kRows;
+          if (col < a.n) epilogue(o, col, warp_sum(o));
+        }
+      } else {
+        // Whole warps walk the outputs, as the summaries' warp reductions need (the loop's
+        // condition is warp-uniform: o - lane is the warp's first output).
+        for (int o = threadIdx.x; o - lane < a.m * kRows; o += kThreads) {
+          const int col = row0 + o % kRows;
+          const bool valid = o < a.m * kRows && col < a.n;
+          const float stored = valid ? epilogue(o, col, warp_sum(o)) : 0.0f;
+          summarize_outputs(a, s_epoch, o / kRows, row0, valid, stored);
+        }
       }
       continue;
     }
@@ -940,6 +958,7 @@ void matmul_skinny_cuda(const MatmulParams& p, MatmulEpilogue epilogue,
   a.summary_epoch = p.summaries.epoch;
   a.summary_tile_tokens = summarized ? static_cast<int>(p.summaries.tile_tokens) : 1;
   a.summary_tiles = summarized ? static_cast<int>(logit_tiles(p.n, p.summaries.tile_tokens)) : 0;
+  a.summary_tile_magic = matmul_skinny_tile_reciprocal(a.summary_tile_tokens);
   if (p.qkv_rope) {
     const QkvRopeParams& r = p.rope;
     ROOFLINE_CHECK_MSG(r.q_out != nullptr && r.k_cache != nullptr && r.v_cache != nullptr &&

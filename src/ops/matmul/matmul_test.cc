@@ -14,6 +14,7 @@
 #include <limits>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "ops/matmul/matmul_shapes.h"
 #include "ops/matmul/matmul_skinny.h"
@@ -605,6 +606,26 @@ TEST(MatmulSkinnySummaries, FusedForWholeColumnBlocksAndNeverSplit) {
   for (const int64_t tile_tokens : {1, 8, 24, 37}) {
     p.summaries.tile_tokens = tile_tokens;
     EXPECT_FALSE(matmul_skinny_fuses_summaries(p)) << tile_tokens;
+  }
+}
+
+TEST(MatmulSkinnySummaries, TileReciprocalDividesEveryColumnOfARow) {
+  // The epilogue's (column · m) >> 40 for column / tile_tokens: every tile size the skinny kernel
+  // fuses (multiples of 16 up to kLogitTileMaxTokens), at each tile's first and last column and
+  // the largest column a row of kLogitTileMaxTiles tiles can have.
+  for (int64_t d = 16; d <= kLogitTileMaxTokens; d += 16) {
+    const uint64_t m = matmul_skinny_tile_reciprocal(d);
+    const int64_t last = std::min<int64_t>(kLogitTileMaxTiles * d, int64_t{1} << 26) - 1;
+    std::vector<int64_t> tiles = {0, 1, 7};
+    for (int64_t tile = std::max<int64_t>(0, (last + 1) / d - 64); tile < (last + 1) / d; ++tile)
+      tiles.push_back(tile);
+    for (const int64_t tile : tiles) {
+      for (const int64_t col : {tile * d, tile * d + d - 1}) {
+        ASSERT_EQ(static_cast<int64_t>((static_cast<uint64_t>(col) * m) >> 40), col / d)
+            << "column " << col << " in tiles of " << d;
+      }
+    }
+    ASSERT_EQ(static_cast<int64_t>((static_cast<uint64_t>(last) * m) >> 40), last / d) << d;
   }
 }
 

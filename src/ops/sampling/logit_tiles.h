@@ -62,6 +62,27 @@ ROOFLINE_HD uint64_t value_word(uint32_t epoch, float v, int index) {
   return base | (static_cast<uint64_t>(key) << kKeyShift) |
          (kIndexMask - static_cast<uint64_t>(index));
 }
+// The word of a bf16 logit (its `bits`) in 32 bits, for a writer that reduces a piece of a tile
+// before its one atomicMax (a warp reduction of 32-bit values is one instruction): bits 27..12 the
+// bf16 value's 16-bit order key (the upper half of its fp32 sampling::order_key, from which the
+// lower half follows), bits 11..0 as the word's; 0 for a non-finite logit. Compact words order as
+// their words do, and word_of_compact(epoch, compact_bf16_word(bits, index)) is
+// value_word(epoch, the bf16 value, index).
+ROOFLINE_HD uint32_t compact_bf16_word(uint16_t bits, int index) {
+  if ((bits & 0x7f80u) == 0x7f80u) return 0u;      // inf or NaN
+  const uint32_t b = bits == 0x8000u ? 0u : bits;  // -0 read as +0
+  const uint32_t key16 = (b & 0x8000u) ? (~b & 0xffffu) : (b | 0x8000u);
+  return (key16 << kKeyShift) | static_cast<uint32_t>(kIndexMask - static_cast<uint64_t>(index));
+}
+ROOFLINE_HD uint64_t word_of_compact(uint32_t epoch, uint32_t compact) {
+  const uint64_t base = static_cast<uint64_t>(epoch) << kEpochShift;
+  if (compact == 0u) return base;
+  const uint32_t key16 = compact >> kKeyShift;
+  // A positive value's fp32 key is its bits with the sign set (lower half 0); a negative one's is
+  // its bits inverted (lower half all ones).
+  const uint32_t key = (key16 << 16) | ((key16 & 0x8000u) ? 0u : 0xffffu);
+  return base | (static_cast<uint64_t>(key) << kKeyShift) | (compact & kIndexMask);
+}
 ROOFLINE_HD uint32_t epoch_of(uint64_t word) { return static_cast<uint32_t>(word >> kEpochShift); }
 // The tile's largest key (0: no finite logit).
 ROOFLINE_HD uint32_t key_of(uint64_t word) { return static_cast<uint32_t>(word >> kKeyShift); }

@@ -14,6 +14,8 @@
 #include <map>
 #include <numeric>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "ops/sampling/sampling_test_util.h"
 #include "ops/testing/op_test_util.h"
@@ -835,6 +837,29 @@ TEST(LogitTileSummary, TheLargestWordOfThePiecesIsTheTilesAndNewerEpochsWin) {
     }
     EXPECT_EQ(word, h.words[0]) << "pieces of " << piece;
   }
+}
+
+// The compact 32-bit words (the skinny GEMM's epilogue reduces them in one warp instruction): for
+// every bf16 value and positions across a tile, the word they expand to is value_word's, and they
+// order as their words do.
+TEST(LogitTileSummary, CompactWordsOfEveryBf16ValueExpandToItsWordInItsOrder) {
+  const int positions[] = {0, 1, 15, 16, 127, 4095};
+  std::vector<std::pair<uint32_t, uint64_t>> pairs;
+  for (uint32_t bits = 0; bits <= 0xffffu; ++bits) {
+    const float v = bf16_bits_to_f32(static_cast<uint16_t>(bits));
+    for (const int position : positions) {
+      const uint32_t compact = logit_tile::compact_bf16_word(static_cast<uint16_t>(bits), position);
+      const uint64_t word = logit_tile::value_word(5, v, position);
+      ASSERT_EQ(logit_tile::word_of_compact(5, compact), word)
+          << "bf16 bits 0x" << std::hex << bits << std::dec << " at " << position;
+      ASSERT_EQ(compact == 0u, !sampling::is_finite(v)) << std::hex << bits;
+      pairs.emplace_back(compact, word);
+    }
+  }
+  std::sort(pairs.begin(), pairs.end());
+  for (size_t i = 1; i < pairs.size(); ++i)
+    ASSERT_LE(pairs[i - 1].second, pairs[i].second) << "compact words out of their words' order";
+  EXPECT_EQ(logit_tile::word_of_compact(5, 0u), uint64_t{5} << logit_tile::kEpochShift);
 }
 
 TEST(LogitTileSummary, EveryRowDtypeAndStrideAgainstAScan) {
