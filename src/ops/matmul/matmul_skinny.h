@@ -101,6 +101,17 @@ constexpr int64_t matmul_skinny_smem_bytes(int m_tiles, bool few_tokens = false)
 constexpr int64_t matmul_skinny_reduce_bytes(int m_tiles) {
   return kMatmulSkinnyWarps * (kMatmulSkinnyBlockRows + 1) * 8 * int64_t{m_tiles} * 4;
 }
+// How many of those buffers a block keeps: two for one token tile with the RMSNorm prologue, one
+// otherwise. With the prologue each warp walks its own slice of the ring, so the only thing that
+// holds a warp back at the end of a tile is the buffer: with one, it must wait until the epilogue
+// of the tile before (one half-warp's at m <= 2) has read it. With two, tiles alternate, and a
+// warp waits only at the barrier after the sums are written, as every launch does. Measured on
+// the H200 (bench/results/2026-12-04-skinny-summaries-chain.md): Qwen2.5-0.5B's LM head at m = 1
+// spent 13 % of its warps' stall samples at that wait, and twice that with the summaries' epilogue.
+// The rings of two or more token tiles leave no room for a second buffer at their blocks per SM.
+constexpr int matmul_skinny_reduce_buffers(int m_tiles, bool norm) {
+  return m_tiles == 1 && norm ? 2 : 1;
+}
 
 // A split never gets fewer chunks than this (below it the partials' traffic and the reduction cost
 // more than the parallelism brings).

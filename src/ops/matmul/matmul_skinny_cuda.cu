@@ -46,17 +46,19 @@
 // second MMA's to 8t + {4,5} / {6,7}. Weight rows past n and K past k are zero-filled; token rows
 // past m are never written and only reach outputs that are not stored.
 //   Reduction: at the end of a tile the 8 warps' accumulators meet in shared memory and are summed
-// in warp order. With one split the block then writes its 16 × m outputs. With several, every tile
-// writes its fp32 partial [split][m][n] (L2-resident) to the context's workspace, fences, and bumps
-// the column block's arrival counter; the last tile to arrive sums the partials in split order
-// (deterministic) and writes y, then resets the counter to zero, so the next launch — or a
-// CUDA-graph replay — starts clean. No second kernel, no second pass over memory. Where every
-// block holds one tile and the clusters all fit (matmul_skinny_merges_in_clusters), the launch is
-// a thread-block cluster per column block instead: each block leaves its sums in shared memory,
-// one cluster barrier publishes them, every block finishes an equal share of the outputs by
-// summing the splits' sums over distributed shared memory in split order (the workspace path's
-// order: the same bits), and a second barrier keeps each block's sums alive until all are read —
-// no L2 round trip between the splits.
+// in warp order (one token tile with the RMSNorm prologue: in two buffers, tile by tile, so that a
+// warp need not wait for the last tile's epilogue to be done with its buffer; see
+// matmul_skinny_reduce_buffers). With one split the block then writes its 16 × m outputs. With
+// several, every tile writes its fp32 partial [split][m][n] (L2-resident) to the context's
+// workspace, fences, and bumps the column block's arrival counter; the last tile to arrive sums the
+// partials in split order (deterministic) and writes y, then resets the counter to zero, so the
+// next launch — or a CUDA-graph replay — starts clean. No second kernel, no second pass over
+// memory. Where every block holds one tile and the clusters all fit
+// (matmul_skinny_merges_in_clusters), the launch is a thread-block cluster per column block
+// instead: each block leaves its sums in shared memory, one cluster barrier publishes them, every
+// block finishes an equal share of the outputs by summing the splits' sums over distributed shared
+// memory in split order (the workspace path's order: the same bits), and a second barrier keeps
+// each block's sums alive until all are read — no L2 round trip between the splits.
 //
 //   RMSNorm prologue (p.norm_weight; kernel variant kNorm): each stage also carries the chunk's
 // slice of the norm weight (one more 1 KB row, copied with the weights: a constant). A lane that
@@ -168,8 +170,11 @@ struct SkinnyArgs {
   int num_chunks;
   int tiles;
   // The ring's stages this launch allocates (MatmulSkinnyLaunch::ring_stages: at most the
-  // variant's, and every stage a block's stream touches); the reduction buffer follows them.
+  // variant's, and every stage a block's stream touches); the reduction buffers follow them.
   int ring_stages;
+  // Whether tiles alternate between the variant's two reduction buffers (it has two:
+  // matmul_skinny_reduce_buffers; ROOFLINE_SKINNY_REDUCE_BUFFERS=1 uses only the first, for A/B).
+  bool two_reduce_buffers;
   // The RoPE epilogue (rope_head_dim > 0): y is not written; q goes to q_out [m, rope_heads · D],
   // k and v to the caches [slots, rope_kv_heads, D] at slot_mapping[token].
   int rope_head_dim;
@@ -440,8 +445,10 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles,
   extern __shared__ __align__(128) uint8_t ring[];
   // The warps' accumulators at the end of a tile, after the ring's allocated stages (a block uses
   // no others): [warp][row][token]; then their tokens' sums of squares (kNorm): [warp][token].
-  float* red = reinterpret_cast<float*>(ring + a.ring_stages * kStageBytes);
-  float* red_squares = red + kWarps * kRows * kTokens;
+  float* const reds = reinterpret_cast<float*>(ring + a.ring_stages * kStageBytes);
+  constexpr int kRedBuffers = matmul_skinny_reduce_buffers(kMTiles, kNorm);
+  constexpr int kRedFloats = static_cast<int>(matmul_skinny_reduce_bytes(kMTiles) / 4);
+  static_assert(kRedBuffers == 1 || kSlices, "a second buffer serves warps that walk slices");
   __shared__ bool is_last;
 
   cuda::PhaseTrace trace(cuda::phase_trace_records(a));
@@ -610,8 +617,15 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles,
     // C fragment: acc[mt][e] is (weight row g + 8·(e / 2), token mt·8 + 2t + e % 2). The warps'
     // sums meet in shared memory; thread o then owns output (token o / 16, row o % 16), so
     // consecutive threads store consecutive columns. With warp slices and no barrier per stage, a
-    // warp may get here while another still reads the last tile's sums in its epilogue.
-    if (kSlices && !first_tile) __syncthreads();
+    // warp may get here while another still reads the last tile's sums in its epilogue: with one
+    // buffer it waits here for that; with two (matmul_skinny_reduce_buffers) the tiles alternate,
+    // and the barrier below, which every thread reaches only after its part of the last epilogue,
+    // keeps a warp from writing this buffer again before the epilogue that reads it is done.
+    // (Launches with the prologue never split: the split and cluster paths below see buffer 0.)
+    const bool two_buffers = kRedBuffers == 2 && a.two_reduce_buffers;  // launch-uniform
+    float* const red = reds + (two_buffers ? (tiles_begun & 1) * kRedFloats : 0);
+    float* const red_squares = red + kWarps * kRows * kTokens;
+    if (kSlices && !two_buffers && !first_tile) __syncthreads();
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
@@ -788,10 +802,11 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles,
   trace.finish();
 }
 
-// A variant's dynamic shared memory: its ring, then the warps' reduction buffer.
-template <int kMTiles, bool kFewTokens>
+// A variant's dynamic shared memory: its ring, then the warps' reduction buffers.
+template <int kMTiles, bool kNorm, bool kFewTokens>
 constexpr int kSmemFor = static_cast<int>(matmul_skinny_smem_bytes(kMTiles, kFewTokens) +
-                                          matmul_skinny_reduce_bytes(kMTiles));
+                                          matmul_skinny_reduce_buffers(kMTiles, kNorm) *
+                                              matmul_skinny_reduce_bytes(kMTiles));
 
 // Allows the variant that much dynamic shared memory, once per process.
 template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens>
@@ -799,7 +814,7 @@ void configure_variant() {
   static const bool configured = [] {
     ROOFLINE_CUDA_CHECK(cudaFuncSetAttribute(
         matmul_skinny_kernel<kMTiles, kNorm, kRope, kFewTokens>,
-        cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemFor<kMTiles, kFewTokens>));
+        cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemFor<kMTiles, kNorm, kFewTokens>));
     return true;
   }();
   (void)configured;
@@ -814,10 +829,10 @@ bool variant_merges_in_clusters(const MatmulSkinnyLaunch& launch) {
   configure_variant<kMTiles, kNorm, kRope, kFewTokens>();  // the occupancy query sees the smem
   // ROOFLINE_SKINNY_CLUSTER=0 merges every split through the workspace (A/B runs).
   return matmul_skinny_merges_in_clusters(
-      launch,
-      cuda::max_active_clusters<matmul_skinny_kernel<kMTiles, kNorm, kRope, kFewTokens>, kThreads,
-                                kSmemFor<kMTiles, kFewTokens>, kMatmulSkinnyMaxClusterSplits>(
-          launch.splits, "ROOFLINE_SKINNY_CLUSTER"));
+      launch, cuda::max_active_clusters<matmul_skinny_kernel<kMTiles, kNorm, kRope, kFewTokens>,
+                                        kThreads, kSmemFor<kMTiles, kNorm, kFewTokens>,
+                                        kMatmulSkinnyMaxClusterSplits>(launch.splits,
+                                                                       "ROOFLINE_SKINNY_CLUSTER"));
 }
 
 // ROOFLINE_SKINNY_RING_FIT=0 allocates every stage of the ring whatever the plan's ring_stages
@@ -836,6 +851,23 @@ bool ring_fit() {
   return on;
 }
 
+// ROOFLINE_SKINNY_REDUCE_BUFFERS=1 makes the variants with two reduction buffers use one (A/B
+// runs: the allocation stays); 2 or unset follows matmul_skinny_reduce_buffers; any other value is
+// ignored (2) with a warning.
+bool two_reduce_buffers() {
+  static const bool on = [] {
+    const char* env = std::getenv("ROOFLINE_SKINNY_REDUCE_BUFFERS");
+    if (env == nullptr || std::string_view(env) == "2") return true;
+    if (std::string_view(env) == "1") return false;
+    ROOFLINE_LOG(kWarning, "ROOFLINE_SKINNY_REDUCE_BUFFERS='"
+                               << env
+                               << "' is not 1 (one reduction buffer) or 2 (two where they fit): "
+                                  "ignored (2)");
+    return true;
+  }();
+  return on;
+}
+
 template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens>
 void launch_variant(const SkinnyArgs& args, const MatmulSkinnyLaunch& launch, cudaStream_t stream) {
   constexpr auto kKernel = matmul_skinny_kernel<kMTiles, kNorm, kRope, kFewTokens>;
@@ -844,8 +876,10 @@ void launch_variant(const SkinnyArgs& args, const MatmulSkinnyLaunch& launch, cu
   configure_variant<kMTiles, kNorm, kRope, kFewTokens>();
   SkinnyArgs a = args;
   a.ring_stages = ring_fit() ? launch.ring_stages : kStagesFor<kMTiles, kFewTokens>;
+  a.two_reduce_buffers = two_reduce_buffers();
   const int smem =
-      a.ring_stages * kStageBytes + static_cast<int>(matmul_skinny_reduce_bytes(kMTiles));
+      a.ring_stages * kStageBytes + static_cast<int>(matmul_skinny_reduce_buffers(kMTiles, kNorm) *
+                                                     matmul_skinny_reduce_bytes(kMTiles));
   a.cluster_merge = variant_merges_in_clusters<kMTiles, kNorm, kRope, kFewTokens>(launch);
   cuda::launch_pdl_clustered(kKernel, dim3(static_cast<unsigned>(launch.grid)), dim3(kThreads),
                              static_cast<size_t>(smem), stream,

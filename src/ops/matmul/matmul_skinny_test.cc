@@ -115,8 +115,11 @@ TEST(MatmulSkinnyLaunch, TokenTilesAndColumnBlocks) {
 TEST(MatmulSkinnyLaunch, RingsAndReductionsFitTheirBlocksPerSm) {
   // Two blocks per SM of 4 / 3 stages at 1 / 2 token tiles, one of 4 / 2 stages at 4 / 8 (stages of
   // 16 weight rows + 8·m_tiles token rows + the norm weight's row); the SM's rings within the
-  // budget, and its blocks' rings and reduction buffers within the 228 KB of an SM (1 KB of each
-  // block reserved by the runtime), each block within the 227 KB a block may take.
+  // budget, and its blocks' rings and reduction buffers (two at one token tile with the RMSNorm
+  // prologue) within the 228 KB of an SM (1 KB of each block reserved by the runtime), each block
+  // within the 227 KB a block may take. kStaticSmem: more than any variant's static shared memory
+  // (the epoch word, the RoPE epilogue's positions and slots; 1,920 bytes at most for sm_90a).
+  constexpr int64_t kStaticSmem = 2048;
   const int expected_stages[] = {4, 3, 4, 2};
   const int expected_blocks[] = {2, 2, 1, 1};
   int i = 0;
@@ -125,12 +128,19 @@ TEST(MatmulSkinnyLaunch, RingsAndReductionsFitTheirBlocksPerSm) {
     const int blocks = matmul_skinny_blocks_per_sm(m_tiles);
     EXPECT_EQ(blocks, expected_blocks[i]);
     EXPECT_EQ(matmul_skinny_stages(m_tiles), expected_stages[i++]);
-    const int64_t block_bytes =
-        matmul_skinny_smem_bytes(m_tiles) + matmul_skinny_reduce_bytes(m_tiles);
     EXPECT_LE(blocks * matmul_skinny_smem_bytes(m_tiles), kMatmulSkinnySmemBudget);
-    EXPECT_LE(block_bytes, 227 * 1024);
-    EXPECT_LE(blocks * (block_bytes + 1024), 228 * 1024);
+    for (const bool norm : {false, true}) {
+      const int64_t block_bytes =
+          matmul_skinny_smem_bytes(m_tiles) +
+          matmul_skinny_reduce_buffers(m_tiles, norm) * matmul_skinny_reduce_bytes(m_tiles);
+      EXPECT_LE(block_bytes, 227 * 1024) << norm;
+      EXPECT_LE(blocks * (block_bytes + kStaticSmem + 1024), 228 * 1024) << norm;
+    }
   }
+  // A second reduction buffer for one token tile with the RMSNorm prologue only.
+  EXPECT_EQ(matmul_skinny_reduce_buffers(1, true), 2);
+  for (const int m_tiles : {2, 4, 8}) EXPECT_EQ(matmul_skinny_reduce_buffers(m_tiles, true), 1);
+  for (const int m_tiles : {1, 2, 4, 8}) EXPECT_EQ(matmul_skinny_reduce_buffers(m_tiles, false), 1);
   // The persistent grid: up to two blocks per SM at m <= 16.
   EXPECT_EQ(matmul_skinny_launch(1, 28672, 4096, 132).grid, 264);
   EXPECT_EQ(matmul_skinny_launch(32, 28672, 4096, 132).grid, 132);
@@ -144,8 +154,10 @@ TEST(MatmulSkinnyLaunch, FewTokenVariantWhereTwoBlocksPerSmLeaveASecondWave) {
   EXPECT_EQ(matmul_skinny_stage_rows(1, true), 21);
   EXPECT_EQ(matmul_skinny_stages(1, true), 3);
   EXPECT_LE(3 * matmul_skinny_smem_bytes(1, true), kMatmulSkinnySmemBudget);
-  EXPECT_LE(3 * (matmul_skinny_smem_bytes(1, true) + matmul_skinny_reduce_bytes(1) + 1024),
-            228 * 1024);
+  EXPECT_LE(
+      3 * (matmul_skinny_smem_bytes(1, true) +
+           matmul_skinny_reduce_buffers(1, true) * matmul_skinny_reduce_bytes(1) + 2048 + 1024),
+      228 * 1024);  // its two reduction buffers, static shared memory and the reserve
   // llama3-8b's q|k|v at m = 1 to 4: 384 tiles, more than two blocks per SM take (264) — one wave
   // of 384 blocks, 12 slots left, so the RoPE epilogue is fused there.
   for (const int64_t m : {1, 2, 3, 4}) {
