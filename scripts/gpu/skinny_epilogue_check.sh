@@ -4,7 +4,7 @@
 # RMSNorm prologue. Builds the GEMM and engine targets; runs the GEMM tests (the CPU twin on every
 # element, the summaries against their oracle), the sampled-step and graph tests and the Hugging
 # Face goldens; then the LM heads with and without summaries, with two buffers and with one
-# (ROOFLINE_SKINNY_REDUCE_BUFFERS=1), and the decode steps with one and two, with the tile sampler
+# (ROOFLINE_SKINNY_SECOND_BUFFER=0), and the decode steps with one and two, with the tile sampler
 # off and on (ROOFLINE_TILE_SAMPLER_ROWS=0 / 8), alternated. Writes one archive,
 # OUTDIR/skinny_epilogue.tgz (a device call returns at most 8 files), and prints a table last.
 # Carry .staged (scripts/stage_deps.sh) with the call.
@@ -30,14 +30,14 @@ done
 for buffers in 2 1; do
   for head in 151936x896 128256x4096; do
     echo "== buffers $buffers head $head" >> "$out/lm_heads.txt"
-    ROOFLINE_SKINNY_REDUCE_BUFFERS=$buffers timeout 90 build/cuda/src/ops/matmul_cuda_bench summaries \
+    ROOFLINE_SKINNY_SECOND_BUFFER=$((buffers - 1)) timeout 90 build/cuda/src/ops/matmul_cuda_bench summaries \
       $head 1 8 >> "$out/lm_heads.txt" 2>&1
   done
 done
 note "lm heads done"
 step() {  # model batch buffers rows
   echo "== $1 bs $2 buffers $3 tile_sampler_rows $4" >> "$out/steps.txt"
-  ROOFLINE_SKINNY_REDUCE_BUFFERS=$3 ROOFLINE_TILE_SAMPLER_ROWS=$4 timeout 90 build/cuda/tools/cli/roofline \
+  ROOFLINE_SKINNY_SECOND_BUFFER=$(($3 - 1)) ROOFLINE_TILE_SAMPLER_ROWS=$4 timeout 90 build/cuda/tools/cli/roofline \
     bench --dummy-weights "$1" --batch "$2" --context 512 --device cuda --steps 64 2>&1 |
     grep -E "decode step|graph floor|tile" >> "$out/steps.txt"
 }

@@ -81,6 +81,7 @@
 #include "core/cuda_check.h"
 #include "core/log.h"
 #include "ops/common/cuda_launch.cuh"
+#include "ops/common/env_switch.h"
 #include "ops/matmul/matmul.h"
 #include "ops/matmul/matmul_skinny.h"
 #include "ops/matmul/matmul_wide.h"
@@ -247,20 +248,6 @@ SharedChoices& shared_choices() {
 std::tuple<int, int64_t, int64_t, int64_t, bool, bool> tuned_key(int device,
                                                                  const ProblemKey& key) {
   return {device, matmul_cuda_m_bucket(key.m), key.n, key.k, key.bias, key.residual};
-}
-
-// An A/B switch from the environment: false for "0", true for "1" or when unset; any other value
-// is ignored (true) with a warning that says what 0 and 1 mean.
-bool env_switch(const char* name, const char* off, const char* on) {
-  const char* env = std::getenv(name);
-  if (env == nullptr) return true;
-  const std::string value = env;
-  if (value == "0") return false;
-  if (value != "1") {
-    ROOFLINE_LOG(kWarning, name << "='" << value << "' is not 0 (" << off << ") or 1 (" << on
-                                << "): ignored (1)");
-  }
-  return true;
 }
 
 }  // namespace

@@ -111,17 +111,15 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdlib>
-#include <string_view>
 
 #include "core/check.h"
 #include "core/cuda_check.h"
-#include "core/log.h"
 #include "ops/common/cuda_async.cuh"
 #include "ops/common/cuda_barrier.cuh"
 #include "ops/common/cuda_launch.cuh"
 #include "ops/common/cuda_mma.cuh"
 #include "ops/common/cuda_phase_trace.cuh"
+#include "ops/common/env_switch.h"
 #include "ops/matmul/matmul_skinny.h"
 #include "ops/qkv_rope/qkv_rope_math.cuh"
 
@@ -173,7 +171,7 @@ struct SkinnyArgs {
   // variant's, and every stage a block's stream touches); the reduction buffers follow them.
   int ring_stages;
   // Whether tiles alternate between the variant's two reduction buffers (it has two:
-  // matmul_skinny_reduce_buffers; ROOFLINE_SKINNY_REDUCE_BUFFERS=1 uses only the first, for A/B).
+  // matmul_skinny_reduce_buffers; ROOFLINE_SKINNY_SECOND_BUFFER=0 uses only the first, for A/B).
   bool two_reduce_buffers;
   // The RoPE epilogue (rope_head_dim > 0): y is not written; q goes to q_out [m, rope_heads · D],
   // k and v to the caches [slots, rope_kv_heads, D] at slot_mapping[token].
@@ -836,35 +834,18 @@ bool variant_merges_in_clusters(const MatmulSkinnyLaunch& launch) {
 }
 
 // ROOFLINE_SKINNY_RING_FIT=0 allocates every stage of the ring whatever the plan's ring_stages
-// (A/B runs); 1 or unset follows the plan; any other value is ignored (1) with a warning.
+// (A/B runs); 1 or unset follows the plan.
 bool ring_fit() {
-  static const bool on = [] {
-    const char* env = std::getenv("ROOFLINE_SKINNY_RING_FIT");
-    if (env == nullptr || std::string_view(env) == "1") return true;
-    if (std::string_view(env) == "0") return false;
-    ROOFLINE_LOG(kWarning, "ROOFLINE_SKINNY_RING_FIT='"
-                               << env
-                               << "' is not 0 (every ring stage) or 1 (the stages the plan "
-                                  "fits): ignored (1)");
-    return true;
-  }();
+  static const bool on =
+      env_switch("ROOFLINE_SKINNY_RING_FIT", "every ring stage", "the stages the plan fits");
   return on;
 }
 
-// ROOFLINE_SKINNY_REDUCE_BUFFERS=1 makes the variants with two reduction buffers use one (A/B
-// runs: the allocation stays); 2 or unset follows matmul_skinny_reduce_buffers; any other value is
-// ignored (2) with a warning.
+// ROOFLINE_SKINNY_SECOND_BUFFER=0 makes the variants with two reduction buffers use one (A/B
+// runs: the allocation stays); 1 or unset follows matmul_skinny_reduce_buffers.
 bool two_reduce_buffers() {
-  static const bool on = [] {
-    const char* env = std::getenv("ROOFLINE_SKINNY_REDUCE_BUFFERS");
-    if (env == nullptr || std::string_view(env) == "2") return true;
-    if (std::string_view(env) == "1") return false;
-    ROOFLINE_LOG(kWarning, "ROOFLINE_SKINNY_REDUCE_BUFFERS='"
-                               << env
-                               << "' is not 1 (one reduction buffer) or 2 (two where they fit): "
-                                  "ignored (2)");
-    return true;
-  }();
+  static const bool on =
+      env_switch("ROOFLINE_SKINNY_SECOND_BUFFER", "one reduction buffer", "a second where it fits");
   return on;
 }
 
