@@ -231,6 +231,16 @@ enum class MatmulImpl : uint8_t { kAuto, kCublas, kSkinny, kWide };
 // the tests). See matmul_skinny_launch.
 enum class MatmulSkinnyFewTokens { kAuto, kOff, kOn };
 
+// Where the skinny kernel runs a problem's RMSNorm prologue (MatmulParams::norm_weight): in the
+// kernel (kFused), or as rms_norm_cuda into p.normed before the plain product (kApart), as cuBLASLt
+// and the wide kernel run it. kAuto (the default) lets the selection time both, so that a problem
+// whose fused prologue costs the kernel more than the norm kernel and its handover (the LM head
+// with the final norm folded in measured ~3 % slower fused on Llama-3-8B:
+// bench/results/2026-12-02-epilogue-preload.md) runs it apart: the graph pass that folds a norm
+// into its GEMM can then never make the step slower than the two kernels it replaced. A forced
+// skinny kernel (kSkinny, ROOFLINE_MATMUL_IMPL=skinny) fuses it unless kApart is set.
+enum class MatmulSkinnyNorm : uint8_t { kAuto, kFused, kApart };
+
 // The GEMM state of the CUDA backend: a cuBLASLt handle and workspace, the skinny kernel's split-K
 // workspace (both allocated once at creation), the cuBLASLt algorithm chosen per (m bucket, n, k,
 // row stride, alignments, epilogue) (by heuristic, or by measurement for the problems kAuto
@@ -265,6 +275,9 @@ class MatmulCudaContext {
   void set_skinny_cluster_merge(bool allowed);
   // The skinny launches' few-token variant: chosen by the plan (kAuto, the default), off or forced.
   void set_skinny_few_tokens(MatmulSkinnyFewTokens mode);
+  // Where the skinny kernel runs the RMSNorm prologue: chosen by measurement (kAuto, the default),
+  // fused or apart (ROOFLINE_SKINNY_NORM=fused|apart for every context created afterwards).
+  void set_skinny_norm(MatmulSkinnyNorm mode);
   // Implementation choices this context measured (one per (m bucket, n, k, epilogue) that no
   // context of the process had measured before: choices are shared per device, so that two contexts
   // never disagree), and calls that found no choice while their stream was being captured (they
@@ -276,6 +289,9 @@ class MatmulCudaContext {
   int64_t num_timed_candidates() const;
   // The implementation the last call ran (kCublas, kSkinny or kWide; kAuto before any call).
   MatmulImpl last_impl() const;
+  // Whether the last call ran its RMSNorm prologue as rms_norm_cuda before the GEMM (always so on
+  // cuBLASLt and the wide kernel; false for a call without the prologue).
+  bool last_norm_apart() const;
 
   struct Impl;  // cuBLASLt types live in matmul_cuda.cu only
 

@@ -15,8 +15,9 @@
 //
 // Selection (kAuto): problems outside the skinny kernel's domain go to cuBLASLt. For the others,
 // the choice is made per (m bucket, n, k, epilogue) by measurement, once: the first call of such a
-// problem outside stream capture times the skinny kernel, cuBLASLt with each of the first
-// kTuneCandidates algorithms its heuristic offers for the bucket's m, and with
+// problem outside stream capture times the skinny kernel (with the RMSNorm prologue: fused, and
+// apart as rms_norm_cuda before the plain product, see MatmulSkinnyNorm), cuBLASLt with each of the
+// first kTuneCandidates algorithms its heuristic offers for the bucket's m, and with
 // ROOFLINE_MATMUL_WIDE=1 the wide kernel (scratch x and y of the context, the caller's W and bias;
 // L2 flushed before every timed call so the weights come from HBM, as in a decode step; each call
 // behind a 3 us stand-in for the short kernel before it in the step's programmatic-dependent-launch
@@ -226,6 +227,13 @@ struct TunedAlgo {
   }
 };
 
+// What runs a problem: the implementation and, for the skinny kernel with the RMSNorm prologue,
+// whether the prologue runs apart (rms_norm_cuda, then the plain product; MatmulSkinnyNorm).
+struct MatmulChoice {
+  MatmulImpl impl = MatmulImpl::kCublas;
+  bool norm_apart = false;
+};
+
 // The process-wide choices (see the header comment), per device: the implementation per (m
 // bucket, n, k, epilogue, prologue, SwiGLU, RoPE, summaries), and the cuBLASLt algorithm that
 // measured fastest per (m bucket, n, k, bias, residual) of the product cuBLASLt runs. The first
@@ -235,7 +243,7 @@ struct TunedAlgo {
 struct SharedChoices {
   std::mutex mutex;
   std::map<std::tuple<int, int64_t, int64_t, int64_t, MatmulEpilogue, bool, bool, bool, bool>,
-           MatmulImpl>
+           MatmulChoice>
       choices;
   std::map<std::tuple<int, int64_t, int64_t, int64_t, bool, bool>, TunedAlgo> algos;
   std::atomic<uint64_t> generation{0};
@@ -287,10 +295,12 @@ struct MatmulCudaContext::Impl {
   // The RoPE epilogue fused where matmul_skinny_fuses_rope allows (ROOFLINE_SKINNY_ROPE=0: never,
   // the product then qkv_rope_cuda; A/B runs).
   bool skinny_fuse_rope = true;
-  // (m bucket, n, k, epilogue, RMSNorm prologue, SwiGLU, RoPE, logit tile summaries) -> the
-  // implementation that measured faster.
+  // Where the skinny kernel runs the RMSNorm prologue (set_skinny_norm, ROOFLINE_SKINNY_NORM).
+  MatmulSkinnyNorm skinny_norm = MatmulSkinnyNorm::kAuto;
+  // (m bucket, n, k, epilogue, RMSNorm prologue, SwiGLU, RoPE, logit tile summaries) -> what
+  // measured fastest.
   std::map<std::tuple<int64_t, int64_t, int64_t, MatmulEpilogue, bool, bool, bool, bool>,
-           MatmulImpl>
+           MatmulChoice>
       choices;
   int64_t measurements = 0;
   int64_t timed_candidates = 0;
@@ -299,6 +309,7 @@ struct MatmulCudaContext::Impl {
   // only, i.e. untuned).
   int tune_candidates = kTuneCandidates;
   MatmulImpl last = MatmulImpl::kAuto;
+  bool last_norm_apart = false;
 
   ~Impl() {
     if (skinny_workspace.partials) cudaFree(skinny_workspace.partials);
@@ -466,6 +477,20 @@ std::unique_ptr<MatmulCudaContext> MatmulCudaContext::create() {
   }
   impl.skinny_fuse_rope =
       env_switch("ROOFLINE_SKINNY_ROPE", "never fuse", "fuse where the plan allows");
+  // ROOFLINE_SKINNY_NORM: where the skinny kernel runs the RMSNorm prologue (A/B runs).
+  if (const char* env = std::getenv("ROOFLINE_SKINNY_NORM")) {
+    const std::string value = env;
+    if (value == "fused") {
+      impl.skinny_norm = MatmulSkinnyNorm::kFused;
+    } else if (value == "apart") {
+      impl.skinny_norm = MatmulSkinnyNorm::kApart;
+    } else if (value != "auto") {
+      ROOFLINE_LOG(kWarning, "ROOFLINE_SKINNY_NORM='"
+                                 << value
+                                 << "' is not auto (measured, the default), fused (in the kernel) "
+                                    "or apart (rms_norm_cuda first): ignored (auto)");
+    }
+  }
   if (const char* env = std::getenv("ROOFLINE_MATMUL_WIDE")) {
     const std::string value = env;
     impl.wide_candidate = value == "1";
@@ -508,6 +533,8 @@ void MatmulCudaContext::set_skinny_cluster_merge(bool allowed) {
   impl_->skinny_cluster_merge = allowed;
 }
 
+void MatmulCudaContext::set_skinny_norm(MatmulSkinnyNorm mode) { impl_->skinny_norm = mode; }
+
 void MatmulCudaContext::set_skinny_few_tokens(MatmulSkinnyFewTokens mode) {
   impl_->skinny_few_tokens = mode;
 }
@@ -519,6 +546,8 @@ int64_t MatmulCudaContext::num_timed_candidates() const { return impl_->timed_ca
 int64_t MatmulCudaContext::num_unmeasured_captures() const { return impl_->unmeasured_captures; }
 
 MatmulImpl MatmulCudaContext::last_impl() const { return impl_->last; }
+
+bool MatmulCudaContext::last_norm_apart() const { return impl_->last_norm_apart; }
 
 namespace {
 
@@ -600,15 +629,22 @@ void cublas_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStr
   summarize_product(p, stream);
 }
 
-// p on the skinny kernel: with the RoPE epilogue fused where matmul_skinny_fuses_rope says so,
-// else its product into p.y and qkv_rope_cuda over it; with the logit tile summaries fused where
-// matmul_skinny_fuses_summaries says so, else the product without them and their own pass.
+// p on the skinny kernel: with the RMSNorm prologue fused, or with norm_apart rms_norm_cuda into
+// p.normed first and the plain product over it; with the RoPE epilogue fused where
+// matmul_skinny_fuses_rope says so, else its product into p.y and qkv_rope_cuda over it; with the
+// logit tile summaries fused where matmul_skinny_fuses_summaries says so, else the product
+// without them and their own pass.
 void skinny_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStream_t stream,
-                   MatmulEpilogue epilogue) {
+                   MatmulEpilogue epilogue, bool norm_apart) {
+  if (norm_apart && p.norm_weight != nullptr) {
+    rms_norm_cuda(matmul_prologue_norm(p), stream);
+    skinny_matmul(matmul_prologue_product(p), impl, stream, epilogue, false);
+    return;
+  }
   if (p.summaries.words != nullptr && !matmul_skinny_fuses_summaries(p)) {
     MatmulParams product = p;
     product.summaries = {};  // the launch may then split K
-    skinny_matmul(product, impl, stream, epilogue);
+    skinny_matmul(product, impl, stream, epilogue, false);
     summarize_product(p, stream);
     return;
   }
@@ -721,7 +757,7 @@ struct ScratchMemory {
 // fastest for the product (tuned: false when the process already had one for it, which was then
 // the only cuBLASLt candidate timed).
 struct Measured {
-  MatmulImpl impl = MatmulImpl::kCublas;
+  MatmulChoice choice;
   bool tuned = false;
   TunedAlgo algo;
 };
@@ -842,13 +878,19 @@ Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
   }
 
   // Candidate c < algos.size(): cuBLASLt with algos[c]; then the wide kernel where it takes the
-  // problem; the last: the skinny kernel.
+  // problem; then the skinny kernel, with the RMSNorm prologue fused and with it apart as
+  // impl.skinny_norm allows (without a prologue: once, as it is).
   const bool with_wide = impl.wide_candidate && wide_unsupported_reason(q, epilogue) == nullptr;
+  const bool norm = p.norm_weight != nullptr;
+  const bool with_fused = !norm || impl.skinny_norm != MatmulSkinnyNorm::kApart;
+  const bool with_apart = norm && impl.skinny_norm != MatmulSkinnyNorm::kFused;
   const size_t wide_at = algos.size();
-  const size_t candidates = algos.size() + (with_wide ? 2 : 1);
+  const size_t fused_at = wide_at + (with_wide ? 1 : 0);
+  const size_t apart_at = fused_at + (with_fused ? 1 : 0);
+  const size_t candidates = apart_at + (with_apart ? 1 : 0);
   const auto call = [&](size_t c) {
-    if (c == candidates - 1) {
-      skinny_matmul(q, impl, stream, epilogue);
+    if (c >= fused_at) {
+      skinny_matmul(q, impl, stream, epilogue, with_apart && c == apart_at);
     } else if (with_wide && c == wide_at) {
       wide_matmul(q, impl, stream, epilogue);
     } else {
@@ -889,47 +931,59 @@ Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
       median_ms.begin());
   result.algo = {algos[best], key};
   // The fastest of cuBLASLt and the wide kernel, then the skinny kernel against it (with its band).
+  // The skinny kernel's own two forms: the prologue apart only where that measured faster by more
+  // than the band, since in the step it is one kernel and one handover more.
   const bool wide_wins = with_wide && median_ms[wide_at] < median_ms[best];
   const float other_ms = wide_wins ? median_ms[wide_at] : median_ms[best];
-  result.impl = median_ms.back() < kSkinnyMaxTimeRatio * other_ms ? MatmulImpl::kSkinny
-                : wide_wins                                       ? MatmulImpl::kWide
+  const bool apart_wins = with_apart && (!with_fused || kSkinnyMaxTimeRatio * median_ms[apart_at] <
+                                                            median_ms[fused_at]);
+  const float skinny_ms = apart_wins ? median_ms[apart_at] : median_ms[fused_at];
+  result.choice.impl = skinny_ms < kSkinnyMaxTimeRatio * other_ms ? MatmulImpl::kSkinny
+                       : wide_wins                                ? MatmulImpl::kWide
                                                                   : MatmulImpl::kCublas;
+  result.choice.norm_apart = result.choice.impl == MatmulImpl::kSkinny && apart_wins;
   // What the choice rests on (--verbose): each median includes the 3 us stand-in before the call.
-  ROOFLINE_LOG(kInfo,
-               "matmul: m <= " << m << ", n " << p.n << ", k " << p.k
-                               << (p.norm_weight != nullptr ? ", rms_norm prologue" : "")
-                               << (p.swiglu ? ", SwiGLU" : "") << (p.qkv_rope ? ", RoPE" : "")
-                               << (summarized ? ", logit tile summaries" : "")
-                               << (epilogue == MatmulEpilogue::kBias       ? ", bias"
-                                   : epilogue == MatmulEpilogue::kResidual ? ", residual"
-                                                                           : "")
-                               << ": skinny " << median_ms.back() * 1e3 << " us, wide "
-                               << (with_wide ? median_ms[wide_at] * 1e3 : 0.0f) << " us, cuBLASLt "
-                               << median_ms[best] * 1e3 << " us (best of " << algos.size()
-                               << " algorithms; stand-in before each included) -> "
-                               << (result.impl == MatmulImpl::kSkinny ? "skinny"
-                                   : result.impl == MatmulImpl::kWide ? "wide"
-                                                                      : "cuBLASLt"));
+  ROOFLINE_LOG(kInfo, "matmul: m <= "
+                          << m << ", n " << p.n << ", k " << p.k
+                          << (p.norm_weight != nullptr ? ", rms_norm prologue" : "")
+                          << (p.swiglu ? ", SwiGLU" : "") << (p.qkv_rope ? ", RoPE" : "")
+                          << (summarized ? ", logit tile summaries" : "")
+                          << (epilogue == MatmulEpilogue::kBias       ? ", bias"
+                              : epilogue == MatmulEpilogue::kResidual ? ", residual"
+                                                                      : "")
+                          << ": skinny " << (with_fused ? median_ms[fused_at] * 1e3 : 0.0f)
+                          << " us, skinny after rms_norm "
+                          << (with_apart ? median_ms[apart_at] * 1e3 : 0.0f) << " us, wide "
+                          << (with_wide ? median_ms[wide_at] * 1e3 : 0.0f) << " us, cuBLASLt "
+                          << median_ms[best] * 1e3 << " us (best of " << algos.size()
+                          << " algorithms; stand-in before each included; 0: not timed) -> "
+                          << (result.choice.impl != MatmulImpl::kSkinny
+                                  ? (result.choice.impl == MatmulImpl::kWide ? "wide" : "cuBLASLt")
+                              : result.choice.norm_apart ? "skinny after rms_norm"
+                                                         : "skinny"));
   return result;
 }
 
-MatmulImpl choose_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStream_t stream,
-                       MatmulEpilogue epilogue) {
+MatmulChoice choose_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStream_t stream,
+                         MatmulEpilogue epilogue) {
   const char* unsupported = matmul_skinny_unsupported_reason(p, epilogue);
+  // The skinny kernel where the choice is not measured: the prologue fused unless set apart.
+  const MatmulChoice skinny{MatmulImpl::kSkinny, impl.skinny_norm == MatmulSkinnyNorm::kApart};
   if (impl.forced == MatmulImpl::kSkinny) {
     ROOFLINE_CHECK_MSG(unsupported == nullptr, unsupported);
-    return MatmulImpl::kSkinny;
+    return skinny;
   }
   if (impl.forced == MatmulImpl::kWide) {
     const char* wide_unsupported = wide_unsupported_reason(p, epilogue);
     ROOFLINE_CHECK_MSG(wide_unsupported == nullptr, wide_unsupported);
-    return MatmulImpl::kWide;
+    return {MatmulImpl::kWide, false};
   }
-  if (impl.forced == MatmulImpl::kCublas || unsupported != nullptr) return MatmulImpl::kCublas;
-  if (impl.prefer_skinny) return MatmulImpl::kSkinny;
-  if (impl.prefer_wide && wide_unsupported_reason(p, epilogue) == nullptr) return MatmulImpl::kWide;
-  if (epilogue == MatmulEpilogue::kBias && !bias_epilogue_rounds_once(p))
-    return MatmulImpl::kSkinny;
+  if (impl.forced == MatmulImpl::kCublas || unsupported != nullptr)
+    return {MatmulImpl::kCublas, false};
+  if (impl.prefer_skinny) return skinny;
+  if (impl.prefer_wide && wide_unsupported_reason(p, epilogue) == nullptr)
+    return {MatmulImpl::kWide, false};
+  if (epilogue == MatmulEpilogue::kBias && !bias_epilogue_rounds_once(p)) return skinny;
 
   const auto key =
       std::make_tuple(matmul_cuda_m_bucket(p.m), p.n, p.k, epilogue, p.norm_weight != nullptr,
@@ -944,8 +998,9 @@ MatmulImpl choose_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cud
   if (p.summaries.words != nullptr && matmul_skinny_fuses_summaries(p)) {
     MatmulParams plain = p;
     plain.summaries = {};
-    if (choose_impl(plain, impl, stream, epilogue) == MatmulImpl::kSkinny)
-      return impl.choices.emplace(key, MatmulImpl::kSkinny).first->second;
+    const MatmulChoice plain_choice = choose_impl(plain, impl, stream, epilogue);
+    if (plain_choice.impl == MatmulImpl::kSkinny)
+      return impl.choices.emplace(key, plain_choice).first->second;
   }
   const auto shared_key = std::tuple_cat(std::make_tuple(impl.device), key);
   SharedChoices& shared = shared_choices();
@@ -961,10 +1016,10 @@ MatmulImpl choose_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cud
     // No measurement inside a capture (see the header comment): cuBLASLt, not cached, so a later
     // call outside capture still measures.
     ++impl.unmeasured_captures;
-    return MatmulImpl::kCublas;
+    return {MatmulImpl::kCublas, false};
   }
   const Measured measured = measure_impl(p, impl, stream, epilogue);
-  MatmulImpl chosen = measured.impl;
+  MatmulChoice chosen = measured.choice;
   {
     // Another context may have measured the same problem meanwhile: the first answer stands.
     std::lock_guard<std::mutex> lock(shared.mutex);
@@ -1006,15 +1061,20 @@ void matmul_dispatch(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaS
   ROOFLINE_CHECK_MSG(no_summaries == nullptr, no_summaries);
   if (p.m == 0) return;
   ROOFLINE_CHECK(p.x != nullptr && p.w != nullptr && p.y != nullptr);
-  const MatmulImpl use = choose_impl(p, impl, stream, epilogue);
-  if (use == MatmulImpl::kSkinny) {
-    skinny_matmul(p, impl, stream, epilogue);
-  } else if (use == MatmulImpl::kWide) {
+  MatmulChoice use = choose_impl(p, impl, stream, epilogue);
+  // A set mode overrides a choice measured under kAuto (the process-wide choices are shared).
+  if (use.impl == MatmulImpl::kSkinny && impl.skinny_norm != MatmulSkinnyNorm::kAuto)
+    use.norm_apart = impl.skinny_norm == MatmulSkinnyNorm::kApart;
+  if (use.impl == MatmulImpl::kSkinny) {
+    skinny_matmul(p, impl, stream, epilogue, use.norm_apart);
+  } else if (use.impl == MatmulImpl::kWide) {
     wide_matmul(p, impl, stream, epilogue);
   } else {
     cublas_matmul(p, impl, stream, epilogue);
   }
-  impl.last = use;
+  impl.last = use.impl;
+  impl.last_norm_apart =
+      p.norm_weight != nullptr && (use.impl != MatmulImpl::kSkinny || use.norm_apart);
 }
 
 }  // namespace

@@ -633,13 +633,17 @@ int run_mlp() {
 
 // summaries: Llama-3-8B's LM head (n = 128256, k = 4096, bf16, the final norm fused as the RMSNorm
 // prologue; `n`, `k` another head) at m = 1, 8 and 64, with and without the logit tile summaries of
-// its logits (tiles of 128 tokens), on the skinny and the wide kernel (which write them in their
-// epilogues), on cuBLASLt (which runs summarize_logit_tiles_cuda after it) and as selected (the
+// its logits (tiles of 128 tokens), on the skinny kernel with the prologue fused and after an
+// rms_norm kernel (MatmulSkinnyNorm::kApart: the two kernels the fold replaces), on the wide kernel
+// (which, like the skinny one, writes them in its epilogue), on cuBLASLt (which runs
+// summarize_logit_tiles_cuda after it) and as selected (the
 // implementation each chose printed): the summaries' cost is each pair's difference, taken in one
 // run. `ms` (non-empty) replaces the m values (`summaries 64`: one m, for a profiler).
 int run_summaries(int64_t kN, int64_t kK, const std::vector<int64_t>& ms) {
   constexpr int64_t kTileTokens = 128;
   auto skinny = forced(MatmulImpl::kSkinny);
+  auto apart = forced(MatmulImpl::kSkinny);
+  apart->set_skinny_norm(MatmulSkinnyNorm::kApart);
   auto cublas = forced(MatmulImpl::kCublas);
   auto wide = forced(MatmulImpl::kWide);
   auto selected = MatmulCudaContext::create();
@@ -652,22 +656,30 @@ int run_summaries(int64_t kN, int64_t kK, const std::vector<int64_t>& ms) {
               static_cast<long long>(kTileTokens));
   for (const int64_t m : ms.empty() ? std::vector<int64_t>{1, 8, 64} : ms) {
     for (auto& [ctx, tag] : {std::pair<MatmulCudaContext*, const char*>{skinny.get(), "skinny"},
+                             {apart.get(), "skinny after rms_norm"},
                              {cublas.get(), "cublas"},
                              {wide.get(), "wide"},
                              {selected.get(), "selected"}}) {
       // The skinny and the wide kernel take m <= 64 only (forced past it, they would abort).
-      if (m > kMatmulSkinnyMaxM && (ctx == skinny.get() || ctx == wide.get())) continue;
+      if (m > kMatmulSkinnyMaxM && (ctx == skinny.get() || ctx == apart.get() || ctx == wide.get()))
+        continue;
       const std::string name = "lm head m=" + std::to_string(m) + " " + tag + " +norm";
       const double plain_ms =
           time_matmul(*ctx, stream, m, kN, kK, rotated.ptrs, 50, false, true, false, {}, 0);
       const MatmulImpl plain_impl = ctx->last_impl();
+      const bool plain_apart = ctx->last_norm_apart();
       const double summarized_ms = time_matmul(*ctx, stream, m, kN, kK, rotated.ptrs, 50, false,
                                                true, false, {}, kTileTokens);
       const MatmulImpl summarized_impl = ctx->last_impl();
-      bench::print_bandwidth((name + " (" + impl_name(plain_impl) + ")").c_str(), plain_ms,
-                             weight_bytes);
-      bench::print_bandwidth((name + " +summaries (" + impl_name(summarized_impl) + ")").c_str(),
-                             summarized_ms, weight_bytes);
+      const bool summarized_apart = ctx->last_norm_apart();
+      const auto ran = [](MatmulImpl impl, bool norm_apart) {
+        return std::string(" (") + impl_name(impl) +
+               (impl == MatmulImpl::kSkinny && norm_apart ? " after rms_norm)" : ")");
+      };
+      bench::print_bandwidth((name + ran(plain_impl, plain_apart)).c_str(), plain_ms, weight_bytes);
+      bench::print_bandwidth(
+          (name + " +summaries" + ran(summarized_impl, summarized_apart)).c_str(), summarized_ms,
+          weight_bytes);
       std::printf("  summaries: %+.2f us (%+.1f %%)\n", (summarized_ms - plain_ms) * 1e3,
                   (summarized_ms / plain_ms - 1.0) * 100.0);
     }

@@ -501,10 +501,13 @@ TEST(MatmulCudaNormTest, PrologueMatchesCpuTwinForEveryImplementationAndEpilogue
                                       {"qwen2.5-0.5b qkv", 1152, 896},
                                       {"qwen2.5-0.5b gate_up", 9728, 896},
                                       {"odd 33x4104", 33, 4104}};
+  // The fifth: the skinny kernel with the prologue apart (rms_norm_cuda, then the plain product).
   const MatmulImpl impls[] = {MatmulImpl::kCublas, MatmulImpl::kSkinny, MatmulImpl::kAuto,
-                              MatmulImpl::kWide};
+                              MatmulImpl::kWide, MatmulImpl::kSkinny};
   std::unique_ptr<MatmulCudaContext> ctxs[] = {context(impls[0]), context(impls[1]),
-                                               context(impls[2]), context(impls[3])};
+                                               context(impls[2]), context(impls[3]),
+                                               context(impls[4])};
+  ctxs[4]->set_skinny_norm(MatmulSkinnyNorm::kApart);
   auto rng = make_rng(31);
   for (const auto& s : shapes) {
     const std::vector<uint16_t> w_bits = to_bf16(random_vector(s.n * s.k, rng));
@@ -525,15 +528,20 @@ TEST(MatmulCudaNormTest, PrologueMatchesCpuTwinForEveryImplementationAndEpilogue
       for (const MatmulEpilogue e : kEpilogues) {
         const std::vector<float> expected = run_cpu(
             x_vals, w_bits, bias_bits, from_bf16(residual_bits), m, s.n, s.k, e, &norm_bits);
-        for (int i = 0; i < 4; ++i) {
+        for (int i = 0; i < 5; ++i) {
           if (!runs(impls[i], e, s, m)) continue;
           const Layout layout = y_layout(s.n, e, false);
           SCOPED_TRACE(std::string(s.name) + ", m = " + std::to_string(m) + ", " +
-                       impl_name(impls[i]) + ", " + epilogue_name(e) + ", RMSNorm prologue");
+                       impl_name(impls[i]) + (i == 4 ? " after rms_norm" : "") + ", " +
+                       epilogue_name(e) + ", RMSNorm prologue");
           const std::vector<uint16_t> y = run_gpu({&x, &w, &bias, &norm, &normed}, m, s.n, s.k, e,
                                                   residual_bits, layout, false, *ctxs[i], nullptr);
           if (impls[i] != MatmulImpl::kAuto) {
             EXPECT_EQ(ctxs[i]->last_impl(), impls[i]);
+            // Apart on cuBLASLt, the wide kernel and where set; fused in the forced skinny kernel.
+            EXPECT_EQ(ctxs[i]->last_norm_apart(), i != 1);
+          } else if (ctxs[i]->last_impl() != MatmulImpl::kSkinny) {
+            EXPECT_TRUE(ctxs[i]->last_norm_apart());  // only the skinny kernel fuses it
           }
           std::vector<float> got;
           ASSERT_TRUE(extract(y, m, s.n, layout, &got));
@@ -1232,6 +1240,64 @@ TEST(MatmulCudaGraphTest, UnmeasuredProblemInsideACaptureRunsCublas) {
   ROOFLINE_CUDA_CHECK(cudaGraphExecDestroy(exec));
   ROOFLINE_CUDA_CHECK(cudaGraphDestroy(graph));
   ROOFLINE_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+TEST(MatmulCudaNormTest, SelectionTimesThePrologueFusedAndApartAndRunsItsChoice) {
+  // With the RMSNorm prologue, the measured selection times the skinny kernel twice, fused and
+  // after rms_norm_cuda, so a fold of a norm into its GEMM can lose nothing to the two kernels it
+  // replaced: one candidate more than with the prologue only fused, and the same cuBLASLt ones.
+  // Whatever it chose matches the CPU twin, and a second context runs the same choice bit for bit.
+  ROOFLINE_SKIP_WITHOUT_GPU();
+  constexpr int64_t kM = 1, kN = 4096, kK = 896;
+  auto rng = make_rng(9);
+  const std::vector<uint16_t> w_bits = to_bf16(random_vector(kN * kK, rng));
+  const std::vector<uint16_t> norm_bits = to_bf16(random_vector(kK, rng));
+  const std::vector<float> x_vals = round_to_bf16(random_vector(kM * kK, rng));
+  const DeviceBuffer w = DeviceBuffer::from_host(w_bits);
+  const DeviceBuffer norm = DeviceBuffer::from_host(norm_bits);
+  const DeviceBuffer x = DeviceBuffer::from_host(to_bf16(x_vals));
+  DeviceBuffer normed(static_cast<size_t>(kM * kK) * 2);
+  DeviceBuffer y(static_cast<size_t>(kM * kN) * 2);
+  MatmulParams p = bf16_params(x, w, y, kM, kN, kK, kN);
+  p.norm_weight = norm.get();
+  p.norm_weight_dtype = DType::kBF16;
+  p.norm_eps = kNormEps;
+  p.normed = normed.get();
+  int64_t timed[2] = {0, 0};
+  const MatmulSkinnyNorm modes[2] = {MatmulSkinnyNorm::kFused, MatmulSkinnyNorm::kAuto};
+  for (int i = 0; i < 2; ++i) {
+    matmul_cuda_forget_shared_choices();
+    auto ctx = context(MatmulImpl::kAuto);
+    ctx->set_skinny_norm(modes[i]);
+    matmul_cuda(p, *ctx, nullptr);
+    ROOFLINE_CUDA_CHECK(cudaDeviceSynchronize());
+    EXPECT_EQ(ctx->num_impl_measurements(), 1);
+    timed[i] = ctx->num_timed_candidates();
+    if (modes[i] == MatmulSkinnyNorm::kFused && ctx->last_impl() == MatmulImpl::kSkinny) {
+      EXPECT_FALSE(ctx->last_norm_apart());
+    }
+  }
+  EXPECT_EQ(timed[1], timed[0] + 1);
+  // The kAuto context's choice (still the process's): correct, and taken by another context.
+  auto first = context(MatmulImpl::kAuto);
+  y.poison();
+  matmul_cuda(p, *first, nullptr);
+  ROOFLINE_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_EQ(first->num_impl_measurements(), 0);
+  const std::vector<uint16_t> bits = y.to_host<uint16_t>();
+  std::vector<float> got;
+  ASSERT_TRUE(extract(bits, kM, kN, {0, kN}, &got));
+  const std::vector<uint16_t> no_bias(kN, 0);
+  EXPECT_TRUE(all_close(
+      got, run_cpu(x_vals, w_bits, no_bias, {}, kM, kN, kK, MatmulEpilogue::kNone, &norm_bits),
+      norm_atol_for(kK), kRtol));
+  auto second = context(MatmulImpl::kAuto);
+  y.poison();
+  matmul_cuda(p, *second, nullptr);
+  ROOFLINE_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_EQ(second->last_impl(), first->last_impl());
+  EXPECT_EQ(second->last_norm_apart(), first->last_norm_apart());
+  EXPECT_EQ(y.to_host<uint16_t>(), bits);
 }
 
 // The device side of the logit tile summaries of `rows` rows of `vocab` logits: words and row
