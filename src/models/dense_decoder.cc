@@ -4,7 +4,7 @@
 //   per layer:  x = rms_norm(h);  qkv = x·[Wq|Wk|Wv] (+b);  q = qkv_rope(qkv) (+ KV write);
 //               h = h + attention(q)·Wo (+b);  x = rms_norm(h);
 //               h = h + silu_mul(x·[Wgate|Wup])·Wdown
-//   logits = rms_norm(h) (last token per sequence unless all_logits) · Wlm_head
+//   logits = rms_norm(h's last token per sequence, or every token with all_logits) · Wlm_head
 //
 // Adds and norms are emitted separately; fuse_residual_rms_norm merges them.
 #include "models/dense_decoder.h"
@@ -144,17 +144,19 @@ StatusOr<Graph> build_dense_decoder(const ModelConfig& c, const DenseDecoderSpec
     h = h3;
   }
 
-  ROOFLINE_ASSIGN_OR_RETURN(int final_norm, b.weight("model.norm.weight", {H}));
-  int normed = activation("final_norm", {T, fixed(H)});
-  g.add_node(OpKind::kRmsNorm, "norm", norm_attrs, {h, final_norm}, {normed});
+  // The last token per sequence is gathered before the final norm (row-wise: the same bits), so the
+  // norm runs on those rows only and fuse_rms_norm_matmul folds it into the LM head's GEMM.
   SymDim rows = T;
   if (!options.all_logits) {
     const int last_index = g.add_step_input(StepInput::kLastTokenIndex, DType::kI32, {B});
     int last = activation("last_hidden", {B, fixed(H)});
-    g.add_node(OpKind::kGatherLastTokens, "gather_last_tokens", {}, {normed, last_index}, {last});
-    normed = last;
+    g.add_node(OpKind::kGatherLastTokens, "gather_last_tokens", {}, {h, last_index}, {last});
+    h = last;
     rows = B;
   }
+  ROOFLINE_ASSIGN_OR_RETURN(int final_norm, b.weight("model.norm.weight", {H}));
+  int normed = activation("final_norm", {rows, fixed(H)});
+  g.add_node(OpKind::kRmsNorm, "norm", norm_attrs, {h, final_norm}, {normed});
   const bool tied = c.tie_word_embeddings && !weights.contains("lm_head.weight");
   int lm_head = embed;
   if (!tied) {
