@@ -159,7 +159,7 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(const RunnerOptions& 
   if (opts.cuda_graphs) {
     ModelRunner* runner = r.get();
     r->graph_report_ = be.capture_decode_graphs(
-        [runner](int64_t batch) { return runner->select_plan(batch, batch, false); });
+        [runner](int64_t batch) { return runner->select_plan(batch, batch, true); });
     if (r->graph_report_.graphs > 0)
       ROOFLINE_LOG(kInfo, "cuda graphs: "
                               << r->graph_report_.graphs << " decode batch buckets captured ("
@@ -305,7 +305,11 @@ StatusOr<const Plan*> ModelRunner::prepare_step(const std::vector<StepEntry>& en
                               std::to_string(new_blocks) + " more blocks and " +
                               std::to_string(blocks_.num_free()) +
                               " are free; raise --kv-cache-tokens or release sequences");
-  const Plan* plan = select_plan(total_tokens, static_cast<int64_t>(entries.size()), all_logits);
+  // A step of one token a sequence (decode) runs the all-token plan: its rows are the last tokens
+  // already, so the last-token plan's gather would only copy them.
+  const bool one_token_each = total_tokens == static_cast<int64_t>(entries.size());
+  const Plan* plan =
+      select_plan(total_tokens, static_cast<int64_t>(entries.size()), all_logits || one_token_each);
   ROOFLINE_CHECK(plan != nullptr);
 
   // Grow block lists, then fill the step buffers.

@@ -70,7 +70,9 @@ class ModelRunner {
   // The GGUF file the model came from (its metadata holds the tokenizer), or null.
   std::shared_ptr<const GgufFile> gguf() const { return gguf_; }
   const KvCacheShape& kv_shape() const { return kv_shape_; }
-  // The plans for all-token and last-token logits, one per bucket, smallest first.
+  // The plans for all-token and last-token logits, one per bucket, smallest first. A step of one
+  // token a sequence (every decode step) runs the all-token plan, whose logits are then the
+  // last tokens' without the last-token plan's gather; the decode graphs are captured from it.
   const std::vector<Plan>& plans(bool all_logits) const {
     return all_logits ? plans_all_ : plans_last_;
   }

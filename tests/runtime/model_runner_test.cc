@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -199,6 +200,43 @@ TEST(ModelRunnerStep, ReplayingADecodeGraphNeedsTheCudaBackend) {
   EXPECT_EQ(r->last_decode_graph_nodes().status().code(), StatusCode::kUnimplemented);
   EXPECT_TRUE(r->graph_report().nodes.empty());
   EXPECT_EQ(r->sequence_length(seq), 4);
+}
+
+int gathers(const Plan& plan) {
+  int n = 0;
+  for (const PlanCall& c : plan.calls) n += c.op == OpKind::kGatherLastTokens;
+  return n;
+}
+
+TEST(ModelRunnerStep, DecodeStepsRunTheAllTokenPlanWithoutTheGather) {
+  // A step of one token a sequence takes the all-token plan: its rows are the last tokens, so the
+  // last-token plan's gather would only copy them. A step with a longer entry gathers. Both give
+  // the logits of each sequence's last token, bit for bit those of the gathering plan (the graph
+  // norms rows one by one): a second runner with the same prompts, whose decode step carries a
+  // longer entry, computes the same rows.
+  auto r = runner();
+  const int32_t a = *r->add_sequence(), b = *r->add_sequence();
+  std::vector<float> prefill, decode;
+  ASSERT_TRUE(r->step({{a, {1, 2, 3}}, {b, {9, 8}}}, false, &prefill).ok());
+  EXPECT_EQ(gathers(*r->last_plan()), 1);
+  ASSERT_TRUE(r->step({{a, {4}}, {b, {5}}}, false, &decode).ok());
+  EXPECT_EQ(gathers(*r->last_plan()), 0);
+  const std::vector<Plan>& all = r->plans(true);
+  EXPECT_TRUE(
+      std::any_of(all.begin(), all.end(), [&](const Plan& p) { return &p == r->last_plan(); }));
+  const size_t vocab = static_cast<size_t>(r->config().vocab_size);
+  ASSERT_EQ(decode.size(), 2 * vocab);
+
+  auto other = runner();
+  const int32_t c = *other->add_sequence(), d = *other->add_sequence(), e = *other->add_sequence();
+  std::vector<float> unused, mixed;
+  ASSERT_TRUE(other->step({{c, {1, 2, 3}}, {d, {9, 8}}}, false, &unused).ok());
+  // c and d decode as a and b did, beside e's two-token prefill: the gathering plan.
+  ASSERT_TRUE(other->step({{c, {4}}, {d, {5}}, {e, {7, 7}}}, false, &mixed).ok());
+  EXPECT_EQ(gathers(*other->last_plan()), 1);
+  ASSERT_EQ(mixed.size(), 3 * vocab);
+  mixed.resize(2 * vocab);
+  EXPECT_EQ(mixed, decode);
 }
 
 TEST(ModelRunnerStep, TokenOutOfVocabulary) {

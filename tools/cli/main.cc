@@ -219,8 +219,10 @@ int run_info(CommonFlags& f, bool dump_graph, bool dump_plan) {
       (long long)c.intermediate_size, (long long)c.vocab_size, (long long)c.max_position_embeddings,
       (*runner)->weights().total_bytes() / 1048576.0);
   const auto& plans = (*runner)->plans(false);
-  std::printf("plans          %zu token buckets, %zu calls each (last-token logits)\n",
-              plans.size(), plans.front().calls.size());
+  std::printf(
+      "plans          %zu token buckets, %zu calls each (last-token logits; decode steps "
+      "run the all-token plan's %zu)\n",
+      plans.size(), plans.front().calls.size(), (*runner)->plans(true).front().calls.size());
   if (dump_graph) std::printf("\n%s", (*runner)->graph(false).to_string().c_str());
   if (dump_plan) std::printf("\n%s", plans.back().to_string().c_str());
   return 0;
