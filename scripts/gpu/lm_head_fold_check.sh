@@ -1,31 +1,36 @@
 #!/usr/bin/env bash
-# The H200 run for the final norm folded into the LM head (issues 8 and 12): the decoder graph
-# gathers each sequence's last token before the final norm, so fuse_rms_norm_matmul makes the norm
-# the LM head's prologue, and the matmul selection times the skinny kernel with that prologue fused
-# and after an rms_norm kernel (MatmulSkinnyNorm), so the fold cannot cost more than the two
-# kernels it replaced. Builds the engine and the GEMM targets; runs the GEMM's RMSNorm tests (the
-# CPU twin on every element, the new form included), the Hugging Face goldens and the graph test;
-# times both LM heads in their forms (fused, after rms_norm, cuBLASLt, selected; with and without
-# the logit tile summaries); then the decode steps with the graph before the fold ("unfolded":
-# BASE_DIR's dense_decoder.cc laid over the tree by scripts/gpu/ab.sh) against the tree, alternated,
-# with the selector's choices for the heads (--verbose). Writes OUTDIR/lm_head_fold.tgz and prints
-# a table last. Carry .staged (scripts/stage_deps.sh) and BASE_DIR with the call; make BASE_DIR
-# first, from the commit before the fold:
-#   mkdir -p .ab/unfolded/src/models
-#   git show main:src/models/dense_decoder.cc > .ab/unfolded/src/models/dense_decoder.cc
-#   scripts/gpu/lm_head_fold_check.sh .ab/unfolded OUTDIR
+# The H200 run for the final norm folded into the LM head and the decode steps' plan (issues 8 and
+# 12). Three changes meet here: decode steps (one token a sequence) run the all-token plan, which
+# has no last-token gather and whose final norm already folds into the LM head as its prologue; the
+# last-token graph gathers before the final norm, so its norm folds too (prefill and mixed steps);
+# and the matmul selection times the skinny kernel with that prologue fused and after an rms_norm
+# kernel (MatmulSkinnyNorm), so a fold cannot cost more than the two kernels it replaced. Builds the
+# engine and the GEMM targets; runs the GEMM's RMSNorm, summaries and graph tests (the CPU twin on
+# every element, the new form included), the Hugging Face goldens and the graph and runner tests;
+# times both LM heads in every form (fused, after rms_norm, cuBLASLt, selected; with and without
+# the logit tile summaries) and logs the selector's choice for each head in a step; then the decode
+# steps before these changes ("old": BASE_DIR's dense_decoder.cc and model_runner.cc laid over the
+# tree by scripts/gpu/ab.sh: the norm kernel, the gather, the plain head) against the tree,
+# alternated. Writes OUTDIR/lm_head_fold.tgz and prints a table last. Carry .staged
+# (scripts/stage_deps.sh) and BASE_DIR with the call; make BASE_DIR first, from the commit before
+# the changes:
+#   for f in src/models/dense_decoder.cc src/runtime/model_runner.cc; do
+#     mkdir -p .ab/before/$(dirname $f); git show main:$f > .ab/before/$f; done
+#   scripts/gpu/lm_head_fold_check.sh .ab/before OUTDIR
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 base=${1:?usage: scripts/gpu/lm_head_fold_check.sh BASE_DIR OUTDIR}
 top=${2:?usage: scripts/gpu/lm_head_fold_check.sh BASE_DIR OUTDIR}
-[ -f "$base/src/models/dense_decoder.cc" ] || {
-  echo "lm_head_fold_check: $base/src/models/dense_decoder.cc is missing: make it as the header says" >&2
-  exit 2
-}
-cmp -s "$base/src/models/dense_decoder.cc" src/models/dense_decoder.cc && {
-  echo "lm_head_fold_check: $base's dense_decoder.cc is the tree's: nothing to compare" >&2
-  exit 2
-}
+for f in src/models/dense_decoder.cc src/runtime/model_runner.cc; do
+  [ -f "$base/$f" ] || {
+    echo "lm_head_fold_check: $base/$f is missing: make BASE_DIR as the header says" >&2
+    exit 2
+  }
+  cmp -s "$base/$f" "$f" && {
+    echo "lm_head_fold_check: $base/$f is the tree's: nothing to compare" >&2
+    exit 2
+  }
+done
 out=$top/lm_head_fold
 mkdir -p "$out"
 start=$(date +%s)
@@ -33,7 +38,7 @@ note() { echo "$* at $(($(date +%s) - start)) s" | tee -a "$out/summary.txt"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader > "$out/gpu.txt" 2>&1
 cmake --preset cuda -DROOFLINE_WERROR=OFF -DROOFLINE_DEPS_DIR="$PWD/.staged" > "$out/build.log" 2>&1
 cmake --build build/cuda -j16 --target roofline matmul_cuda_test matmul_cuda_bench hf_golden_test \
-  passes_test >> "$out/build.log" 2>&1
+  passes_test model_runner_test >> "$out/build.log" 2>&1
 note "build rc=$?"
 run_test() {  # binary [gtest filter]
   r=$(timeout 300 "build/cuda/$1" --gtest_brief=1 ${2:+--gtest_filter="$2"} 2>&1 |
@@ -43,6 +48,7 @@ run_test() {  # binary [gtest filter]
 run_test src/ops/matmul_cuda_test 'MatmulCudaNorm*:MatmulCudaSummaries*:MatmulCudaGraph*'
 run_test tests/e2e/hf_golden_test
 run_test tests/graph/passes_test
+run_test tests/runtime/model_runner_test
 for head in 151936x896 128256x4096; do
   echo "== head $head" >> "$out/lm_heads.txt"
   timeout 90 build/cuda/src/ops/matmul_cuda_bench summaries $head 1 8 >> "$out/lm_heads.txt" 2>&1
@@ -57,7 +63,6 @@ done
 note "head choices done"
 args="bench --dummy-weights qwen2.5-0.5b --batch 1 --context 512 --device cuda --steps 64"
 args+=";bench --dummy-weights llama3-8b --batch 1 --context 512 --device cuda --steps 64"
-args+=";bench --dummy-weights qwen3-0.6b --batch 1 --context 512 --device cuda --steps 64"
 args+=";bench --dummy-weights qwen2.5-0.5b --batch 32 --context 512 --device cuda --steps 32"
 AB_PASSES=2 AB_ARGS="$args" timeout $((590 - ($(date +%s) - start))) \
   scripts/gpu/ab.sh "$base" "$out/ab" > "$out/ab_table.txt" 2>&1
