@@ -32,11 +32,9 @@ for f in src/models/dense_decoder.cc src/runtime/model_runner.cc; do
   }
 done
 out=$top/lm_head_fold
-mkdir -p "$out"
-start=$(date +%s)
-note() { echo "$* at $(($(date +%s) - start)) s" | tee -a "$out/summary.txt"; }
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader > "$out/gpu.txt" 2>&1
-cmake --preset cuda -DROOFLINE_WERROR=OFF -DROOFLINE_DEPS_DIR="$PWD/.staged" > "$out/build.log" 2>&1
+# shellcheck source=scripts/gpu/run_common.sh
+. scripts/gpu/run_common.sh
+run_start "$out"
 cmake --build build/cuda -j16 --target roofline matmul_cuda_test matmul_cuda_bench hf_golden_test \
   passes_test model_runner_test >> "$out/build.log" 2>&1
 note "build rc=$?"
@@ -64,7 +62,7 @@ note "head choices done"
 args="bench --dummy-weights qwen2.5-0.5b --batch 1 --context 512 --device cuda --steps 64"
 args+=";bench --dummy-weights llama3-8b --batch 1 --context 512 --device cuda --steps 64"
 args+=";bench --dummy-weights qwen2.5-0.5b --batch 32 --context 512 --device cuda --steps 32"
-AB_PASSES=2 AB_ARGS="$args" timeout $((590 - ($(date +%s) - start))) \
+AB_PASSES=2 AB_ARGS="$args" timeout $((590 - $(run_elapsed))) \
   scripts/gpu/ab.sh "$base" "$out/ab" > "$out/ab_table.txt" 2>&1
 note "steps rc=$?"
 grep -E "^== |lm head|summaries:" "$out/lm_heads.txt" | head -60

@@ -13,11 +13,9 @@ set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 top=${1:?usage: scripts/gpu/skinny_epilogue_check.sh OUTDIR}
 out=$top/skinny_epilogue
-mkdir -p "$out"
-start=$(date +%s)
-note() { echo "$* at $(($(date +%s) - start)) s" | tee -a "$out/summary.txt"; }
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader > "$out/gpu.txt" 2>&1
-cmake --preset cuda -DROOFLINE_WERROR=OFF -DROOFLINE_DEPS_DIR="$PWD/.staged" > "$out/build.log" 2>&1
+# shellcheck source=scripts/gpu/run_common.sh
+. scripts/gpu/run_common.sh
+run_start "$out"
 cmake --build build/cuda -j16 --target roofline matmul_cuda_test matmul_cuda_bench \
   sampled_step_test cuda_graph_test hf_golden_test >> "$out/build.log" 2>&1
 note "build rc=$?"
@@ -45,7 +43,7 @@ for cfg in "1 0" "2 0" "2 8" "1 8" "1 0" "2 0" "2 8" "1 8"; do step qwen2.5-0.5b
 for cfg in "1 0" "2 0" "2 8" "1 0"; do step qwen2.5-0.5b 4 $cfg; done
 for cfg in "1 0" "2 0" "2 0" "1 0"; do step qwen3-0.6b 1 $cfg; done
 for cfg in "1 0" "2 0" "2 8" "1 0"; do  # the largest model last, as far as the call's 600 s allow
-  [ $(($(date +%s) - start)) -gt 520 ] && break
+  [ $(run_elapsed) -gt 520 ] && break
   step llama3-8b 1 $cfg
 done
 note "steps done"

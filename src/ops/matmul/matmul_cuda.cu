@@ -446,61 +446,37 @@ std::unique_ptr<MatmulCudaContext> MatmulCudaContext::create() {
   ROOFLINE_CUDA_CHECK(cudaMemset(impl.skinny_workspace.counters, 0, counter_bytes));
   ROOFLINE_CUDA_CHECK(cudaDeviceSynchronize());
 
-  if (const char* env = std::getenv("ROOFLINE_MATMUL_IMPL")) {
-    const std::string value = env;
-    if (value == "cublas") {
+  switch (env_choice("ROOFLINE_MATMUL_IMPL", {"auto", "cublas", "skinny", "wide"},
+                     "auto (measured, the default), cublas, skinny or wide")) {
+    case 1:
       impl.forced = MatmulImpl::kCublas;
-    } else if (value == "skinny") {
+      break;
+    case 2:
       impl.prefer_skinny = true;
-    } else if (value == "wide") {
+      break;
+    case 3:
       impl.prefer_wide = true;
-    } else if (value != "auto") {
-      ROOFLINE_LOG(kWarning,
-                   "ROOFLINE_MATMUL_IMPL='"
-                       << value << "' is not 'auto', 'cublas', 'skinny' or 'wide': ignored (auto)");
-    }
+      break;
+    default:
+      break;
   }
   // ROOFLINE_SKINNY_FEW_TOKENS: 0 off, 1 where the plan chooses it (the default), all wherever
   // m <= 4 and K is not split (A/B runs of the variant on other shapes).
-  if (const char* env = std::getenv("ROOFLINE_SKINNY_FEW_TOKENS")) {
-    const std::string value = env;
-    if (value == "0") {
-      impl.skinny_few_tokens = MatmulSkinnyFewTokens::kOff;
-    } else if (value == "all") {
-      impl.skinny_few_tokens = MatmulSkinnyFewTokens::kOn;
-    } else if (value != "1") {
-      ROOFLINE_LOG(kWarning, "ROOFLINE_SKINNY_FEW_TOKENS='"
-                                 << value
-                                 << "' is not 0 (off), 1 (where the plan chooses it) or all "
-                                    "(wherever m <= 4 and K is not split): ignored (1)");
-    }
-  }
+  constexpr MatmulSkinnyFewTokens kFewTokens[] = {
+      MatmulSkinnyFewTokens::kAuto, MatmulSkinnyFewTokens::kOff, MatmulSkinnyFewTokens::kOn};
+  impl.skinny_few_tokens = kFewTokens[env_choice(
+      "ROOFLINE_SKINNY_FEW_TOKENS", {"1", "0", "all"},
+      "1 (where the plan chooses it), 0 (off) or all (wherever m <= 4 and K is not split)")];
   impl.skinny_fuse_rope =
       env_switch("ROOFLINE_SKINNY_ROPE", "never fuse", "fuse where the plan allows");
   // ROOFLINE_SKINNY_NORM: where the skinny kernel runs the RMSNorm prologue (A/B runs).
-  if (const char* env = std::getenv("ROOFLINE_SKINNY_NORM")) {
-    const std::string value = env;
-    if (value == "fused") {
-      impl.skinny_norm = MatmulSkinnyNorm::kFused;
-    } else if (value == "apart") {
-      impl.skinny_norm = MatmulSkinnyNorm::kApart;
-    } else if (value != "auto") {
-      ROOFLINE_LOG(kWarning, "ROOFLINE_SKINNY_NORM='"
-                                 << value
-                                 << "' is not auto (measured, the default), fused (in the kernel) "
-                                    "or apart (rms_norm_cuda first): ignored (auto)");
-    }
-  }
-  if (const char* env = std::getenv("ROOFLINE_MATMUL_WIDE")) {
-    const std::string value = env;
-    impl.wide_candidate = value == "1";
-    if (value != "0" && value != "1") {
-      ROOFLINE_LOG(kWarning, "ROOFLINE_MATMUL_WIDE='"
-                                 << value
-                                 << "' is not 0 (not a candidate, the "
-                                    "default) or 1 (a candidate): ignored (0)");
-    }
-  }
+  constexpr MatmulSkinnyNorm kNorms[] = {MatmulSkinnyNorm::kAuto, MatmulSkinnyNorm::kFused,
+                                         MatmulSkinnyNorm::kApart};
+  impl.skinny_norm = kNorms[env_choice(
+      "ROOFLINE_SKINNY_NORM", {"auto", "fused", "apart"},
+      "auto (measured, the default), fused (in the kernel) or apart (rms_norm_cuda first)")];
+  impl.wide_candidate = env_choice("ROOFLINE_MATMUL_WIDE", {"0", "1"},
+                                   "0 (not a candidate, the default) or 1 (a candidate)") == 1;
   if (const char* env = std::getenv("ROOFLINE_MATMUL_TUNE")) {
     char* end = nullptr;
     const long value = std::strtol(env, &end, 10);

@@ -1,0 +1,16 @@
+# Sourced by the one-call device scripts (scripts/gpu/*_check.sh): the start every such call shares.
+# `run_start OUT` makes OUT, starts the clock, records the GPU (OUT/gpu.txt) and configures the CUDA
+# build against the staged dependencies (OUT/build.log; warnings do not stop it: the host's
+# compiler may warn where ours does not, and a device run is too scarce to lose to that);
+# `note TEXT` then appends TEXT and the seconds since the start to OUT/summary.txt and prints it.
+run_start() {
+  run_out=$1
+  mkdir -p "$run_out"
+  run_started=$(date +%s)
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader \
+    > "$run_out/gpu.txt" 2>&1
+  cmake --preset cuda -DROOFLINE_WERROR=OFF -DROOFLINE_DEPS_DIR="$PWD/.staged" \
+    > "$run_out/build.log" 2>&1
+}
+note() { echo "$* at $(($(date +%s) - run_started)) s" | tee -a "$run_out/summary.txt"; }
+run_elapsed() { echo $(($(date +%s) - run_started)); }
