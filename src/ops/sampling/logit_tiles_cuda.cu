@@ -46,6 +46,7 @@
 #include "core/cuda_check.h"
 #include "ops/common/cuda_launch.cuh"
 #include "ops/common/cuda_vector.cuh"
+#include "ops/common/env_switch.h"
 #include "ops/sampling/logit_tiles.h"
 
 namespace roofline {
@@ -66,6 +67,7 @@ struct TilesArgs {
   int vocab;
   int tile_tokens;
   int tiles;                      // per row
+  int tile_shift;                 // log2(tile_tokens) where that is a power of two, else -1
   int block_tiles;                // tiles per block (the last block of a row may have fewer)
   unsigned long long* words;      // [num_rows, tiles]
   unsigned long long* nonfinite;  // [num_rows]
@@ -209,18 +211,40 @@ __device__ __forceinline__ bool finite_pack_best(const uint4& raw, float& best, 
   return true;
 }
 
+// The largest of the compact words (logit_tiles.h) of a tile's run of `tile_lanes` lanes (a power
+// of two, at most 32, the same in every lane): one warp reduction (REDUX) for a whole warp, two
+// for half-warps, 32-bit xor shuffles for shorter runs.
+__device__ __forceinline__ uint32_t tile_max(uint32_t compact, int tile_lanes, int lane) {
+  if (tile_lanes == 32) return __reduce_max_sync(0xffffffffu, compact);
+  if (tile_lanes == 16) {
+    const uint32_t low = __reduce_max_sync(0xffffffffu, lane < 16 ? compact : 0u);
+    const uint32_t high = __reduce_max_sync(0xffffffffu, lane < 16 ? 0u : compact);
+    return lane < 16 ? low : high;
+  }
+  for (int offset = tile_lanes / 2; offset > 0; offset >>= 1)
+    compact = max(compact, __shfl_xor_sync(0xffffffffu, compact, offset));
+  return compact;
+}
+
 // The short-tile kernel (tiles of a power of two of packs, at most 32: 8 to 256 bf16 or 4 to 128
 // f32; rows 16-byte aligned): lane l of a warp holds pack l of a 32-pack segment of one row,
 // consecutive lanes consecutive packs, so a tile is a run of tile_tokens / kVec lanes and its word
-// is their max over xor shuffles, stored whole by the run's first lane. No shared memory and no
-// block barrier: each warp streams 4 segments (16 bytes a lane each in flight) and is done. A
-// segment's non-finite values are summed over the warp, and added to the row's count where not 0.
-// The general kernel above, a block per 4096 tokens with its words in shared memory, took ~14 us
-// for the 16 MB of Llama-3-8B's logits at m = 64.
-template <typename T, int kVec>
+// is their max, stored whole by the run's first lane. No shared memory and no block barrier: each
+// warp streams 4 segments (16 bytes a lane each in flight) and is done. A segment's non-finite
+// values are summed over the warp, and added to the row's count where not 0. kCompact (bf16): a
+// lane's pack becomes one 32-bit compact word and the tile's max one or two warp reductions;
+// otherwise (f32, and bf16 with ROOFLINE_SUMMARIES_COMPACT=0) 64-bit words over xor shuffles. The
+// forty-sixth session measured the 64-bit form at 14 us under ncu for the 16 MB of Llama-3-8B's
+// logits at m = 64, bound by instructions (12 an element before the packed finiteness test, the
+// 64-bit shuffles a large share, bench/results/2026-12-04-sampling-wide-summaries.md); the
+// general kernel above, a block per 4096 tokens with its words in shared memory, took ~14 us too.
+// No division in the loop: a tile is a shift of the column, a segment's row a step past the warp's
+// first (one 64-bit division a warp).
+template <typename T, int kVec, bool kCompact>
 __global__ void __launch_bounds__(kThreads)
     summarize_short_tiles_kernel(const typename T::Storage* logits, const TilesArgs a,
                                  int row_segments, int64_t segments) {
+  static_assert(!kCompact || std::is_same_v<T, cuda::Bf16>, "compact words are bf16's");
   cuda::pdl_wait();
   cuda::pdl_launch_dependents();
   const uint32_t epoch = *a.epoch;
@@ -244,9 +268,13 @@ __global__ void __launch_bounds__(kThreads)
   // it, would wait for its data before the next segment's load goes out.
 #pragma unroll
   for (int i = 0; i < kSegmentsPerWarp; ++i) {
-    const int rows_on = (in_row0 + i) / row_segments;  // rows past row0 (short rows: several)
-    row[i] = row0 + rows_on;
-    first[i] = (in_row0 + i - rows_on * row_segments) * 32 * kVec + lane * kVec;
+    int in_row = in_row0 + i;  // past row0's end on short rows: the rows after it
+    row[i] = row0;
+    while (in_row >= row_segments) {
+      in_row -= row_segments;
+      ++row[i];
+    }
+    first[i] = in_row * 32 * kVec + lane * kVec;
     const bool whole = segment0 + i < segments && first[i] + kVec <= a.vocab;
     if (segment0 + i >= segments || first[i] >= a.vocab) first[i] = -1;
     raw[i] = *reinterpret_cast<const uint4*>(
@@ -264,36 +292,58 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int i = 0; i < kSegmentsPerWarp; ++i) {
     if (segment0 + i >= segments) break;  // warp-uniform
-    float best = 0.0f;
-    int best_index = -1;
     unsigned nonfinite = 0;
-    const int tile = first[i] / a.tile_tokens;
-    const int index = first[i] - tile * a.tile_tokens;
+    const int tile = first[i] >> a.tile_shift;
+    const int index = first[i] & (a.tile_tokens - 1);
     Pack pack;
     memcpy(&pack, &raw[i], sizeof(Pack));
-    bool packed = false;  // the pack's best found by finite_pack_best
-    if constexpr (std::is_same_v<T, cuda::Bf16>) {
-      // A whole pack of finite bf16 values (nearly every one): packed instructions.
+    unsigned long long word = 0;
+    if constexpr (kCompact) {
+      // The pack's compact word: its largest finite value at its first position (0: none).
+      uint32_t compact = 0;
+      float best = 0.0f;
       int position = 0;
-      packed =
-          first[i] >= 0 && first[i] + kVec <= a.vocab && finite_pack_best(raw[i], best, position);
-      if (packed) best_index = index + position;
-    }
+      if (first[i] >= 0 && first[i] + kVec <= a.vocab && finite_pack_best(raw[i], best, position)) {
+        compact = logit_tile::compact_bf16_word(__bfloat16_as_ushort(__float2bfloat16(best)),
+                                                index + position);  // exact: best is bf16
+      } else if (first[i] >= 0) {  // rare: non-finite values, or the row's last, partial pack
 #pragma unroll
-    for (int e = 0; e < kVec; ++e) {
-      if (packed || first[i] < 0 || first[i] + e >= a.vocab) break;
-      const float v = T::to_f32(pack.v[e]);
-      if (!sampling::is_finite(v)) {
-        ++nonfinite;
-      } else if (best_index < 0 || v > best) {
-        best = v;
-        best_index = index + e;
+        for (int e = 0; e < kVec; ++e) {
+          if (first[i] + e >= a.vocab) break;
+          nonfinite += (pack.v[e] & 0x7f80u) == 0x7f80u;
+          compact = max(compact, logit_tile::compact_bf16_word(pack.v[e], index + e));
+        }
       }
-    }
-    unsigned long long word = first[i] < 0 ? 0ull : part_word(epoch, best, best_index);
-    for (int offset = tile_lanes / 2; offset > 0; offset >>= 1) {
-      const unsigned long long other = __shfl_xor_sync(0xffffffffu, word, offset);
-      word = other > word ? other : word;
+      word = logit_tile::word_of_compact(epoch, tile_max(compact, tile_lanes, lane));
+    } else {
+      // The 64-bit form: the pack's largest finite value and its first position as a word, then
+      // the max over the tile's lanes in xor shuffles.
+      float best = 0.0f;
+      int best_index = -1;
+      bool packed = false;  // the pack's best found by finite_pack_best
+      if constexpr (std::is_same_v<T, cuda::Bf16>) {
+        // A whole pack of finite bf16 values (nearly every one): packed instructions.
+        int position = 0;
+        packed =
+            first[i] >= 0 && first[i] + kVec <= a.vocab && finite_pack_best(raw[i], best, position);
+        if (packed) best_index = index + position;
+      }
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        if (packed || first[i] < 0 || first[i] + e >= a.vocab) break;
+        const float v = T::to_f32(pack.v[e]);
+        if (!sampling::is_finite(v)) {
+          ++nonfinite;
+        } else if (best_index < 0 || v > best) {
+          best = v;
+          best_index = index + e;
+        }
+      }
+      word = first[i] < 0 ? 0ull : part_word(epoch, best, best_index);
+      for (int offset = tile_lanes / 2; offset > 0; offset >>= 1) {
+        const unsigned long long other = __shfl_xor_sync(0xffffffffu, word, offset);
+        word = other > word ? other : word;
+      }
     }
     if (first[i] >= 0 && lane % tile_lanes == 0)
       a.words[static_cast<int64_t>(row[i]) * a.tiles + tile] = word;
@@ -311,9 +361,15 @@ void launch_summarize(const void* logits, const TilesArgs& a, cudaStream_t strea
     const int64_t per_block = int64_t{kShortTileWarps} * kSegmentsPerWarp;
     const int64_t blocks = (segments + per_block - 1) / per_block;
     ROOFLINE_CHECK_MSG(blocks <= INT_MAX, "logit tiles: too many rows for one launch");
-    cuda::launch_pdl(summarize_short_tiles_kernel<T, kVec>, dim3(static_cast<unsigned>(blocks)),
-                     dim3(kThreads), 0, stream, static_cast<const typename T::Storage*>(logits), a,
-                     row_segments, segments);
+    // bf16 in compact words unless ROOFLINE_SUMMARIES_COMPACT=0 (A/B runs), read once.
+    static const bool compact =
+        env_switch("ROOFLINE_SUMMARIES_COMPACT", "64-bit words", "32-bit compact words for bf16");
+    auto* kernel = summarize_short_tiles_kernel<T, kVec, false>;
+    if constexpr (std::is_same_v<T, cuda::Bf16>) {
+      if (compact) kernel = summarize_short_tiles_kernel<T, kVec, true>;
+    }
+    cuda::launch_pdl(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream,
+                     static_cast<const typename T::Storage*>(logits), a, row_segments, segments);
     return;
   }
   const int blocks_per_row = (a.tiles + a.block_tiles - 1) / a.block_tiles;
@@ -344,6 +400,9 @@ void summarize_logit_tiles_cuda(const void* logits, DType dtype, int64_t num_row
   a.vocab = static_cast<int>(vocab);  // at most kLogitTileMaxTiles · kLogitTileMaxTokens = 2^26
   a.tile_tokens = static_cast<int>(out.tile_tokens);
   a.tiles = static_cast<int>(logit_tiles(vocab, out.tile_tokens));
+  a.tile_shift = -1;  // C++17 here: no std::countr_zero
+  if ((out.tile_tokens & (out.tile_tokens - 1)) == 0)
+    for (a.tile_shift = 0; (int64_t{1} << a.tile_shift) < out.tile_tokens;) ++a.tile_shift;
   a.block_tiles = static_cast<int>(std::max<int64_t>(1, kBlockTokens / out.tile_tokens));
   a.words = reinterpret_cast<unsigned long long*>(out.words);
   a.nonfinite = reinterpret_cast<unsigned long long*>(out.nonfinite);
