@@ -46,13 +46,10 @@
 
 #include <climits>
 #include <cstdint>
-#include <cstdlib>
 #include <mutex>
-#include <string>
 
 #include "core/check.h"
 #include "core/cuda_check.h"
-#include "core/log.h"
 #include "ops/attention/attention.h"
 #include "ops/attention/attention_prefill_plan.h"
 #include "ops/common/cuda_async.cuh"
@@ -61,6 +58,7 @@
 #include "ops/common/cuda_phase_trace.cuh"
 #include "ops/common/cuda_vector.cuh"
 #include "ops/common/cuda_wgmma.cuh"
+#include "ops/common/env_switch.h"
 
 // The head_dim 128 kernel is built on wgmma, which only sm_90a has (CMakePresets.json builds 90a).
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -952,17 +950,15 @@ int max_dynamic_smem_bytes(int device) {
 // ROOFLINE_PREFILL_BLOCK_ORDER is `head` or `longest` (the GPU tests run every shape both ways).
 PrefillBlockOrder block_order(const PagedAttentionParams& p) {
   static const int forced = [] {  // -1: the plan's choice
-    const char* env = std::getenv("ROOFLINE_PREFILL_BLOCK_ORDER");
-    if (env == nullptr) return -1;
-    const std::string value = env;
-    if (value == "head") return static_cast<int>(PrefillBlockOrder::kHeadMajor);
-    if (value == "longest") return static_cast<int>(PrefillBlockOrder::kLongestFirst);
-    if (value != "auto") {
-      ROOFLINE_LOG(kWarning, "ROOFLINE_PREFILL_BLOCK_ORDER='"
-                                 << value
-                                 << "' is not 'auto', 'head' or 'longest': ignored (auto)");
+    switch (env_choice("ROOFLINE_PREFILL_BLOCK_ORDER", {"auto", "head", "longest"},
+                       "auto (the plan's, the default), head or longest")) {
+      case 1:
+        return static_cast<int>(PrefillBlockOrder::kHeadMajor);
+      case 2:
+        return static_cast<int>(PrefillBlockOrder::kLongestFirst);
+      default:
+        return -1;
     }
-    return -1;
   }();
   if (forced >= 0) return static_cast<PrefillBlockOrder>(forced);
   return prefill_block_order(prefill_kv_bytes_bound(p), cuda::device_l2_bytes());
