@@ -38,11 +38,6 @@ run_start "$out"
 cmake --build build/cuda -j16 --target roofline matmul_cuda_test matmul_cuda_bench hf_golden_test \
   passes_test model_runner_test >> "$out/build.log" 2>&1
 note "build rc=$?"
-run_test() {  # binary [gtest filter]
-  r=$(timeout 300 "build/cuda/$1" --gtest_brief=1 ${2:+--gtest_filter="$2"} 2>&1 |
-      tee -a "$out/tests.log" | grep -E "PASSED|FAILED" | tr '\n' ' ')
-  note "$(basename "$1") ${2:-}: $r"
-}
 run_test src/ops/matmul_cuda_test 'MatmulCudaNorm*:MatmulCudaSummaries*:MatmulCudaGraph*'
 run_test tests/e2e/hf_golden_test
 run_test tests/graph/passes_test

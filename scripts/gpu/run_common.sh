@@ -2,7 +2,9 @@
 # `run_start OUT` makes OUT, starts the clock, records the GPU (OUT/gpu.txt) and configures the CUDA
 # build against the staged dependencies (OUT/build.log; warnings do not stop it: the host's
 # compiler may warn where ours does not, and a device run is too scarce to lose to that);
-# `note TEXT` then appends TEXT and the seconds since the start to OUT/summary.txt and prints it.
+# `note TEXT` then appends TEXT and the seconds since the start to OUT/summary.txt and prints it;
+# `run_test BINARY [FILTER [LABEL]]` runs a GoogleTest binary under build/cuda (its output into
+# OUT/tests.log, at most 300 s) and notes its verdict lines, under LABEL or the binary's name.
 run_start() {
   run_out=$1
   mkdir -p "$run_out"
@@ -14,3 +16,9 @@ run_start() {
 }
 note() { echo "$* at $(($(date +%s) - run_started)) s" | tee -a "$run_out/summary.txt"; }
 run_elapsed() { echo $(($(date +%s) - run_started)); }
+run_test() {
+  local r
+  r=$(timeout 300 "build/cuda/$1" --gtest_brief=1 ${2:+--gtest_filter="$2"} 2>&1 |
+      tee -a "$run_out/tests.log" | grep -E "PASSED|FAILED" | tr '\n' ' ')
+  note "${3:-$(basename "$1") ${2:-}}: $r"
+}

@@ -21,9 +21,7 @@ cmake --build build/cuda -j16 --target roofline matmul_cuda_test matmul_cuda_ben
 note "build rc=$?"
 for t in src/ops/matmul_cuda_test tests/runtime/sampled_step_test tests/runtime/cuda_graph_test \
          tests/e2e/hf_golden_test; do
-  r=$(timeout 300 "build/cuda/$t" --gtest_brief=1 2>&1 | tee -a "$out/tests.log" |
-      grep -E "PASSED|FAILED" | tr '\n' ' ')
-  note "$(basename "$t"): $r"
+  run_test "$t"
 done
 for buffers in 2 1; do
   for head in 151936x896 128256x4096; do

@@ -29,10 +29,8 @@ run_start "$out"
 cmake --build build/cuda -j16 --target roofline matmul_cuda_test matmul_cuda_bench >> "$out/build.log" 2>&1
 note "build rc=$?"
 for compact in 1 0; do
-  r=$(ROOFLINE_SUMMARIES_COMPACT=$compact timeout 300 build/cuda/src/ops/matmul_cuda_test --gtest_brief=1 \
-      --gtest_filter='LogitTilesCuda*:MatmulCudaSummaries*' 2>&1 | tee -a "$out/tests.log" |
-      grep -E "PASSED|FAILED" | tr '\n' ' ')
-  note "matmul_cuda_test summaries, compact $compact: $r"
+  ROOFLINE_SUMMARIES_COMPACT=$compact run_test src/ops/matmul_cuda_test \
+    'LogitTilesCuda*:MatmulCudaSummaries*' "matmul_cuda_test summaries, compact $compact"
 done
 # ncu on the tree's writer first (the A/B below leaves the build folder with the old objects).
 ncu_writer() {  # tag
