@@ -35,7 +35,7 @@ step() {  # model batch buffers rows
   echo "== $1 bs $2 buffers $3 tile_sampler_rows $4" >> "$out/steps.txt"
   ROOFLINE_SKINNY_SECOND_BUFFER=$(($3 - 1)) ROOFLINE_TILE_SAMPLER_ROWS=$4 timeout 90 build/cuda/tools/cli/roofline \
     bench --dummy-weights "$1" --batch "$2" --context 512 --device cuda --steps 64 2>&1 |
-    grep -E "decode step|graph floor|tile" >> "$out/steps.txt"
+    grep -E "decode step|graph floor|tile|^roofline" >> "$out/steps.txt"
 }
 for cfg in "1 0" "2 0" "2 8" "1 8" "1 0" "2 0" "2 8" "1 8"; do step qwen2.5-0.5b 1 $cfg; done
 for cfg in "1 0" "2 0" "2 8" "1 0"; do step qwen2.5-0.5b 4 $cfg; done

@@ -55,7 +55,8 @@ for rows in 0 64 64 0; do
   echo "== llama3-8b bs 64 tile_sampler_rows $rows" >> "$out/steps.txt"
   [ $(run_elapsed) -gt 540 ] && break
   ROOFLINE_TILE_SAMPLER_ROWS=$rows timeout 90 build/cuda/tools/cli/roofline bench --dummy-weights llama3-8b \
-    --batch 64 --context 512 --device cuda --steps 32 2>&1 | grep -E "decode step|graph floor|tile" \
+    --batch 64 --context 512 --device cuda --steps 32 2>&1 |
+    grep -E "decode step|graph floor|tile|^roofline" \
     >> "$out/steps.txt"
 done
 note "steps done"
