@@ -334,17 +334,19 @@ int run_shape(int64_t n, int64_t k) {
                 static_cast<long long>(n), static_cast<long long>(k), static_cast<long long>(m),
                 static_cast<long long>(planned.tiles), static_cast<long long>(planned.num_chunks),
                 planned.splits, planned.few_tokens ? "few-token" : "two blocks per SM");
-    for (const bool gated : {false, true}) {
+    for (const int form : {0, 1, 2}) {  // plain, + norm, + norm + swiglu
+      const bool gated = form == 2;
       if (gated && n % 2 != 0) continue;
       const std::string name = std::to_string(n) + "x" + std::to_string(k) +
-                               " m=" + std::to_string(m) + (gated ? " +norm +swiglu" : "");
+                               " m=" + std::to_string(m) +
+                               (form == 2 ? " +norm +swiglu" : form == 1 ? " +norm" : "");
       for (auto& [ctx, tag] : {std::pair<MatmulCudaContext*, const char*>{skinny.get(), "skinny"},
                                {few.get(), "skinny few-token"},
                                {cublas.get(), "cublas"}}) {
         if (ctx == few.get() && (m > kMatmulSkinnyFewTokensMaxM || planned.splits > 1)) continue;
         bench::print_bandwidth(
             (name + " " + tag).c_str(),
-            time_matmul(*ctx, stream, m, n, k, rotated.ptrs, 50, false, gated, gated),
+            time_matmul(*ctx, stream, m, n, k, rotated.ptrs, 50, false, form > 0, gated),
             static_cast<double>(weight_bytes));
       }
     }

@@ -111,6 +111,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 
 #include "core/check.h"
 #include "core/cuda_check.h"
@@ -173,6 +174,9 @@ struct SkinnyArgs {
   // Whether tiles alternate between the variant's two reduction buffers (it has two:
   // matmul_skinny_reduce_buffers; ROOFLINE_SKINNY_SECOND_BUFFER=0 uses only the first, for A/B).
   bool two_reduce_buffers;
+  // A/B experiment: the prologue's sum of squares and 1 / rms without the norm weight (as if it
+  // were folded into W): no norm weight copied, x not scaled.
+  bool norm_unit;
   // The RoPE epilogue (rope_head_dim > 0): y is not written; q goes to q_out [m, rope_heads · D],
   // k and v to the caches [slots, rope_kv_heads, D] at slot_mapping[token].
   int rope_head_dim;
@@ -427,7 +431,7 @@ constexpr bool kWarpSlicesFor = kNorm;
 // they did before it existed); kFewTokens: m <= kMatmulSkinnyFewTokensMaxM (kMTiles 1), three
 // blocks per SM, and a stage holds 4 rows of x: lane group g reads row g mod 4 as its mma column's
 // token (columns 4-7 repeat tokens 0-3, rows past m hold stale shared memory; neither is stored).
-template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens>
+template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens, bool kSlices>
 __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles, kFewTokens))
     matmul_skinny_kernel(const SkinnyArgs a) {
   static_assert(!kFewTokens || kMTiles == 1, "the few-token variant has one token tile");
@@ -438,13 +442,12 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles,
   constexpr int kStageBytes =
       static_cast<int>(matmul_skinny_stage_rows(kMTiles, kFewTokens)) * kRowBytes;
   constexpr int kNormRow = kRows + kTokenRows;
-  constexpr bool kSlices = kWarpSlicesFor<kNorm>;
   static_assert(kStages >= 2, "the ring needs two stages");
   extern __shared__ __align__(128) uint8_t ring[];
   // The warps' accumulators at the end of a tile, after the ring's allocated stages (a block uses
   // no others): [warp][row][token]; then their tokens' sums of squares (kNorm): [warp][token].
   float* const reds = reinterpret_cast<float*>(ring + a.ring_stages * kStageBytes);
-  constexpr int kRedBuffers = matmul_skinny_reduce_buffers(kMTiles, kNorm);
+  constexpr int kRedBuffers = kSlices ? matmul_skinny_reduce_buffers(kMTiles, kNorm) : 1;
   constexpr int kRedFloats = static_cast<int>(matmul_skinny_reduce_bytes(kMTiles) / 4);
   static_assert(kRedBuffers == 1 || kSlices, "a second buffer serves warps that walk slices");
   __shared__ bool is_last;
@@ -480,7 +483,8 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles,
   for (int s = 0; s < kStages - 1; ++s) {
     if (load.valid(a)) {
       load_weights<kSlices>(a, source, load.chunk, ring + s * kStageBytes);
-      if constexpr (kNorm) load_norm_weight<kSlices>(a, load, ring + s * kStageBytes, kNormRow);
+      if constexpr (kNorm)
+        if (!a.norm_unit) load_norm_weight<kSlices>(a, load, ring + s * kStageBytes, kNormRow);
       if (load.advance(a) && load.valid(a)) source.start<kRope, kSlices>(a, load.col_block);
     }
     cuda::cp_async_commit();
@@ -577,7 +581,8 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles,
       if (load.valid(a)) {
         uint8_t* slot = ring + ((i + kStages - 1) % kStages) * kStageBytes;
         load_weights<kSlices>(a, source, load.chunk, slot);
-        if constexpr (kNorm) load_norm_weight<kSlices>(a, load, slot, kNormRow);
+        if constexpr (kNorm)
+          if (!a.norm_unit) load_norm_weight<kSlices>(a, load, slot, kNormRow);
         load_tokens<kSlices>(a, load.chunk, slot);
         if (load.advance(a) && load.valid(a)) source.start<kRope, kSlices>(a, load.col_block);
       }
@@ -591,13 +596,14 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles,
         const uint32_t a0[4] = {lo.x, hi.x, lo.y, hi.y};
         const uint32_t a1[4] = {lo.z, hi.z, lo.w, hi.w};
         uint4 nv = make_uint4(0, 0, 0, 0);
-        if constexpr (kNorm) nv = *reinterpret_cast<const uint4*>(stage + norm_at(k32));
+        if constexpr (kNorm)
+          if (!a.norm_unit) nv = *reinterpret_cast<const uint4*>(stage + norm_at(k32));
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt) {
           uint4 xv = *reinterpret_cast<const uint4*>(stage + x_at(mt, k32));
           if constexpr (kNorm) {
             squares[mt] += sum_of_squares(xv);
-            xv = scale_bf16x8(xv, nv);
+            if (!a.norm_unit) xv = scale_bf16x8(xv, nv);
           }
           cuda::mma_bf16(acc[mt], a0, xv.x, xv.y);
           cuda::mma_bf16(acc[mt], a1, xv.z, xv.w);
@@ -807,11 +813,11 @@ constexpr int kSmemFor = static_cast<int>(matmul_skinny_smem_bytes(kMTiles, kFew
                                               matmul_skinny_reduce_bytes(kMTiles));
 
 // Allows the variant that much dynamic shared memory, once per process.
-template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens>
+template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens, bool kSlices = kNorm>
 void configure_variant() {
   static const bool configured = [] {
     ROOFLINE_CUDA_CHECK(cudaFuncSetAttribute(
-        matmul_skinny_kernel<kMTiles, kNorm, kRope, kFewTokens>,
+        matmul_skinny_kernel<kMTiles, kNorm, kRope, kFewTokens, kSlices>,
         cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemFor<kMTiles, kNorm, kFewTokens>));
     return true;
   }();
@@ -820,14 +826,15 @@ void configure_variant() {
 
 // Whether the variant runs `launch` in clusters on the current device (never the few-token
 // variant: it does not split).
-template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens>
+template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens, bool kSlices = kNorm>
 bool variant_merges_in_clusters(const MatmulSkinnyLaunch& launch) {
   if (kFewTokens || launch.splits < 2 || launch.splits > kMatmulSkinnyMaxClusterSplits)
     return false;
-  configure_variant<kMTiles, kNorm, kRope, kFewTokens>();  // the occupancy query sees the smem
+  configure_variant<kMTiles, kNorm, kRope, kFewTokens, kSlices>();  // the occupancy query sees smem
   // ROOFLINE_SKINNY_CLUSTER=0 merges every split through the workspace (A/B runs).
   return matmul_skinny_merges_in_clusters(
-      launch, cuda::max_active_clusters<matmul_skinny_kernel<kMTiles, kNorm, kRope, kFewTokens>,
+      launch,
+      cuda::max_active_clusters<matmul_skinny_kernel<kMTiles, kNorm, kRope, kFewTokens, kSlices>,
                                         kThreads, kSmemFor<kMTiles, kNorm, kFewTokens>,
                                         kMatmulSkinnyMaxClusterSplits>(launch.splits,
                                                                        "ROOFLINE_SKINNY_CLUSTER"));
@@ -849,22 +856,54 @@ bool two_reduce_buffers() {
   return on;
 }
 
-template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens>
-void launch_variant(const SkinnyArgs& args, const MatmulSkinnyLaunch& launch, cudaStream_t stream) {
-  constexpr auto kKernel = matmul_skinny_kernel<kMTiles, kNorm, kRope, kFewTokens>;
+// A/B experiment switches (read once): AB_NORM_BLOCK_COPIES=1 runs the prologue variants with the
+// block's shared copies and a barrier per stage instead of warp slices; AB_NORM_UNIT=1 drops the
+// norm weight (timing only: the product is then not the prologue's).
+bool ab_norm_block_copies() {
+  static const bool on = [] {
+    const char* v = std::getenv("AB_NORM_BLOCK_COPIES");
+    return v != nullptr && v[0] == '1';
+  }();
+  return on;
+}
+bool ab_norm_unit() {
+  static const bool on = [] {
+    const char* v = std::getenv("AB_NORM_UNIT");
+    return v != nullptr && v[0] == '1';
+  }();
+  return on;
+}
+
+template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens, bool kSlices>
+void launch_variant_sliced(const SkinnyArgs& args, const MatmulSkinnyLaunch& launch,
+                           cudaStream_t stream) {
+  constexpr auto kKernel = matmul_skinny_kernel<kMTiles, kNorm, kRope, kFewTokens, kSlices>;
   constexpr int kStageBytes =
       static_cast<int>(matmul_skinny_stage_rows(kMTiles, kFewTokens) * kMatmulSkinnyRowBytes);
-  configure_variant<kMTiles, kNorm, kRope, kFewTokens>();
+  configure_variant<kMTiles, kNorm, kRope, kFewTokens, kSlices>();
   SkinnyArgs a = args;
+  a.norm_unit = kNorm && ab_norm_unit();
   a.ring_stages = ring_fit() ? launch.ring_stages : kStagesFor<kMTiles, kFewTokens>;
   a.two_reduce_buffers = two_reduce_buffers();
   const int smem =
       a.ring_stages * kStageBytes + static_cast<int>(matmul_skinny_reduce_buffers(kMTiles, kNorm) *
                                                      matmul_skinny_reduce_bytes(kMTiles));
-  a.cluster_merge = variant_merges_in_clusters<kMTiles, kNorm, kRope, kFewTokens>(launch);
+  a.cluster_merge = variant_merges_in_clusters<kMTiles, kNorm, kRope, kFewTokens, kSlices>(launch);
   cuda::launch_pdl_clustered(kKernel, dim3(static_cast<unsigned>(launch.grid)), dim3(kThreads),
                              static_cast<size_t>(smem), stream,
                              a.cluster_merge ? static_cast<unsigned>(launch.splits) : 1u, a);
+}
+
+template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens>
+void launch_variant(const SkinnyArgs& args, const MatmulSkinnyLaunch& launch, cudaStream_t stream) {
+  if constexpr (kNorm) {
+    if (ab_norm_block_copies()) {
+      launch_variant_sliced<kMTiles, kNorm, kRope, kFewTokens, false>(args, launch, stream);
+      return;
+    }
+  }
+  launch_variant_sliced<kMTiles, kNorm, kRope, kFewTokens, kWarpSlicesFor<kNorm>>(args, launch,
+                                                                                   stream);
 }
 
 template <int kMTiles, bool kNorm, bool kRope>
@@ -911,13 +950,13 @@ PhaseTraceRecorder& matmul_skinny_phase_trace() {
 bool matmul_skinny_cuda_merges_in_clusters(const MatmulSkinnyLaunch& launch) {
   switch (launch.m_tiles) {
     case 1:
-      return variant_merges_in_clusters<1, false, false, false>(launch);
+      return variant_merges_in_clusters<1, false, false, false, false>(launch);
     case 2:
-      return variant_merges_in_clusters<2, false, false, false>(launch);
+      return variant_merges_in_clusters<2, false, false, false, false>(launch);
     case 4:
-      return variant_merges_in_clusters<4, false, false, false>(launch);
+      return variant_merges_in_clusters<4, false, false, false, false>(launch);
     case 8:
-      return variant_merges_in_clusters<8, false, false, false>(launch);
+      return variant_merges_in_clusters<8, false, false, false, false>(launch);
     default:
       return false;
   }
