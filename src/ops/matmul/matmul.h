@@ -232,14 +232,17 @@ enum class MatmulImpl : uint8_t { kAuto, kCublas, kSkinny, kWide };
 enum class MatmulSkinnyFewTokens { kAuto, kOff, kOn };
 
 // Where the skinny kernel runs a problem's RMSNorm prologue (MatmulParams::norm_weight): in the
-// kernel (kFused), or as rms_norm_cuda into p.normed before the plain product (kApart), as cuBLASLt
-// and the wide kernel run it. kAuto (the default) lets the selection time both, so that a problem
+// kernel, its warps copying their own K slices of each stage (kFused) or the block copying each
+// stage together (kFusedBlockCopies: the same bits, faster on some shapes and GPUs;
+// MatmulSkinnyLaunch::norm_warp_slices), or as rms_norm_cuda into p.normed before the plain
+// product (kApart), as cuBLASLt and the wide kernel run it. kAuto (the default) lets the selection
+// time all three, so that a problem
 // whose fused prologue costs the kernel more than the norm kernel and its handover (the LM head
 // with the final norm folded in measured ~3 % slower fused on Llama-3-8B:
 // bench/results/2026-12-02-epilogue-preload.md) runs it apart: the graph pass that folds a norm
 // into its GEMM can then never make the step slower than the two kernels it replaced. A forced
 // skinny kernel (kSkinny, ROOFLINE_MATMUL_IMPL=skinny) fuses it unless kApart is set.
-enum class MatmulSkinnyNorm : uint8_t { kAuto, kFused, kApart };
+enum class MatmulSkinnyNorm : uint8_t { kAuto, kFused, kFusedBlockCopies, kApart };
 
 // The GEMM state of the CUDA backend: a cuBLASLt handle and workspace, the skinny kernel's split-K
 // workspace (both allocated once at creation), the cuBLASLt algorithm chosen per (m bucket, n, k,
@@ -276,7 +279,8 @@ class MatmulCudaContext {
   // The skinny launches' few-token variant: chosen by the plan (kAuto, the default), off or forced.
   void set_skinny_few_tokens(MatmulSkinnyFewTokens mode);
   // Where the skinny kernel runs the RMSNorm prologue: chosen by measurement (kAuto, the default),
-  // fused or apart (ROOFLINE_SKINNY_NORM=fused|apart for every context created afterwards).
+  // fused (in warp slices or block copies) or apart (ROOFLINE_SKINNY_NORM=fused|block|apart for
+  // every context created afterwards).
   void set_skinny_norm(MatmulSkinnyNorm mode);
   // Implementation choices this context measured (one per (m bucket, n, k, epilogue) that no
   // context of the process had measured before: choices are shared per device, so that two contexts
@@ -292,6 +296,9 @@ class MatmulCudaContext {
   // Whether the last call ran its RMSNorm prologue as rms_norm_cuda before the GEMM (always so on
   // cuBLASLt and the wide kernel; false for a call without the prologue).
   bool last_norm_apart() const;
+  // Whether the last call ran the prologue fused with block copies (false for warp slices, apart,
+  // or a call without the prologue).
+  bool last_norm_block_copies() const;
 
   struct Impl;  // cuBLASLt types live in matmul_cuda.cu only
 

@@ -15,8 +15,9 @@
 //
 // Selection (kAuto): problems outside the skinny kernel's domain go to cuBLASLt. For the others,
 // the choice is made per (m bucket, n, k, epilogue) by measurement, once: the first call of such a
-// problem outside stream capture times the skinny kernel (with the RMSNorm prologue: fused, and
-// apart as rms_norm_cuda before the plain product, see MatmulSkinnyNorm), cuBLASLt with each of the
+// problem outside stream capture times the skinny kernel (with the RMSNorm prologue: fused in warp
+// slices, fused in block copies, and apart as rms_norm_cuda before the plain product, see
+// MatmulSkinnyNorm), cuBLASLt with each of the
 // first kTuneCandidates algorithms its heuristic offers for the bucket's m, and with
 // ROOFLINE_MATMUL_WIDE=1 the wide kernel (scratch x and y of the context, the caller's W and bias;
 // L2 flushed before every timed call so the weights come from HBM, as in a decode step; each call
@@ -228,10 +229,12 @@ struct TunedAlgo {
 };
 
 // What runs a problem: the implementation and, for the skinny kernel with the RMSNorm prologue,
-// whether the prologue runs apart (rms_norm_cuda, then the plain product; MatmulSkinnyNorm).
+// whether the prologue runs apart (rms_norm_cuda, then the plain product) or, fused, with block
+// copies rather than warp slices (MatmulSkinnyNorm).
 struct MatmulChoice {
   MatmulImpl impl = MatmulImpl::kCublas;
   bool norm_apart = false;
+  bool norm_block_copies = false;
 };
 
 // The process-wide choices (see the header comment), per device: the implementation per (m
@@ -310,6 +313,7 @@ struct MatmulCudaContext::Impl {
   int tune_candidates = kTuneCandidates;
   MatmulImpl last = MatmulImpl::kAuto;
   bool last_norm_apart = false;
+  bool last_norm_block_copies = false;
 
   ~Impl() {
     if (skinny_workspace.partials) cudaFree(skinny_workspace.partials);
@@ -471,10 +475,12 @@ std::unique_ptr<MatmulCudaContext> MatmulCudaContext::create() {
       env_switch("ROOFLINE_SKINNY_ROPE", "never fuse", "fuse where the plan allows");
   // ROOFLINE_SKINNY_NORM: where the skinny kernel runs the RMSNorm prologue (A/B runs).
   constexpr MatmulSkinnyNorm kNorms[] = {MatmulSkinnyNorm::kAuto, MatmulSkinnyNorm::kFused,
+                                         MatmulSkinnyNorm::kFusedBlockCopies,
                                          MatmulSkinnyNorm::kApart};
-  impl.skinny_norm = kNorms[env_choice(
-      "ROOFLINE_SKINNY_NORM", {"auto", "fused", "apart"},
-      "auto (measured, the default), fused (in the kernel) or apart (rms_norm_cuda first)")];
+  impl.skinny_norm =
+      kNorms[env_choice("ROOFLINE_SKINNY_NORM", {"auto", "fused", "block", "apart"},
+                        "auto (measured, the default), fused (in the kernel, warp slices), block "
+                        "(in the kernel, block copies) or apart (rms_norm_cuda first)")];
   impl.wide_candidate = env_choice("ROOFLINE_MATMUL_WIDE", {"0", "1"},
                                    "0 (not a candidate, the default) or 1 (a candidate)") == 1;
   if (const char* env = std::getenv("ROOFLINE_MATMUL_TUNE")) {
@@ -524,6 +530,7 @@ int64_t MatmulCudaContext::num_unmeasured_captures() const { return impl_->unmea
 MatmulImpl MatmulCudaContext::last_impl() const { return impl_->last; }
 
 bool MatmulCudaContext::last_norm_apart() const { return impl_->last_norm_apart; }
+bool MatmulCudaContext::last_norm_block_copies() const { return impl_->last_norm_block_copies; }
 
 namespace {
 
@@ -605,13 +612,14 @@ void cublas_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStr
   summarize_product(p, stream);
 }
 
-// p on the skinny kernel: with the RMSNorm prologue fused, or with norm_apart rms_norm_cuda into
-// p.normed first and the plain product over it; with the RoPE epilogue fused where
+// p on the skinny kernel: with the RMSNorm prologue fused (in warp slices, or with
+// norm_block_copies in block copies), or with norm_apart rms_norm_cuda into p.normed first and the
+// plain product over it; with the RoPE epilogue fused where
 // matmul_skinny_fuses_rope says so, else its product into p.y and qkv_rope_cuda over it; with the
 // logit tile summaries fused where matmul_skinny_fuses_summaries says so, else the product
 // without them and their own pass.
 void skinny_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStream_t stream,
-                   MatmulEpilogue epilogue, bool norm_apart) {
+                   MatmulEpilogue epilogue, bool norm_apart, bool norm_block_copies = false) {
   if (norm_apart && p.norm_weight != nullptr) {
     rms_norm_cuda(matmul_prologue_norm(p), stream);
     skinny_matmul(matmul_prologue_product(p), impl, stream, epilogue, false);
@@ -628,6 +636,7 @@ void skinny_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStr
       matmul_skinny_launch(p.m, p.n, p.k, impl.num_sms, impl.skinny_splits,
                            matmul_skinny_no_split(p), impl.skinny_few_tokens);
   launch.cluster_merge = impl.skinny_cluster_merge;
+  launch.norm_warp_slices = !norm_block_copies;
   if (!p.qkv_rope || (impl.skinny_fuse_rope && matmul_skinny_fuses_rope(launch, impl.num_sms))) {
     matmul_skinny_cuda(p, epilogue, launch, impl.skinny_workspace, stream);
     return;
@@ -636,6 +645,7 @@ void skinny_matmul(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaStr
   launch = matmul_skinny_launch(p.m, p.n, p.k, impl.num_sms, impl.skinny_splits,
                                 matmul_skinny_no_split(product), impl.skinny_few_tokens);
   launch.cluster_merge = impl.skinny_cluster_merge;
+  launch.norm_warp_slices = !norm_block_copies;
   matmul_skinny_cuda(product, epilogue, launch, impl.skinny_workspace, stream);
   qkv_rope_cuda(matmul_rope_pass(p), stream);
 }
@@ -854,19 +864,24 @@ Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
   }
 
   // Candidate c < algos.size(): cuBLASLt with algos[c]; then the wide kernel where it takes the
-  // problem; then the skinny kernel, with the RMSNorm prologue fused and with it apart as
-  // impl.skinny_norm allows (without a prologue: once, as it is).
+  // problem; then the skinny kernel, with the RMSNorm prologue fused in warp slices, fused in block
+  // copies and apart as impl.skinny_norm allows (without a prologue: once, as it is).
   const bool with_wide = impl.wide_candidate && wide_unsupported_reason(q, epilogue) == nullptr;
   const bool norm = p.norm_weight != nullptr;
-  const bool with_fused = !norm || impl.skinny_norm != MatmulSkinnyNorm::kApart;
-  const bool with_apart = norm && impl.skinny_norm != MatmulSkinnyNorm::kFused;
+  const MatmulSkinnyNorm mode = impl.skinny_norm;
+  const bool any = mode == MatmulSkinnyNorm::kAuto;
+  const bool with_fused = !norm || any || mode == MatmulSkinnyNorm::kFused;
+  const bool with_block = norm && (any || mode == MatmulSkinnyNorm::kFusedBlockCopies);
+  const bool with_apart = norm && (any || mode == MatmulSkinnyNorm::kApart);
   const size_t wide_at = algos.size();
   const size_t fused_at = wide_at + (with_wide ? 1 : 0);
-  const size_t apart_at = fused_at + (with_fused ? 1 : 0);
+  const size_t block_at = fused_at + (with_fused ? 1 : 0);
+  const size_t apart_at = block_at + (with_block ? 1 : 0);
   const size_t candidates = apart_at + (with_apart ? 1 : 0);
   const auto call = [&](size_t c) {
     if (c >= fused_at) {
-      skinny_matmul(q, impl, stream, epilogue, with_apart && c == apart_at);
+      skinny_matmul(q, impl, stream, epilogue, with_apart && c == apart_at,
+                    with_block && c == block_at);
     } else if (with_wide && c == wide_at) {
       wide_matmul(q, impl, stream, epilogue);
     } else {
@@ -907,17 +922,23 @@ Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
       median_ms.begin());
   result.algo = {algos[best], key};
   // The fastest of cuBLASLt and the wide kernel, then the skinny kernel against it (with its band).
-  // The skinny kernel's own two forms: the prologue apart only where that measured faster by more
-  // than the band, since in the step it is one kernel and one handover more.
+  // The skinny kernel's own forms: the faster of the two fused copy layouts (one kernel either
+  // way, the same bits), then the prologue apart only where that measured faster by more than the
+  // band, since in the step it is one kernel and one handover more.
   const bool wide_wins = with_wide && median_ms[wide_at] < median_ms[best];
   const float other_ms = wide_wins ? median_ms[wide_at] : median_ms[best];
-  const bool apart_wins = with_apart && (!with_fused || kSkinnyMaxTimeRatio * median_ms[apart_at] <
-                                                            median_ms[fused_at]);
-  const float skinny_ms = apart_wins ? median_ms[apart_at] : median_ms[fused_at];
+  const bool block_wins = with_block && (!with_fused || median_ms[block_at] < median_ms[fused_at]);
+  const bool any_fused = with_fused || with_block;
+  const float fused_ms = block_wins ? median_ms[block_at] : median_ms[fused_at];
+  const bool apart_wins =
+      with_apart && (!any_fused || kSkinnyMaxTimeRatio * median_ms[apart_at] < fused_ms);
+  const float skinny_ms = apart_wins ? median_ms[apart_at] : fused_ms;
   result.choice.impl = skinny_ms < kSkinnyMaxTimeRatio * other_ms ? MatmulImpl::kSkinny
                        : wide_wins                                ? MatmulImpl::kWide
                                                                   : MatmulImpl::kCublas;
   result.choice.norm_apart = result.choice.impl == MatmulImpl::kSkinny && apart_wins;
+  result.choice.norm_block_copies =
+      result.choice.impl == MatmulImpl::kSkinny && !apart_wins && block_wins;
   // What the choice rests on (--verbose): each median includes the 3 us stand-in before the call.
   ROOFLINE_LOG(kInfo, "matmul: m <= "
                           << m << ", n " << p.n << ", k " << p.k
@@ -928,6 +949,8 @@ Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
                               : epilogue == MatmulEpilogue::kResidual ? ", residual"
                                                                       : "")
                           << ": skinny " << (with_fused ? median_ms[fused_at] * 1e3 : 0.0f)
+                          << " us, skinny block copies "
+                          << (with_block ? median_ms[block_at] * 1e3 : 0.0f)
                           << " us, skinny after rms_norm "
                           << (with_apart ? median_ms[apart_at] * 1e3 : 0.0f) << " us, wide "
                           << (with_wide ? median_ms[wide_at] * 1e3 : 0.0f) << " us, cuBLASLt "
@@ -935,8 +958,9 @@ Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
                           << " algorithms; stand-in before each included; 0: not timed) -> "
                           << (result.choice.impl != MatmulImpl::kSkinny
                                   ? (result.choice.impl == MatmulImpl::kWide ? "wide" : "cuBLASLt")
-                              : result.choice.norm_apart ? "skinny after rms_norm"
-                                                         : "skinny"));
+                              : result.choice.norm_apart        ? "skinny after rms_norm"
+                              : result.choice.norm_block_copies ? "skinny block copies"
+                                                                : "skinny"));
   return result;
 }
 
@@ -944,7 +968,8 @@ MatmulChoice choose_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, c
                          MatmulEpilogue epilogue) {
   const char* unsupported = matmul_skinny_unsupported_reason(p, epilogue);
   // The skinny kernel where the choice is not measured: the prologue fused unless set apart.
-  const MatmulChoice skinny{MatmulImpl::kSkinny, impl.skinny_norm == MatmulSkinnyNorm::kApart};
+  const MatmulChoice skinny{MatmulImpl::kSkinny, impl.skinny_norm == MatmulSkinnyNorm::kApart,
+                            impl.skinny_norm == MatmulSkinnyNorm::kFusedBlockCopies};
   if (impl.forced == MatmulImpl::kSkinny) {
     ROOFLINE_CHECK_MSG(unsupported == nullptr, unsupported);
     return skinny;
@@ -1039,10 +1064,12 @@ void matmul_dispatch(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaS
   ROOFLINE_CHECK(p.x != nullptr && p.w != nullptr && p.y != nullptr);
   MatmulChoice use = choose_impl(p, impl, stream, epilogue);
   // A set mode overrides a choice measured under kAuto (the process-wide choices are shared).
-  if (use.impl == MatmulImpl::kSkinny && impl.skinny_norm != MatmulSkinnyNorm::kAuto)
+  if (use.impl == MatmulImpl::kSkinny && impl.skinny_norm != MatmulSkinnyNorm::kAuto) {
     use.norm_apart = impl.skinny_norm == MatmulSkinnyNorm::kApart;
+    use.norm_block_copies = impl.skinny_norm == MatmulSkinnyNorm::kFusedBlockCopies;
+  }
   if (use.impl == MatmulImpl::kSkinny) {
-    skinny_matmul(p, impl, stream, epilogue, use.norm_apart);
+    skinny_matmul(p, impl, stream, epilogue, use.norm_apart, use.norm_block_copies);
   } else if (use.impl == MatmulImpl::kWide) {
     wide_matmul(p, impl, stream, epilogue);
   } else {
@@ -1051,6 +1078,8 @@ void matmul_dispatch(const MatmulParams& p, MatmulCudaContext::Impl& impl, cudaS
   impl.last = use.impl;
   impl.last_norm_apart =
       p.norm_weight != nullptr && (use.impl != MatmulImpl::kSkinny || use.norm_apart);
+  impl.last_norm_block_copies = p.norm_weight != nullptr && use.impl == MatmulImpl::kSkinny &&
+                                !use.norm_apart && use.norm_block_copies;
 }
 
 }  // namespace

@@ -5,7 +5,8 @@
 // the wide kernel forced ("wide") and the measured selection ("selected") — then a line of skinny
 // times per split count (for tuning matmul_skinny.h; "*" marks matmul_skinny_launch's choice), and
 // for o and down at m = 1, 8 the residual epilogue on both implementations; the RMSNorm prologue
-// (the qkv and gate_up GEMMs of Llama-3-8B and Qwen2.5-0.5B at m = 1, 8) on both, cuBLASLt's time
+// (the qkv and gate_up GEMMs of Llama-3-8B and Qwen2.5-0.5B at m = 1, 8) on both (the skinny
+// kernel's in warp slices and in block copies), cuBLASLt's time
 // including its rms_norm kernel, beside the same GEMM without it, for gate_up the prologue with the
 // SwiGLU epilogue (cuBLASLt:
 // + its silu_mul kernel) and for qkv the prologue with the RoPE epilogue (cuBLASLt: + its qkv_rope
@@ -316,12 +317,15 @@ int run_trace_wide() {
 
 // shape N K: one weight at m = 1, 2, 4, 8 on the skinny kernel as its plan launches it, on the
 // skinny kernel's few-token variant forced (m <= 4, K unsplit: three blocks per SM) and on
-// cuBLASLt; plain and, for an even n, with the RMSNorm prologue and the SwiGLU epilogue (a gated
-// MLP's gate_up). For the plan's choices on shapes outside the decode section's models.
+// cuBLASLt; plain, with the RMSNorm prologue and, for an even n, with the prologue and the SwiGLU
+// epilogue (a gated MLP's gate_up); the prologue forms also with block copies instead of warp
+// slices (MatmulSkinnyNorm). For the plan's choices on shapes outside the decode section's models.
 int run_shape(int64_t n, int64_t k) {
   auto skinny = forced(MatmulImpl::kSkinny);
   auto few = forced(MatmulImpl::kSkinny);
   few->set_skinny_few_tokens(MatmulSkinnyFewTokens::kOn);
+  auto block = forced(MatmulImpl::kSkinny);  // the prologue fused in block copies
+  block->set_skinny_norm(MatmulSkinnyNorm::kFusedBlockCopies);
   auto cublas = forced(MatmulImpl::kCublas);
   const int num_sms = bench::sm_count();
   cudaStream_t stream;
@@ -339,11 +343,15 @@ int run_shape(int64_t n, int64_t k) {
       if (gated && n % 2 != 0) continue;
       const std::string name = std::to_string(n) + "x" + std::to_string(k) +
                                " m=" + std::to_string(m) +
-                               (form == 2 ? " +norm +swiglu" : form == 1 ? " +norm" : "");
+                               (form == 2   ? " +norm +swiglu"
+                                : form == 1 ? " +norm"
+                                            : "");
       for (auto& [ctx, tag] : {std::pair<MatmulCudaContext*, const char*>{skinny.get(), "skinny"},
                                {few.get(), "skinny few-token"},
+                               {block.get(), "skinny block copies"},
                                {cublas.get(), "cublas"}}) {
         if (ctx == few.get() && (m > kMatmulSkinnyFewTokensMaxM || planned.splits > 1)) continue;
+        if (ctx == block.get() && form == 0) continue;
         bench::print_bandwidth(
             (name + " " + tag).c_str(),
             time_matmul(*ctx, stream, m, n, k, rotated.ptrs, 50, false, form > 0, gated),
@@ -420,6 +428,8 @@ int run(bool decode, bool prologue, bool prefill) {
   auto ctx = MatmulCudaContext::create();
   auto cublas = forced(MatmulImpl::kCublas);
   auto skinny = forced(MatmulImpl::kSkinny);
+  auto block = forced(MatmulImpl::kSkinny);  // the prologue fused in block copies
+  block->set_skinny_norm(MatmulSkinnyNorm::kFusedBlockCopies);
   auto wide = forced(MatmulImpl::kWide);
   const int num_sms = bench::sm_count();
   cudaStream_t stream;
@@ -514,6 +524,11 @@ int run(bool decode, bool prologue, bool prefill) {
             (name + " skinny" + tag).c_str(),
             time_matmul(*skinny, stream, m, w.n, w.k, ptrs, 50, false, norm, swiglu, rope),
             static_cast<double>(weight_bytes));
+        if (norm)
+          bench::print_bandwidth(
+              (name + " skinny block copies" + tag).c_str(),
+              time_matmul(*block, stream, m, w.n, w.k, ptrs, 50, false, norm, swiglu, rope),
+              static_cast<double>(weight_bytes));
         bench::print_bandwidth(
             (name + " cublas" + tag).c_str(),
             time_matmul(*cublas, stream, m, w.n, w.k, ptrs, 50, false, norm, swiglu, rope),

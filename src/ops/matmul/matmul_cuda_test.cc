@@ -637,22 +637,18 @@ TEST(MatmulCudaSwigluTest, EpilogueMatchesCpuTwinForEveryImplementation) {
   }
 }
 
-TEST(MatmulCudaSkinnyTest, FewTokenVariantMatchesCpuTwinAndTheTwoBlockVariantBitForBit) {
-  // The few-token variant (three blocks per SM, 4 rows of x a stage) forced on every weight of
-  // kMatmulCudaTestWeights at m = 1 and 3 (a stage row of x left stale) — the plan picks it itself
-  // only where the tiles fill more than two blocks per SM and no more than three (Llama-3-8B's and
-  // Qwen2.5-7B's q|k|v), or more with tiles of at most two chunks (Qwen2.5-0.5B's gate_up), which
-  // the other tests cover through the plan — with each epilogue, with
-  // and without the RMSNorm prologue, and the SwiGLU epilogue on the gate_up weights: against the
-  // CPU twin, and bit for bit against the two-block variant (the same products summed in the same
-  // order). Launches that split K take the two-block variant either way.
-  ROOFLINE_SKIP_WITHOUT_GPU();
-  std::unique_ptr<MatmulCudaContext> one = context(MatmulImpl::kSkinny);
-  std::unique_ptr<MatmulCudaContext> two = context(MatmulImpl::kSkinny);
-  one->set_skinny_few_tokens(MatmulSkinnyFewTokens::kOn);
-  two->set_skinny_few_tokens(MatmulSkinnyFewTokens::kOff);
-  auto rng = make_rng(47);
-  for (const int64_t m : {1, 3}) {
+// Two skinny contexts whose launches must give the same bits (`what` names them in failures), on
+// every weight of kMatmulCudaTestWeights the skinny kernel takes at each m of `ms`: with each
+// epilogue, with the RMSNorm prologue (and without it unless `norm_only`), and the SwiGLU epilogue
+// with the prologue on the gate_up weights, each against the CPU twin and `one` bit for bit against
+// `two`.
+void expect_same_bits(MatmulCudaContext& one_ctx, MatmulCudaContext& two_ctx,
+                      std::initializer_list<int64_t> ms, bool norm_only, uint64_t seed,
+                      const char* what) {
+  MatmulCudaContext* one = &one_ctx;
+  MatmulCudaContext* two = &two_ctx;
+  auto rng = make_rng(seed);
+  for (const int64_t m : ms) {
     for (const auto& s : kMatmulCudaTestWeights) {
       if (!skinny_takes(m, s.k)) continue;
       SCOPED_TRACE(std::string(s.name) + ", m = " + std::to_string(m));
@@ -667,6 +663,7 @@ TEST(MatmulCudaSkinnyTest, FewTokenVariantMatchesCpuTwinAndTheTwoBlockVariantBit
       const DeviceBuffer x = DeviceBuffer::from_host(to_bf16(x_vals));
       DeviceBuffer normed(static_cast<size_t>(m * s.k) * 2);
       for (const bool with_norm : {false, true}) {
+        if (!with_norm && norm_only) continue;
         const Inputs in{&x, &w, &bias, with_norm ? &norm : nullptr, with_norm ? &normed : nullptr};
         for (const MatmulEpilogue e : kEpilogues) {
           SCOPED_TRACE(std::string(epilogue_name(e)) + (with_norm ? ", RMSNorm prologue" : ""));
@@ -679,7 +676,7 @@ TEST(MatmulCudaSkinnyTest, FewTokenVariantMatchesCpuTwinAndTheTwoBlockVariantBit
               run_gpu(in, m, s.n, s.k, e, residual_bits, {0, s.n}, false, *two, nullptr);
           EXPECT_TRUE(all_close(from_bf16(y_one), expected,
                                 with_norm ? norm_atol_for(s.k) : atol_for(s.k), kRtol));
-          ASSERT_EQ(y_one, y_two) << "the few-token variant differs from the two-block variant";
+          ASSERT_EQ(y_one, y_two) << what << " differ";
         }
       }
       if (std::string(s.name).find("gate_up") == std::string::npos) continue;
@@ -689,7 +686,7 @@ TEST(MatmulCudaSkinnyTest, FewTokenVariantMatchesCpuTwinAndTheTwoBlockVariantBit
           cpu_gate_up(static_cast<size_t>(m * s.n)), cpu_normed(static_cast<size_t>(m * s.k));
       std::vector<uint16_t> ys[2];
       DeviceBuffer gate_up(static_cast<size_t>(m * s.n) * 2);
-      for (int side = 0; side < 3; ++side) {  // the CPU twin, one token, two blocks
+      for (int side = 0; side < 3; ++side) {  // the CPU twin, then the two contexts
         const bool cpu = side == 0;
         DeviceBuffer y(static_cast<size_t>(m * half) * 2);
         y.poison();
@@ -719,9 +716,41 @@ TEST(MatmulCudaSkinnyTest, FewTokenVariantMatchesCpuTwinAndTheTwoBlockVariantBit
       }
       EXPECT_TRUE(all_close(from_bf16(ys[0]), expected, swiglu_atol_for(s.k, true), kSwigluRtol))
           << "SwiGLU";
-      ASSERT_EQ(ys[0], ys[1]) << "SwiGLU: the few-token variant differs from the two-block variant";
+      ASSERT_EQ(ys[0], ys[1]) << "SwiGLU: " << what << " differ";
     }
   }
+}
+
+TEST(MatmulCudaSkinnyTest, FewTokenVariantMatchesCpuTwinAndTheTwoBlockVariantBitForBit) {
+  // The few-token variant (three blocks per SM, 4 rows of x a stage) forced on every weight of
+  // kMatmulCudaTestWeights at m = 1 and 3 (a stage row of x left stale) — the plan picks it itself
+  // only where the tiles fill more than two blocks per SM and no more than three (Llama-3-8B's and
+  // Qwen2.5-7B's q|k|v), or more with tiles of at most two chunks (Qwen2.5-0.5B's gate_up), which
+  // the other tests cover through the plan — with each epilogue, with
+  // and without the RMSNorm prologue, and the SwiGLU epilogue on the gate_up weights: against the
+  // CPU twin, and bit for bit against the two-block variant (the same products summed in the same
+  // order). Launches that split K take the two-block variant either way.
+  ROOFLINE_SKIP_WITHOUT_GPU();
+  std::unique_ptr<MatmulCudaContext> one = context(MatmulImpl::kSkinny);
+  std::unique_ptr<MatmulCudaContext> two = context(MatmulImpl::kSkinny);
+  one->set_skinny_few_tokens(MatmulSkinnyFewTokens::kOn);
+  two->set_skinny_few_tokens(MatmulSkinnyFewTokens::kOff);
+  expect_same_bits(*one, *two, {1, 3}, false, 47, "the few-token and two-block variants");
+}
+
+TEST(MatmulCudaNormTest, BlockCopiesMatchCpuTwinAndWarpSlicesBitForBit) {
+  // The RMSNorm prologue's two copy layouts (MatmulSkinnyLaunch::norm_warp_slices; the selection
+  // times both) multiply the same products in the same order: at every m the skinny kernel takes
+  // (m = 1, 3, 8, 17, 33: the few-token and two-block variants, 1-8 token tiles), with each
+  // epilogue and with SwiGLU, against the CPU twin and bit for bit against each other.
+  ROOFLINE_SKIP_WITHOUT_GPU();
+  std::unique_ptr<MatmulCudaContext> block = context(MatmulImpl::kSkinny);
+  std::unique_ptr<MatmulCudaContext> slices = context(MatmulImpl::kSkinny);
+  block->set_skinny_norm(MatmulSkinnyNorm::kFusedBlockCopies);
+  slices->set_skinny_norm(MatmulSkinnyNorm::kFused);
+  expect_same_bits(*block, *slices, {1, 3, 8, 17, 33}, true, 59, "block copies and warp slices");
+  EXPECT_TRUE(block->last_norm_block_copies());
+  EXPECT_FALSE(slices->last_norm_block_copies());
 }
 
 // The RoPE epilogue's problems: the q|k|v projections of Llama-3-8B and Qwen2.5-0.5B, and head
@@ -1243,9 +1272,10 @@ TEST(MatmulCudaGraphTest, UnmeasuredProblemInsideACaptureRunsCublas) {
 }
 
 TEST(MatmulCudaNormTest, SelectionTimesThePrologueFusedAndApartAndRunsItsChoice) {
-  // With the RMSNorm prologue, the measured selection times the skinny kernel twice, fused and
-  // after rms_norm_cuda, so a fold of a norm into its GEMM can lose nothing to the two kernels it
-  // replaced: one candidate more than with the prologue only fused, and the same cuBLASLt ones.
+  // With the RMSNorm prologue, the measured selection times the skinny kernel three times, fused
+  // in warp slices, fused in block copies and after rms_norm_cuda, so a fold of a norm into its
+  // GEMM can lose nothing to the two kernels it replaced: two candidates more than with the
+  // prologue only fused one way (either way), and the same cuBLASLt ones.
   // Whatever it chose matches the CPU twin, and a second context runs the same choice bit for bit.
   ROOFLINE_SKIP_WITHOUT_GPU();
   constexpr int64_t kM = 1, kN = 4096, kK = 896;
@@ -1263,9 +1293,10 @@ TEST(MatmulCudaNormTest, SelectionTimesThePrologueFusedAndApartAndRunsItsChoice)
   p.norm_weight_dtype = DType::kBF16;
   p.norm_eps = kNormEps;
   p.normed = normed.get();
-  int64_t timed[2] = {0, 0};
-  const MatmulSkinnyNorm modes[2] = {MatmulSkinnyNorm::kFused, MatmulSkinnyNorm::kAuto};
-  for (int i = 0; i < 2; ++i) {
+  int64_t timed[3] = {0, 0, 0};
+  const MatmulSkinnyNorm modes[3] = {MatmulSkinnyNorm::kFused, MatmulSkinnyNorm::kFusedBlockCopies,
+                                     MatmulSkinnyNorm::kAuto};
+  for (int i = 0; i < 3; ++i) {
     matmul_cuda_forget_shared_choices();
     auto ctx = context(MatmulImpl::kAuto);
     ctx->set_skinny_norm(modes[i]);
@@ -1273,11 +1304,13 @@ TEST(MatmulCudaNormTest, SelectionTimesThePrologueFusedAndApartAndRunsItsChoice)
     ROOFLINE_CUDA_CHECK(cudaDeviceSynchronize());
     EXPECT_EQ(ctx->num_impl_measurements(), 1);
     timed[i] = ctx->num_timed_candidates();
-    if (modes[i] == MatmulSkinnyNorm::kFused && ctx->last_impl() == MatmulImpl::kSkinny) {
+    if (modes[i] != MatmulSkinnyNorm::kAuto && ctx->last_impl() == MatmulImpl::kSkinny) {
       EXPECT_FALSE(ctx->last_norm_apart());
+      EXPECT_EQ(ctx->last_norm_block_copies(), modes[i] == MatmulSkinnyNorm::kFusedBlockCopies);
     }
   }
-  EXPECT_EQ(timed[1], timed[0] + 1);
+  EXPECT_EQ(timed[1], timed[0]);
+  EXPECT_EQ(timed[2], timed[0] + 2);
   // The kAuto context's choice (still the process's): correct, and taken by another context.
   auto first = context(MatmulImpl::kAuto);
   y.poison();
@@ -1297,6 +1330,7 @@ TEST(MatmulCudaNormTest, SelectionTimesThePrologueFusedAndApartAndRunsItsChoice)
   ROOFLINE_CUDA_CHECK(cudaDeviceSynchronize());
   EXPECT_EQ(second->last_impl(), first->last_impl());
   EXPECT_EQ(second->last_norm_apart(), first->last_norm_apart());
+  EXPECT_EQ(second->last_norm_block_copies(), first->last_norm_block_copies());
   EXPECT_EQ(y.to_host<uint16_t>(), bits);
 }
 

@@ -213,6 +213,11 @@ struct MatmulSkinnyLaunch {
   // the launch has at most one block per SM and its blocks stream fewer chunks than that (see
   // matmul_skinny_launch).
   int ring_stages = 0;
+  // How the RMSNorm prologue variants copy a stage (launches without the prologue ignore it): each
+  // warp its own K slice, waiting only for its own copies (true), or the whole block together with
+  // a barrier per stage, as the plain variants (false). Both give the same bits; the matmul
+  // selection times both (MatmulSkinnyNorm) and sets it, matmul_skinny_launch leaves it true.
+  bool norm_warp_slices = true;
 };
 
 // The most chunks one block of `l` streams: its tiles (blockIdx.x, + grid, ...) times a split's.

@@ -23,7 +23,7 @@
 // (bench/results/2026-12-02-skinny-copy-addressing.md). While the 8 warps multiply one stage — each
 // an eighth of its K — the others are in flight (96 KB of weights per SM at m <= 8), with one block
 // barrier per stage — or, in the RMSNorm prologue's variants, each warp copying and awaiting only
-// its own K slice of every stage (kWarpSlicesFor) — and the ring runs on from one tile into the
+// its own K slice of every stage (kSlices) — and the ring runs on from one tile into the
 // next without draining. Nothing in the multiply waits on global memory. Measured on the H200 and
 // replaced on the way here: one 256-byte Hopper bulk copy per weight row streamed 0.8 TB/s (the
 // copy engine's issue rate for copies that small); reading x from global memory at multiply time
@@ -111,7 +111,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdlib>
 
 #include "core/check.h"
 #include "core/cuda_check.h"
@@ -174,9 +173,6 @@ struct SkinnyArgs {
   // Whether tiles alternate between the variant's two reduction buffers (it has two:
   // matmul_skinny_reduce_buffers; ROOFLINE_SKINNY_SECOND_BUFFER=0 uses only the first, for A/B).
   bool two_reduce_buffers;
-  // A/B experiment: the prologue's sum of squares and 1 / rms without the norm weight (as if it
-  // were folded into W): no norm weight copied, x not scaled.
-  bool norm_unit;
   // The RoPE epilogue (rope_head_dim > 0): y is not written; q goes to q_out [m, rope_heads · D],
   // k and v to the caches [slots, rope_kv_heads, D] at slot_mapping[token].
   int rope_head_dim;
@@ -257,7 +253,7 @@ __device__ __forceinline__ int rope_first_row(const SkinnyArgs& a, int b) {
 // A thread's copies of a stage's 16 weight rows: copy j takes stage row r0 + 4j and the same
 // 16-byte piece p of each (kWarpSlices: each warp its own K slice of the rows, 4 rows × 128 bytes
 // per instruction; otherwise consecutive threads copy consecutive pieces of the stage, 512
-// contiguous bytes per instruction; see kWarpSlicesFor).
+// contiguous bytes per instruction; see kSlices).
 constexpr int kRowsPerCopy = kThreads / kPiecesPerRow;
 static_assert(kRowsPerCopy == 32 / kWarpPieces && kRowsPerCopy * kWeightCopies == kRows,
               "both copy layouts step 4 stage rows a copy");
@@ -414,23 +410,28 @@ __device__ __forceinline__ uint4 scale_bf16x8(const uint4& v, const uint4& w) {
 template <int kMTiles, bool kFewTokens>
 constexpr int kStagesFor = matmul_skinny_stages(kMTiles, kFewTokens);
 
-// Whether a variant's warps walk the ring on their own: each warp copies its own K slice of every
-// stage (weights, x, the norm weight: all it multiplies) and waits only for its own copies, with
-// one block barrier per tile instead of one per stage. The RMSNorm prologue variants: their warps
-// also sum squares and scale x on the way to the tensor cores, and a barrier per stage kept them
-// waiting on the slowest warp — on the H200 (bench/results/2026-12-01-skinny-warp-slices.md)
-// Llama-3-8B's gate_up with prologue and SwiGLU at m = 8 went 83 -> 86 % of the copy ceiling, its
-// q|k|v with prologue 61 -> 67 %, and its bs 4 / bs 8 decode steps -5 / -3 %. The plain variants
-// stay with the block's shared copies (512 contiguous bytes per instruction): there slicing lost
-// up to 2 points and made Qwen2.5-0.5B's bs 1 step ~2 % slower.
-template <bool kNorm>
-constexpr bool kWarpSlicesFor = kNorm;
+// The two copy layouts (kSlices, a template argument of the kernel): with warp slices each warp
+// copies its own K slice of every stage (weights, x, the norm weight: all it multiplies) and waits
+// only for its own copies, with one block barrier per tile instead of one per stage; with block
+// copies consecutive threads copy consecutive pieces (512 contiguous bytes per instruction) and a
+// barrier per stage makes each stage the block's. The plain variants always copy as a block: there
+// slicing lost up to 2 points and made Qwen2.5-0.5B's bs 1 step ~2 % slower. The RMSNorm prologue
+// variants (whose warps also sum squares and scale x on the way to the tensor cores) run either,
+// as MatmulSkinnyLaunch::norm_warp_slices says, and the matmul selection times both: slices won on
+// the H200 when they came (bench/results/2026-12-01-skinny-warp-slices.md: Llama-3-8B's gate_up
+// with prologue and SwiGLU at m = 8 83 -> 86 % of the copy ceiling, its q|k|v 61 -> 67 %), while
+// on an H100 with today's kernel block copies are faster at m = 1 on every shape measured
+// (Qwen2.5-0.5B's LM head 92.8 -> 89.9 us, its gate_up 6.7 -> 6.4 us) and at m = 8 on Llama-3-8B's
+// (gate_up 79.9 -> 77.5 us) but not on Qwen2.5-0.5B's gate_up (8.0 -> 8.3 us)
+// (bench/results/2026-12-05-norm-copies.md).
 
 // kMTiles: 8-token mma tiles of x (1, 2, 4, 8: m rounded up to 8 · a power of two); kNorm: the
 // RMSNorm prologue; kRope: the RoPE epilogue (a variant of its own, so that the others compile as
 // they did before it existed); kFewTokens: m <= kMatmulSkinnyFewTokensMaxM (kMTiles 1), three
 // blocks per SM, and a stage holds 4 rows of x: lane group g reads row g mod 4 as its mma column's
-// token (columns 4-7 repeat tokens 0-3, rows past m hold stale shared memory; neither is stored).
+// token (columns 4-7 repeat tokens 0-3, rows past m hold stale shared memory; neither is stored);
+// kSlices: warp slices rather than block copies (kNorm only, see above). The two layouts multiply
+// the same products in the same order: the same bits.
 template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens, bool kSlices>
 __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles, kFewTokens))
     matmul_skinny_kernel(const SkinnyArgs a) {
@@ -483,8 +484,7 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles,
   for (int s = 0; s < kStages - 1; ++s) {
     if (load.valid(a)) {
       load_weights<kSlices>(a, source, load.chunk, ring + s * kStageBytes);
-      if constexpr (kNorm)
-        if (!a.norm_unit) load_norm_weight<kSlices>(a, load, ring + s * kStageBytes, kNormRow);
+      if constexpr (kNorm) load_norm_weight<kSlices>(a, load, ring + s * kStageBytes, kNormRow);
       if (load.advance(a) && load.valid(a)) source.start<kRope, kSlices>(a, load.col_block);
     }
     cuda::cp_async_commit();
@@ -581,8 +581,7 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles,
       if (load.valid(a)) {
         uint8_t* slot = ring + ((i + kStages - 1) % kStages) * kStageBytes;
         load_weights<kSlices>(a, source, load.chunk, slot);
-        if constexpr (kNorm)
-          if (!a.norm_unit) load_norm_weight<kSlices>(a, load, slot, kNormRow);
+        if constexpr (kNorm) load_norm_weight<kSlices>(a, load, slot, kNormRow);
         load_tokens<kSlices>(a, load.chunk, slot);
         if (load.advance(a) && load.valid(a)) source.start<kRope, kSlices>(a, load.col_block);
       }
@@ -596,14 +595,13 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles,
         const uint32_t a0[4] = {lo.x, hi.x, lo.y, hi.y};
         const uint32_t a1[4] = {lo.z, hi.z, lo.w, hi.w};
         uint4 nv = make_uint4(0, 0, 0, 0);
-        if constexpr (kNorm)
-          if (!a.norm_unit) nv = *reinterpret_cast<const uint4*>(stage + norm_at(k32));
+        if constexpr (kNorm) nv = *reinterpret_cast<const uint4*>(stage + norm_at(k32));
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt) {
           uint4 xv = *reinterpret_cast<const uint4*>(stage + x_at(mt, k32));
           if constexpr (kNorm) {
             squares[mt] += sum_of_squares(xv);
-            if (!a.norm_unit) xv = scale_bf16x8(xv, nv);
+            xv = scale_bf16x8(xv, nv);
           }
           cuda::mma_bf16(acc[mt], a0, xv.x, xv.y);
           cuda::mma_bf16(acc[mt], a1, xv.z, xv.w);
@@ -813,7 +811,7 @@ constexpr int kSmemFor = static_cast<int>(matmul_skinny_smem_bytes(kMTiles, kFew
                                               matmul_skinny_reduce_bytes(kMTiles));
 
 // Allows the variant that much dynamic shared memory, once per process.
-template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens, bool kSlices = kNorm>
+template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens, bool kSlices>
 void configure_variant() {
   static const bool configured = [] {
     ROOFLINE_CUDA_CHECK(cudaFuncSetAttribute(
@@ -826,7 +824,7 @@ void configure_variant() {
 
 // Whether the variant runs `launch` in clusters on the current device (never the few-token
 // variant: it does not split).
-template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens, bool kSlices = kNorm>
+template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens, bool kSlices>
 bool variant_merges_in_clusters(const MatmulSkinnyLaunch& launch) {
   if (kFewTokens || launch.splits < 2 || launch.splits > kMatmulSkinnyMaxClusterSplits)
     return false;
@@ -835,9 +833,9 @@ bool variant_merges_in_clusters(const MatmulSkinnyLaunch& launch) {
   return matmul_skinny_merges_in_clusters(
       launch,
       cuda::max_active_clusters<matmul_skinny_kernel<kMTiles, kNorm, kRope, kFewTokens, kSlices>,
-                                        kThreads, kSmemFor<kMTiles, kNorm, kFewTokens>,
-                                        kMatmulSkinnyMaxClusterSplits>(launch.splits,
-                                                                       "ROOFLINE_SKINNY_CLUSTER"));
+                                kThreads, kSmemFor<kMTiles, kNorm, kFewTokens>,
+                                kMatmulSkinnyMaxClusterSplits>(launch.splits,
+                                                               "ROOFLINE_SKINNY_CLUSTER"));
 }
 
 // ROOFLINE_SKINNY_RING_FIT=0 allocates every stage of the ring whatever the plan's ring_stages
@@ -856,24 +854,6 @@ bool two_reduce_buffers() {
   return on;
 }
 
-// A/B experiment switches (read once): AB_NORM_BLOCK_COPIES=1 runs the prologue variants with the
-// block's shared copies and a barrier per stage instead of warp slices; AB_NORM_UNIT=1 drops the
-// norm weight (timing only: the product is then not the prologue's).
-bool ab_norm_block_copies() {
-  static const bool on = [] {
-    const char* v = std::getenv("AB_NORM_BLOCK_COPIES");
-    return v != nullptr && v[0] == '1';
-  }();
-  return on;
-}
-bool ab_norm_unit() {
-  static const bool on = [] {
-    const char* v = std::getenv("AB_NORM_UNIT");
-    return v != nullptr && v[0] == '1';
-  }();
-  return on;
-}
-
 template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens, bool kSlices>
 void launch_variant_sliced(const SkinnyArgs& args, const MatmulSkinnyLaunch& launch,
                            cudaStream_t stream) {
@@ -882,7 +862,6 @@ void launch_variant_sliced(const SkinnyArgs& args, const MatmulSkinnyLaunch& lau
       static_cast<int>(matmul_skinny_stage_rows(kMTiles, kFewTokens) * kMatmulSkinnyRowBytes);
   configure_variant<kMTiles, kNorm, kRope, kFewTokens, kSlices>();
   SkinnyArgs a = args;
-  a.norm_unit = kNorm && ab_norm_unit();
   a.ring_stages = ring_fit() ? launch.ring_stages : kStagesFor<kMTiles, kFewTokens>;
   a.two_reduce_buffers = two_reduce_buffers();
   const int smem =
@@ -894,16 +873,15 @@ void launch_variant_sliced(const SkinnyArgs& args, const MatmulSkinnyLaunch& lau
                              a.cluster_merge ? static_cast<unsigned>(launch.splits) : 1u, a);
 }
 
+// The prologue variants in the copy layout the launch names (MatmulSkinnyLaunch::
+// norm_warp_slices); the plain variants always copy as a block.
 template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens>
 void launch_variant(const SkinnyArgs& args, const MatmulSkinnyLaunch& launch, cudaStream_t stream) {
-  if constexpr (kNorm) {
-    if (ab_norm_block_copies()) {
-      launch_variant_sliced<kMTiles, kNorm, kRope, kFewTokens, false>(args, launch, stream);
-      return;
-    }
+  if (kNorm && launch.norm_warp_slices) {
+    launch_variant_sliced<kMTiles, kNorm, kRope, kFewTokens, kNorm>(args, launch, stream);
+  } else {
+    launch_variant_sliced<kMTiles, kNorm, kRope, kFewTokens, false>(args, launch, stream);
   }
-  launch_variant_sliced<kMTiles, kNorm, kRope, kFewTokens, kWarpSlicesFor<kNorm>>(args, launch,
-                                                                                   stream);
 }
 
 template <int kMTiles, bool kNorm, bool kRope>
