@@ -422,6 +422,26 @@ std::string handover_floor_text(double kernels, double handover_ns, bool handove
       handover_calibrated ? "measured on this GPU" : "the H200's, measured");
 }
 
+std::string bench_roofline_text(double bytes, double step_ms, const std::string& device_key,
+                                double own_bytes_per_s) {
+  const auto at = [&](double bytes_per_s) { return bytes / bytes_per_s * 1e3; };  // ms
+  const double h200_bytes_per_s = Ceilings{}.bytes_per_s;
+  std::string out = printf_string(
+      "%.3f ms at the H200's %.2f TB/s copy ceiling: this step runs at %.1f%% of it",
+      at(h200_bytes_per_s), h200_bytes_per_s / 1e12, 100 * at(h200_bytes_per_s) / step_ms);
+  if (own_bytes_per_s > 0) {
+    return out + printf_string("; %.3f ms at this GPU's calibrated %.2f TB/s: %.1f%% of it",
+                               at(own_bytes_per_s), own_bytes_per_s / 1e12,
+                               100 * at(own_bytes_per_s) / step_ms);
+  }
+  if (!device_key.empty() && device_key.find("H200") == std::string::npos) {
+    out += "; this GPU (" + device_key +
+           ") is not an H200 and its own ceiling is not calibrated: `roofline profile --device "
+           "cuda --calibrate` measures and caches it, and this line then adds it";
+  }
+  return out;
+}
+
 std::string chrome_trace_json(const std::vector<TraceEvent>& events) {
   nlohmann::json list = nlohmann::json::array();
   for (const TraceEvent& e : events) {

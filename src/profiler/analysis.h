@@ -154,6 +154,16 @@ std::string format_report(const ProfileReport& report);
 std::string handover_floor_text(double kernels, double handover_ns, bool handover_calibrated,
                                 double step_ns);
 
+// `roofline bench`'s roofline line, after "roofline       ": the step's analytic `bytes` at the
+// H200's copy ceiling (Ceilings{}.bytes_per_s, the figure the goals are set against) and the share
+// of the measured step (step_ms) that is; then, where `roofline profile --calibrate` has cached
+// this GPU's own copy ceiling (own_bytes_per_s > 0), the same at that ceiling; else, on a GPU whose
+// name (device_key, ceilings_device_key's; empty: unknown, nothing said) does not name an H200,
+// that the H200's figure is not this GPU's and how to measure its own. bytes and step_ms must be
+// positive.
+std::string bench_roofline_text(double bytes, double step_ms, const std::string& device_key,
+                                double own_bytes_per_s);
+
 // The capture's cost, as `roofline profile` prints it: "capture overhead: T ms per step with
 // CUPTI, U ms before CUPTI was loaded: +X %", and, when X exceeds kCaptureOverheadBudget, a second
 // line that says what the excess does to the figures below it and why: with CUDA graphs CUPTI

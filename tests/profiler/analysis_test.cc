@@ -220,6 +220,28 @@ TEST(Analysis, HandoverFloorTextSaysWhereTheHandoverCameFrom) {
   EXPECT_FALSE(Ceilings{}.handover_calibrated);
 }
 
+TEST(Analysis, BenchRooflineTextSaysWhoseCeilingItIs) {
+  // 15.1 GB at the H200's 4.28 TB/s is 3.528 ms; a 5.129 ms step runs at 68.8 % of it.
+  const double bytes = 15.1e9;
+  EXPECT_EQ(bench_roofline_text(bytes, 5.129, "NVIDIA H200", 0),
+            "3.528 ms at the H200's 4.28 TB/s copy ceiling: this step runs at 68.8% of it");
+  // Another GPU, not calibrated: the line says the H200's figure is not this GPU's, and how to
+  // get its own.
+  const std::string h100 = bench_roofline_text(bytes, 5.129, "NVIDIA H100 80GB HBM3", 0);
+  EXPECT_EQ(h100.rfind("3.528 ms at the H200's 4.28 TB/s copy ceiling: this step runs at 68.8% of "
+                       "it; this GPU (NVIDIA H100 80GB HBM3) is not an H200",
+                       0),
+            0u)
+      << h100;
+  EXPECT_NE(h100.find("roofline profile --device cuda --calibrate"), std::string::npos) << h100;
+  // Calibrated (any GPU): its own ceiling beside the H200's, 15.1 GB at 3.02 TB/s = 5.000 ms.
+  EXPECT_EQ(bench_roofline_text(bytes, 5.129, "NVIDIA H100 80GB HBM3", 3.02e12),
+            "3.528 ms at the H200's 4.28 TB/s copy ceiling: this step runs at 68.8% of it; "
+            "5.000 ms at this GPU's calibrated 3.02 TB/s: 97.5% of it");
+  EXPECT_NE(bench_roofline_text(bytes, 3.8, "NVIDIA H200", 4.1e12).find("calibrated 4.10 TB/s"),
+            std::string::npos);
+}
+
 TEST(Analysis, CommunicationPartlyUnderCompute) {
   // Compute [0, 20) µs; communication [14, 24) µs: 6 of its 10 µs are hidden.
   const std::vector<CallModel> calls = {{"mlp", "matmul", 1000, 0}, {"ar", "all_reduce", 500, 0}};

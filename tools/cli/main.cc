@@ -471,26 +471,43 @@ StatusOr<std::vector<double>> time_decode_steps(roofline::ModelRunner& r,
   return ms;
 }
 
-// The dependent-kernel handover `roofline bench` prices a CUDA graph's kernels at on `device`
-// ("cuda" or "cuda:N"): this GPU's, when `roofline profile --calibrate` has cached it, else the
-// H200's, resolved as `roofline profile` resolves it. Only the handover is taken: the bench's
-// copy and compute ceilings stay the H200's, the figures its goals are set against. A cache that
-// cannot be read does not stop a benchmark whose timings do not depend on it, but it is said.
-roofline::Ceilings bench_handover(const std::string& device) {
-  const auto resolve = [&]() -> roofline::StatusOr<std::pair<roofline::Ceilings, std::string>> {
-    ROOFLINE_ASSIGN_OR_RETURN(std::string key, roofline::ceilings_device_key(device));
-    return roofline::cached_or_default_ceilings(roofline::default_ceilings_cache_path(), key);
-  };
-  const auto resolved = resolve();
-  roofline::Ceilings handover;  // the H200's
-  if (!resolved.ok()) {
-    ROOFLINE_LOG(kWarning, resolved.status().to_string() << "; the kernel handover is the H200's "
-                                                         << handover.handover_ns / 1e3 << " us");
-    return handover;
+// What `roofline bench` knows of `device`'s ("cuda" or "cuda:N") own ceilings, resolved as
+// `roofline profile` resolves them: `handover`, the dependent-kernel handover it prices a CUDA
+// graph's kernels at (this GPU's when `roofline profile --calibrate` has cached it, else the
+// H200's); `own_bytes_per_s`, this GPU's cached copy ceiling (0: none cached), which the roofline
+// line gives beside the H200's (the figure the goals are set against: the bench's percentages stay
+// the H200's); `key`, the GPU's name. A cache that cannot be read does not stop a benchmark whose
+// timings do not depend on it, but it is said.
+struct BenchCeilings {
+  roofline::Ceilings handover;  // only handover_ns and handover_calibrated are read
+  double own_bytes_per_s = 0;
+  std::string key;
+};
+BenchCeilings bench_ceilings(const std::string& device) {
+  BenchCeilings out;  // the H200's handover, no own ceiling
+  auto key = roofline::ceilings_device_key(device);
+  if (!key.ok()) {
+    ROOFLINE_LOG(kWarning, key.status().to_string() << "; the kernel handover is the H200's "
+                                                    << out.handover.handover_ns / 1e3 << " us");
+    return out;
   }
-  handover.handover_ns = resolved->first.handover_ns;
-  handover.handover_calibrated = resolved->first.handover_calibrated;
-  return handover;
+  out.key = *key;
+  const std::string cache = roofline::default_ceilings_cache_path();
+  auto resolved = roofline::cached_or_default_ceilings(cache, out.key);
+  if (!resolved.ok()) {
+    ROOFLINE_LOG(kWarning, resolved.status().to_string()
+                               << "; the kernel handover is the H200's "
+                               << out.handover.handover_ns / 1e3 << " us");
+    return out;
+  }
+  out.handover.handover_ns = resolved->first.handover_ns;
+  out.handover.handover_calibrated = resolved->first.handover_calibrated;
+  // A cached entry (the resolution said so) carries this GPU's measured copy ceiling.
+  if (!cache.empty()) {
+    auto cached = roofline::load_cached_ceilings(cache, out.key);
+    if (cached.ok() && cached->has_value()) out.own_bytes_per_s = (*cached)->ceilings.bytes_per_s;
+  }
+  return out;
 }
 
 int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, bool breakdown) {
@@ -525,7 +542,7 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
   }
   constexpr double kCopyBytesPerSecond = 4.28e12;  // H200 measured, shared/docs/HARDWARE.md
   const bool gpu = r.backend().name() != "cpu";
-  const double roofline_ms = bytes / kCopyBytesPerSecond * 1e3;
+  const BenchCeilings own = gpu ? bench_ceilings(f.model.device) : BenchCeilings{};
   std::printf("model          %s\n", f.model.dummy_weights.empty()
                                          ? f.model.model_dir.c_str()
                                          : ("dummy " + f.model.dummy_weights).c_str());
@@ -574,7 +591,7 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
     if (nodes.memcpys > 0 || nodes.memsets > 0)
       copies = " (and " + std::to_string(nodes.memcpys) + " copies, " +
                std::to_string(nodes.memsets) + " memsets)";
-    const roofline::Ceilings handover = bench_handover(f.model.device);
+    const roofline::Ceilings& handover = own.handover;
     std::printf(
         "kernels        %lld a step in its CUDA graph%s: %s\n", (long long)nodes.kernels,
         copies.c_str(),
@@ -584,10 +601,10 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
   }
   std::printf("step bytes     %.3f GB (weights + KV + activations), %.2f GFLOP\n", bytes / 1e9,
               flops / 1e9);
-  if (gpu)
-    std::printf(
-        "roofline       %.3f ms at 4.28 TB/s copy ceiling: this step runs at %.1f%% of it\n",
-        roofline_ms, 100.0 * roofline_ms / median);
+  if (gpu) {
+    std::printf("roofline       %s\n",
+                roofline::bench_roofline_text(bytes, median, own.key, own.own_bytes_per_s).c_str());
+  }
   if (breakdown) {
     r.set_record_call_times(true);
     Status s = r.step(entries, false, &logits);
@@ -643,8 +660,9 @@ int run_bench_latency(const CommonFlags& flags, const std::string& batch_list, i
   constexpr int64_t kWarmup = 3;
   constexpr double kCopyBytesPerSecond = 4.28e12,
                    kPeakFlops = 783e12;  // H200 measured (HARDWARE.md)
-  // The handover: the H200's until the first runner says this is a GPU, then bench_handover's.
-  roofline::Ceilings handover;
+  // The handover: the H200's until the first runner says this is a GPU, then bench_ceilings'.
+  BenchCeilings own;
+  roofline::Ceilings& handover = own.handover;
   nlohmann::json rows = nlohmann::json::array();
   std::string device_name;
   std::printf("%6s %12s %12s %10s %12s %12s %12s %10s\n", "batch", "prefill ms", "prefill t/s",
@@ -659,7 +677,7 @@ int run_bench_latency(const CommonFlags& flags, const std::string& batch_list, i
     roofline::ModelRunner& r = *setup->runner;
     device_name = r.backend().name();
     const bool gpu = device_name != "cpu";
-    if (gpu && bi == 0) handover = bench_handover(flags.model.device);
+    if (gpu && bi == 0) own = bench_ceilings(flags.model.device);
     std::vector<roofline::StepEntry> entries;
     for (int32_t s : setup->seqs) entries.push_back({s, {3}});
     auto ms_or = time_decode_steps(r, entries, kWarmup, steps, /*sampled=*/true);
@@ -701,9 +719,21 @@ int run_bench_latency(const CommonFlags& flags, const std::string& batch_list, i
                     {"decode_graph_kernels", graph_kernels},
                     {"handover_floor_ms", handover_floor_ms}});
   }
-  if (device_name == "cpu")
+  if (device_name == "cpu") {
     std::printf(
         "(MFU and %% of roofline are against the H200's ceilings; on the CPU they are left out)\n");
+  } else if (own.own_bytes_per_s > 0) {
+    std::printf(
+        "(%% of roofline is against the H200's 4.28 TB/s; this GPU's calibrated copy ceiling "
+        "is %.2f TB/s: divide the roofline by %.3f for its own)\n",
+        own.own_bytes_per_s / 1e12, own.own_bytes_per_s / kCopyBytesPerSecond);
+  } else if (!own.key.empty() && own.key.find("H200") == std::string::npos) {
+    std::printf(
+        "(%% of roofline is against the H200's 4.28 TB/s; this GPU (%s) is not an H200 and "
+        "its own ceiling is not calibrated: `roofline profile --device cuda --calibrate` "
+        "measures and caches it)\n",
+        own.key.c_str());
+  }
   const std::string model = flags.model.dummy_weights.empty()
                                 ? flags.model.model_dir
                                 : "dummy " + flags.model.dummy_weights;
@@ -716,7 +746,9 @@ int run_bench_latency(const CommonFlags& flags, const std::string& batch_list, i
                          {{"bytes_per_s", kCopyBytesPerSecond},
                           {"flops_per_s", kPeakFlops},
                           {"handover_ns", handover.handover_ns},
-                          {"handover_calibrated", handover.handover_calibrated}}},
+                          {"handover_calibrated", handover.handover_calibrated},
+                          {"gpu", own.key},
+                          {"gpu_bytes_per_s", own.own_bytes_per_s}}},
                         {"rows", rows}};
   if (json_path == "-") {
     std::printf("%s\n", result.dump(2).c_str());
