@@ -864,6 +864,9 @@ void launch_variant_sliced(const SkinnyArgs& args, const MatmulSkinnyLaunch& lau
   SkinnyArgs a = args;
   a.ring_stages = ring_fit() ? launch.ring_stages : kStagesFor<kMTiles, kFewTokens>;
   a.two_reduce_buffers = two_reduce_buffers();
+  // A prologue variant's allocation whatever its layout (block copies use the first of the two
+  // reduction buffers): both layouts then fit the same blocks per SM, and the plan's ring fits
+  // either.
   const int smem =
       a.ring_stages * kStageBytes + static_cast<int>(matmul_skinny_reduce_buffers(kMTiles, kNorm) *
                                                      matmul_skinny_reduce_bytes(kMTiles));
