@@ -111,6 +111,8 @@ class Model {
   // Text. Needs a tokenizer: tokenizer.json (+ tokenizer_config.json) beside the weights, or the
   // metadata of a GGUF file; without one these return FailedPrecondition-style InvalidArgument.
   bool has_tokenizer() const;
+  // OK where the model has a tokenizer; else why not and what to give instead (token ids).
+  Status need_tokenizer() const;
   // add_special_tokens: the tokenizer's BOS/EOS (off for text a chat template produced, which
   // carries its own).
   StatusOr<std::vector<int32_t>> tokenize(const std::string& text, bool add_special_tokens) const;

@@ -41,7 +41,8 @@ Status check_tokenizer_fits(const Tokenizer& tok, const ModelConfig& c, const st
 Status LoadedModel::need_tokenizer() const {
   if (tokenizer) return ok_status();
   return invalid_argument("this model has no tokenizer (" + no_tokenizer_reason +
-                          "): give token ids (--prompt-ids) instead of text");
+                          "): it takes token ids, not text: `roofline generate --prompt-ids "
+                          "1,2,3`, or \"prompt_ids\" in a request");
 }
 
 RunnerOptions runner_options(const ModelOptions& o) {

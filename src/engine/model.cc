@@ -187,6 +187,8 @@ namespace roofline {
 
 bool Model::has_tokenizer() const { return impl_->m.tokenizer != nullptr; }
 
+Status Model::need_tokenizer() const { return impl_->m.need_tokenizer(); }
+
 StatusOr<std::vector<int32_t>> Model::tokenize(const std::string& text,
                                                bool add_special_tokens) const {
   ROOFLINE_RETURN_IF_ERROR(impl_->m.need_tokenizer());

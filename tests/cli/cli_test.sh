@@ -61,7 +61,15 @@ fi
 expect version 0 "^roofline [0-9]+\\.[0-9]+\\.[0-9]+ \\((CPU|CUDA) build" -- --version
 expect unknown_command 2 "unknown command 'frobnicate'; the commands are: generate, logits, run" -- frobnicate
 expect run_no_tokenizer 1 "no tokenizer" -- run "hello" --model $model
-expect run_dummy_no_tokenizer 1 "dummy weights" -- run "hello" --dummy-weights llama-tiny
+expect run_dummy_no_tokenizer 1 "dummy weights.*roofline generate --prompt-ids" -- run "hello" --dummy-weights llama-tiny
+# Without a tokenizer --raw cannot help, so the error must not suggest it; chat fails before its
+# first prompt, not after the user's first message.
+out=$("$bin" run "hello" --dummy-weights llama-tiny 2>&1)
+if grep -q -- "--raw" <<<"$out"; then echo "FAIL run_no_tokenizer_no_raw: $out"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
+out=$(printf 'hi\n/exit\n' | "$bin" chat --dummy-weights llama-tiny 2>&1); rc=$?
+if [ $rc -ne 1 ] || ! grep -q "no tokenizer" <<<"$out" || grep -q "Type a message" <<<"$out"; then
+  echo "FAIL chat_no_tokenizer: exit $rc: $out"; failures=$((failures + 1))
+else passes=$((passes + 1)); fi
 expect dummy_generate 0 "tok/s" -- generate --dummy-weights llama-tiny --prompt-ids 1,2,3 --max-tokens 4
 # The model length (llama-tiny: 256) bounds prompt + generated tokens: generation stops there and
 # says so; a prompt that fills it is an error.

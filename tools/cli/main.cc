@@ -245,6 +245,8 @@ int run_text(CommonFlags& f, const std::string& question, const std::string& sys
   if (!s.ok()) return fail(s);
   auto model = roofline::Model::load(f.model);
   if (!model.ok()) return fail(model.status());
+  // Without a tokenizer neither text nor the chat template can be used: say so, not "--raw".
+  if (Status t = (*model)->need_tokenizer(); !t.ok()) return fail(t);
   std::string prompt = question;
   if (!raw) {
     std::vector<roofline::ChatTurn> turns;
@@ -276,6 +278,8 @@ int run_chat(CommonFlags& f, const std::string& system, const roofline::Generate
   if (!s.ok()) return fail(s);
   auto model = roofline::Model::load(f.model);
   if (!model.ok()) return fail(model.status());
+  // Before the first prompt, not after the user's first message.
+  if (Status t = (*model)->need_tokenizer(); !t.ok()) return fail(t);
   std::vector<roofline::ChatTurn> turns;
   if (!system.empty()) turns.push_back({"system", system});
   std::fprintf(stderr, "roofline chat: %s. Type a message; /reset to start over, /exit to quit.\n",
