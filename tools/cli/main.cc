@@ -496,20 +496,21 @@ BenchCeilings bench_ceilings(const std::string& device) {
     return out;
   }
   out.key = *key;
+  // One read of the cache: an entry for this GPU carries its handover (where it was measured)
+  // and its copy ceiling; no entry (or no cache path) leaves the H200's handover.
   const std::string cache = roofline::default_ceilings_cache_path();
-  auto resolved = roofline::cached_or_default_ceilings(cache, out.key);
-  if (!resolved.ok()) {
-    ROOFLINE_LOG(kWarning, resolved.status().to_string()
-                               << "; the kernel handover is the H200's "
-                               << out.handover.handover_ns / 1e3 << " us");
+  if (cache.empty()) return out;
+  auto cached = roofline::load_cached_ceilings(cache, out.key);
+  if (!cached.ok()) {
+    ROOFLINE_LOG(kWarning, cached.status().to_string() << "; the kernel handover is the H200's "
+                                                       << out.handover.handover_ns / 1e3 << " us");
     return out;
   }
-  out.handover.handover_ns = resolved->first.handover_ns;
-  out.handover.handover_calibrated = resolved->first.handover_calibrated;
-  // A cached entry (the resolution said so) carries this GPU's measured copy ceiling.
-  if (!cache.empty()) {
-    auto cached = roofline::load_cached_ceilings(cache, out.key);
-    if (cached.ok() && cached->has_value()) out.own_bytes_per_s = (*cached)->ceilings.bytes_per_s;
+  if (cached->has_value()) {
+    const roofline::Ceilings& own = (*cached)->ceilings;
+    out.handover.handover_ns = own.handover_ns;
+    out.handover.handover_calibrated = own.handover_calibrated;
+    out.own_bytes_per_s = own.bytes_per_s;
   }
   return out;
 }
