@@ -19,10 +19,12 @@
 // slices, fused in block copies, and apart as rms_norm_cuda before the plain product, see
 // MatmulSkinnyNorm), cuBLASLt with each of the
 // first kTuneCandidates algorithms its heuristic offers for the bucket's m, and with
-// ROOFLINE_MATMUL_WIDE=1 the wide kernel (scratch x and y of the context, the caller's W and bias;
-// L2 flushed before every timed call so the weights come from HBM, as in a decode step; each call
-// behind a 3 us stand-in for the short kernel before it in the step's programmatic-dependent-launch
-// chain, under which the skinny kernel already streams weights; cuBLASLt's time includes its
+// ROOFLINE_MATMUL_WIDE=1 the wide kernel (scratch x and y of the context, the caller's W or copies
+// of it, its bias; the weights from HBM, as in a decode step: a weight of at most 48 MiB timed as
+// a chain of back-to-back calls over copies of W, each read cold, as a step chains its kernels, a
+// larger one as one call after an L2 flush (matmul_measure_chain); each chain or call behind a
+// 3 us stand-in for the short kernel before it in the step's programmatic-dependent-launch chain,
+// under which the skinny kernel already streams weights; cuBLASLt's time includes its
 // rms_norm, silu_mul and qkv_rope kernels where the call has the prologue or the SwiGLU or RoPE
 // epilogue; the candidates' reps interleaved) and caches the fastest; near-ties (within 2 %)
 // between the skinny kernel and the faster of the wide kernel and the best cuBLASLt algorithm go to
@@ -85,6 +87,7 @@
 #include "ops/common/cuda_launch.cuh"
 #include "ops/common/env_switch.h"
 #include "ops/matmul/matmul.h"
+#include "ops/matmul/matmul_measure.h"
 #include "ops/matmul/matmul_skinny.h"
 #include "ops/matmul/matmul_wide.h"
 
@@ -792,14 +795,40 @@ Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
     return result;
   const size_t flush_bytes = static_cast<size_t>(2 * std::max<int64_t>(impl.l2_bytes, 1 << 20));
   ScratchMemory flush(flush_bytes);
+  // A short weight's candidates are timed as chains of calls over copies of W that the flush
+  // buffer holds instead (matmul_measure_chain): no flush then, every call reads a cold copy.
+  const int64_t weight_bytes = p.n * p.k * dtype_size_bytes(p.w_dtype);
+  const MatmulMeasureChain chain =
+      flush.ptr != nullptr
+          ? matmul_measure_chain(weight_bytes, impl.l2_bytes, static_cast<int64_t>(flush_bytes))
+          : MatmulMeasureChain{};
+  std::vector<const void*> w_copies;
   const auto flush_l2 = [&] {
-    if (flush.ptr == nullptr) return;
+    if (flush.ptr == nullptr || chain.copies > 0) return;
     l2_flush_kernel<<<impl.num_sms * 4, 256, 0, stream>>>(static_cast<const uint4*>(flush.ptr),
                                                           static_cast<int64_t>(flush_bytes / 16),
                                                           static_cast<uint32_t*>(flush.ptr));
     ROOFLINE_CUDA_LAUNCH_CHECK(stream);
   };
-  if (flush.ptr) ROOFLINE_CUDA_CHECK(cudaMemsetAsync(flush.ptr, 0, flush_bytes, stream));
+  if (chain.copies > 0) {
+    // W once, then the copies made so far doubled in one copy each time: a few copies, however
+    // many thousand of a small weight the scratch holds.
+    const int64_t offset =
+        static_cast<int64_t>(reinterpret_cast<uintptr_t>(p.w) % kMatmulMeasureCopyAlign);
+    char* first = static_cast<char*>(flush.ptr) + offset;
+    ROOFLINE_CUDA_CHECK(cudaMemcpyAsync(first, p.w, static_cast<size_t>(weight_bytes),
+                                        cudaMemcpyDeviceToDevice, stream));
+    for (int64_t made = 1; made < chain.copies; made *= 2) {
+      const int64_t more = std::min(made, chain.copies - made);
+      const int64_t bytes = (more - 1) * chain.copy_stride + weight_bytes;
+      ROOFLINE_CUDA_CHECK(cudaMemcpyAsync(first + made * chain.copy_stride, first,
+                                          static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice,
+                                          stream));
+    }
+    for (int64_t i = 0; i < chain.copies; ++i) w_copies.push_back(first + i * chain.copy_stride);
+  } else if (flush.ptr) {
+    ROOFLINE_CUDA_CHECK(cudaMemsetAsync(flush.ptr, 0, flush_bytes, stream));
+  }
   flush_l2();  // evicts the memset's dirty lines now, not during a timed call
   ROOFLINE_CUDA_CHECK(cudaMemsetAsync(x.ptr, 0, static_cast<size_t>(m * p.k) * 2, stream));
   ROOFLINE_CUDA_CHECK(cudaMemsetAsync(y.ptr, 0, static_cast<size_t>(m * p.n) * 2, stream));
@@ -878,7 +907,12 @@ Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
   const size_t block_at = fused_at + (with_fused ? 1 : 0);
   const size_t apart_at = block_at + (with_block ? 1 : 0);
   const size_t candidates = apart_at + (with_apart ? 1 : 0);
+  size_t next_copy = 0;  // the chains' rotation over W's copies, across candidates and reps
   const auto call = [&](size_t c) {
+    if (!w_copies.empty()) {
+      q.w = w_copies[next_copy];
+      next_copy = (next_copy + 1) % w_copies.size();
+    }
     if (c >= fused_at) {
       skinny_matmul(q, impl, stream, epilogue, with_apart && c == apart_at,
                     with_block && c == block_at);
@@ -888,7 +922,10 @@ Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
       cublas_matmul(q, impl, stream, epilogue, &algos[c]);
     }
   };
-  for (size_t c = 0; c < candidates; ++c) call(c);  // warm-up: kernels load
+  // Warm-up: kernels load (and with copies, the copies' dirty lines leave L2 before any timing).
+  for (size_t c = 0; c < candidates; ++c) {
+    for (int i = 0; i < chain.calls; ++i) call(c);
+  }
   std::vector<cudaEvent_t> events(2 * kMeasureReps * candidates);
   for (auto& e : events) ROOFLINE_CUDA_CHECK(cudaEventCreate(&e));
   for (int r = 0; r < kMeasureReps; ++r) {
@@ -897,11 +934,13 @@ Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
       flush_l2();
       ROOFLINE_CUDA_CHECK(cudaEventRecord(events[at], stream));
       cuda::launch_pdl(chain_predecessor_kernel, dim3(1), dim3(32), 0, stream, kChainPredecessorNs);
-      call(c);
+      for (int i = 0; i < chain.calls; ++i) call(c);
       ROOFLINE_CUDA_CHECK(cudaEventRecord(events[at + 1], stream));
     }
   }
   ROOFLINE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  // A candidate's time: the median over reps of its chain's time per call (the stand-in's share
+  // included).
   std::vector<float> median_ms(candidates);
   for (size_t c = 0; c < candidates; ++c) {
     std::vector<float> ms(kMeasureReps);
@@ -909,6 +948,7 @@ Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
       const size_t at = 2 * (static_cast<size_t>(r) * candidates + c);
       ROOFLINE_CUDA_CHECK(
           cudaEventElapsedTime(&ms[static_cast<size_t>(r)], events[at], events[at + 1]));
+      ms[static_cast<size_t>(r)] /= static_cast<float>(chain.calls);
     }
     std::nth_element(ms.begin(), ms.begin() + kMeasureReps / 2, ms.end());
     median_ms[c] = ms[kMeasureReps / 2];
@@ -939,28 +979,33 @@ Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
   result.choice.norm_apart = result.choice.impl == MatmulImpl::kSkinny && apart_wins;
   result.choice.norm_block_copies =
       result.choice.impl == MatmulImpl::kSkinny && !apart_wins && block_wins;
-  // What the choice rests on (--verbose): each median includes the 3 us stand-in before the call.
-  ROOFLINE_LOG(kInfo, "matmul: m <= "
-                          << m << ", n " << p.n << ", k " << p.k
-                          << (p.norm_weight != nullptr ? ", rms_norm prologue" : "")
-                          << (p.swiglu ? ", SwiGLU" : "") << (p.qkv_rope ? ", RoPE" : "")
-                          << (summarized ? ", logit tile summaries" : "")
-                          << (epilogue == MatmulEpilogue::kBias       ? ", bias"
-                              : epilogue == MatmulEpilogue::kResidual ? ", residual"
-                                                                      : "")
-                          << ": skinny " << (with_fused ? median_ms[fused_at] * 1e3 : 0.0f)
-                          << " us, skinny block copies "
-                          << (with_block ? median_ms[block_at] * 1e3 : 0.0f)
-                          << " us, skinny after rms_norm "
-                          << (with_apart ? median_ms[apart_at] * 1e3 : 0.0f) << " us, wide "
-                          << (with_wide ? median_ms[wide_at] * 1e3 : 0.0f) << " us, cuBLASLt "
-                          << median_ms[best] * 1e3 << " us (best of " << algos.size()
-                          << " algorithms; stand-in before each included; 0: not timed) -> "
-                          << (result.choice.impl != MatmulImpl::kSkinny
-                                  ? (result.choice.impl == MatmulImpl::kWide ? "wide" : "cuBLASLt")
-                              : result.choice.norm_apart        ? "skinny after rms_norm"
-                              : result.choice.norm_block_copies ? "skinny block copies"
-                                                                : "skinny"));
+  // What the choice rests on (--verbose): each median includes the 3 us stand-in before the call,
+  // or its share of it in a chain.
+  ROOFLINE_LOG(
+      kInfo,
+      "matmul: m <= "
+          << m << ", n " << p.n << ", k " << p.k
+          << (p.norm_weight != nullptr ? ", rms_norm prologue" : "") << (p.swiglu ? ", SwiGLU" : "")
+          << (p.qkv_rope ? ", RoPE" : "") << (summarized ? ", logit tile summaries" : "")
+          << (epilogue == MatmulEpilogue::kBias       ? ", bias"
+              : epilogue == MatmulEpilogue::kResidual ? ", residual"
+                                                      : "")
+          << ": skinny " << (with_fused ? median_ms[fused_at] * 1e3 : 0.0f)
+          << " us, skinny block copies " << (with_block ? median_ms[block_at] * 1e3 : 0.0f)
+          << " us, skinny after rms_norm " << (with_apart ? median_ms[apart_at] * 1e3 : 0.0f)
+          << " us, wide " << (with_wide ? median_ms[wide_at] * 1e3 : 0.0f) << " us, cuBLASLt "
+          << median_ms[best] * 1e3 << " us (best of " << algos.size() << " algorithms; "
+          << (chain.calls > 1
+                  ? "a call's share of a chain of " + std::to_string(chain.calls) + " over " +
+                        std::to_string(chain.copies) + " copies of W, stand-in before it included"
+                  : std::string("one call after an L2 flush, stand-in before it "
+                                "included"))
+          << "; 0: not timed) -> "
+          << (result.choice.impl != MatmulImpl::kSkinny
+                  ? (result.choice.impl == MatmulImpl::kWide ? "wide" : "cuBLASLt")
+              : result.choice.norm_apart        ? "skinny after rms_norm"
+              : result.choice.norm_block_copies ? "skinny block copies"
+                                                : "skinny"));
   return result;
 }
 

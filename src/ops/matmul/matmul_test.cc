@@ -16,6 +16,7 @@
 #include <tuple>
 #include <vector>
 
+#include "ops/matmul/matmul_measure.h"
 #include "ops/matmul/matmul_shapes.h"
 #include "ops/matmul/matmul_skinny.h"
 #include "ops/rms_norm/rms_norm.h"
@@ -644,6 +645,61 @@ TEST(MatmulCudaMBucket, NextPowerOfTwo) {
     const int64_t b = matmul_cuda_m_bucket(m);
     ASSERT_TRUE(b >= m && (b & (b - 1)) == 0 && (b == 1 || b / 2 < m)) << "m " << m;
   }
+}
+
+TEST(MatmulMeasureChain, ShortWeightsChainOverColdCopiesLargeOnesRunAlone) {
+  // The CUDA selection's timing plan (a pure host function, so tested here), at an H100's / H200's
+  // 50 MiB of L2 with the measurement's scratch of twice that.
+  constexpr int64_t kL2 = int64_t{50} << 20;
+  constexpr int64_t kScratch = 2 * kL2;
+  const auto check_cold = [&](const MatmulMeasureChain& c, int64_t bytes, int64_t scratch) {
+    ASSERT_GE(c.calls, 2);
+    ASSERT_LE(c.calls, kMatmulMeasureMaxChainCalls);
+    EXPECT_LE(c.calls * bytes, kMatmulMeasureChainBytes);
+    // Every copy fits the scratch with W's offset within an alignment unit.
+    EXPECT_GE(c.copy_stride, bytes + kMatmulMeasureCopyAlign - 1);
+    EXPECT_EQ(c.copy_stride % kMatmulMeasureCopyAlign, 0);
+    EXPECT_LE(c.copies * c.copy_stride, scratch);
+    // A copy is read again only after L2's size of the others.
+    EXPECT_GE((c.copies - 1) * bytes, kL2);
+  };
+  // Qwen2.5-0.5B's q|k|v (1152 x 896 bf16): eight calls over ~50 copies.
+  const int64_t qkv = 1152 * 896 * 2;
+  const MatmulMeasureChain q = matmul_measure_chain(qkv, kL2, kScratch);
+  check_cold(q, qkv, kScratch);
+  EXPECT_EQ(q.calls, 8);
+  EXPECT_EQ(q.copies, kScratch / q.copy_stride);
+  // Its gate_up (9728 x 896): two calls (48 MiB of weights at most), over the six copies that fit.
+  const int64_t gate_up = 9728 * 896 * 2;
+  const MatmulMeasureChain g = matmul_measure_chain(gate_up, kL2, kScratch);
+  check_cold(g, gate_up, kScratch);
+  EXPECT_EQ(g.calls, 2);
+  EXPECT_EQ(g.copies, 6);
+  // A weight that needs only a few copies takes no more than 2 L2 + 1 of them.
+  const MatmulMeasureChain tiny = matmul_measure_chain(4096, kL2, int64_t{1} << 40);
+  check_cold(tiny, 4096, int64_t{1} << 40);
+  EXPECT_EQ(tiny.copies, 2 * kL2 / 4096 + 1);
+  // Llama-3-8B's o (32 MiB) and anything larger: one call after a flush, as before chains.
+  for (const int64_t bytes : {int64_t{4096} * 4096 * 2, int64_t{6144} * 4096 * 2,
+                              int64_t{151936} * 896 * 2, kMatmulMeasureChainBytes + 1}) {
+    const MatmulMeasureChain c = matmul_measure_chain(bytes, kL2, kScratch);
+    EXPECT_EQ(c.calls, 1) << bytes;
+    EXPECT_EQ(c.copies, 0) << bytes;
+  }
+  // No scratch, or too little for the copies to leave L2 between reads: one call.
+  for (const int64_t scratch : {int64_t{0}, kL2, kL2 / 2}) {
+    const MatmulMeasureChain c = matmul_measure_chain(gate_up, kL2, scratch);
+    EXPECT_EQ(c.calls, 1) << scratch;
+    EXPECT_EQ(c.copies, 0) << scratch;
+  }
+  // A weight so small that the copies the scratch holds (each a whole alignment unit or more)
+  // hold less than L2 of it: its copies would stay in L2, so one call after a flush.
+  const MatmulMeasureChain small = matmul_measure_chain(48, kL2, kScratch);
+  EXPECT_EQ(small.calls, 1);
+  EXPECT_EQ(small.copies, 0);
+  // Degenerate sizes: nothing to chain.
+  EXPECT_EQ(matmul_measure_chain(0, kL2, kScratch).calls, 1);
+  EXPECT_EQ(matmul_measure_chain(-5, kL2, kScratch).copies, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MatmulTest,
