@@ -802,7 +802,7 @@ Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
       flush.ptr != nullptr
           ? matmul_measure_chain(weight_bytes, impl.l2_bytes, static_cast<int64_t>(flush_bytes))
           : MatmulMeasureChain{};
-  std::vector<const void*> w_copies;
+  char* first_copy = nullptr;  // copy i at first_copy + i * chain.copy_stride
   const auto flush_l2 = [&] {
     if (flush.ptr == nullptr || chain.copies > 0) return;
     l2_flush_kernel<<<impl.num_sms * 4, 256, 0, stream>>>(static_cast<const uint4*>(flush.ptr),
@@ -815,17 +815,16 @@ Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
     // many thousand of a small weight the scratch holds.
     const int64_t offset =
         static_cast<int64_t>(reinterpret_cast<uintptr_t>(p.w) % kMatmulMeasureCopyAlign);
-    char* first = static_cast<char*>(flush.ptr) + offset;
-    ROOFLINE_CUDA_CHECK(cudaMemcpyAsync(first, p.w, static_cast<size_t>(weight_bytes),
+    first_copy = static_cast<char*>(flush.ptr) + offset;
+    ROOFLINE_CUDA_CHECK(cudaMemcpyAsync(first_copy, p.w, static_cast<size_t>(weight_bytes),
                                         cudaMemcpyDeviceToDevice, stream));
     for (int64_t made = 1; made < chain.copies; made *= 2) {
       const int64_t more = std::min(made, chain.copies - made);
       const int64_t bytes = (more - 1) * chain.copy_stride + weight_bytes;
-      ROOFLINE_CUDA_CHECK(cudaMemcpyAsync(first + made * chain.copy_stride, first,
+      ROOFLINE_CUDA_CHECK(cudaMemcpyAsync(first_copy + made * chain.copy_stride, first_copy,
                                           static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice,
                                           stream));
     }
-    for (int64_t i = 0; i < chain.copies; ++i) w_copies.push_back(first + i * chain.copy_stride);
   } else if (flush.ptr) {
     ROOFLINE_CUDA_CHECK(cudaMemsetAsync(flush.ptr, 0, flush_bytes, stream));
   }
@@ -907,11 +906,11 @@ Measured measure_impl(const MatmulParams& p, MatmulCudaContext::Impl& impl, cuda
   const size_t block_at = fused_at + (with_fused ? 1 : 0);
   const size_t apart_at = block_at + (with_block ? 1 : 0);
   const size_t candidates = apart_at + (with_apart ? 1 : 0);
-  size_t next_copy = 0;  // the chains' rotation over W's copies, across candidates and reps
+  int64_t next_copy = 0;  // the chains' rotation over W's copies, across candidates and reps
   const auto call = [&](size_t c) {
-    if (!w_copies.empty()) {
-      q.w = w_copies[next_copy];
-      next_copy = (next_copy + 1) % w_copies.size();
+    if (first_copy != nullptr) {
+      q.w = first_copy + next_copy * chain.copy_stride;
+      next_copy = (next_copy + 1) % chain.copies;
     }
     if (c >= fused_at) {
       skinny_matmul(q, impl, stream, epilogue, with_apart && c == apart_at,
