@@ -21,19 +21,11 @@ set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 base=${1:?usage: scripts/gpu/lm_head_fold_check.sh BASE_DIR OUTDIR}
 top=${2:?usage: scripts/gpu/lm_head_fold_check.sh BASE_DIR OUTDIR}
-for f in src/models/dense_decoder.cc src/runtime/model_runner.cc; do
-  [ -f "$base/$f" ] || {
-    echo "lm_head_fold_check: $base/$f is missing: make BASE_DIR as the header says" >&2
-    exit 2
-  }
-  cmp -s "$base/$f" "$f" && {
-    echo "lm_head_fold_check: $base/$f is the tree's: nothing to compare" >&2
-    exit 2
-  }
-done
-out=$top/lm_head_fold
 # shellcheck source=scripts/gpu/run_common.sh
 . scripts/gpu/run_common.sh
+require_base_changed lm_head_fold_check "$base" src/models/dense_decoder.cc \
+  src/runtime/model_runner.cc
+out=$top/lm_head_fold
 run_start "$out"
 cmake --build build/cuda -j16 --target roofline matmul_cuda_test matmul_cuda_bench hf_golden_test \
   passes_test model_runner_test >> "$out/build.log" 2>&1

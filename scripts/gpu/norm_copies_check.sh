@@ -19,14 +19,10 @@ set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 base=${1:?usage: scripts/gpu/norm_copies_check.sh BASE_DIR OUTDIR}
 top=${2:?usage: scripts/gpu/norm_copies_check.sh BASE_DIR OUTDIR}
-[ -f "$base/src/ops/matmul/matmul_cuda.cu" ] || {
-  echo "norm_copies_check: $base/src/ops/matmul/matmul_cuda.cu is missing: make BASE_DIR as the" \
-    "header says" >&2
-  exit 2
-}
-out=$top/norm_copies
 # shellcheck source=scripts/gpu/run_common.sh
 . scripts/gpu/run_common.sh
+require_base norm_copies_check "$base" src/ops/matmul/matmul_cuda.cu
+out=$top/norm_copies
 run_start "$out"
 cmake --build build/cuda -j16 --target roofline matmul_cuda_test matmul_cuda_bench \
   >> "$out/build.log" 2>&1

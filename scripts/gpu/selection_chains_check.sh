@@ -15,14 +15,10 @@ set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 base=${1:?usage: scripts/gpu/selection_chains_check.sh BASE_DIR OUTDIR}
 top=${2:?usage: scripts/gpu/selection_chains_check.sh BASE_DIR OUTDIR}
-[ -f "$base/src/ops/matmul/matmul_cuda.cu" ] || {
-  echo "selection_chains_check: $base/src/ops/matmul/matmul_cuda.cu is missing: make BASE_DIR as" \
-    "the header says" >&2
-  exit 2
-}
-out=$top/selection_chains
 # shellcheck source=scripts/gpu/run_common.sh
 . scripts/gpu/run_common.sh
+require_base selection_chains_check "$base" src/ops/matmul/matmul_cuda.cu
+out=$top/selection_chains
 run_start "$out"
 cmake --build build/cuda -j16 --target roofline matmul_cuda_test sampled_step_test cuda_graph_test \
   model_runner_test hf_golden_test >> "$out/build.log" 2>&1

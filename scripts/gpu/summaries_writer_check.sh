@@ -20,11 +20,10 @@ cd "$(dirname "$0")/../.." || exit 2
 base=${1:?usage: scripts/gpu/summaries_writer_check.sh BASE_DIR OUTDIR}
 top=${2:?usage: scripts/gpu/summaries_writer_check.sh BASE_DIR OUTDIR}
 f=src/ops/sampling/logit_tiles_cuda.cu
-[ -f "$base/$f" ] || { echo "summaries_writer_check: $base/$f is missing: make BASE_DIR as the header says" >&2; exit 2; }
-cmp -s "$base/$f" "$f" && { echo "summaries_writer_check: $base/$f is the tree's: nothing to compare" >&2; exit 2; }
-out=$top/summaries_writer
 # shellcheck source=scripts/gpu/run_common.sh
 . scripts/gpu/run_common.sh
+require_base_changed summaries_writer_check "$base" "$f"
+out=$top/summaries_writer
 run_start "$out"
 cmake --build build/cuda -j16 --target roofline matmul_cuda_test matmul_cuda_bench >> "$out/build.log" 2>&1
 note "build rc=$?"
