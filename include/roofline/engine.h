@@ -75,6 +75,12 @@ struct EngineOptions {
   int64_t max_num_batched_tokens = 512;  // tokens per step (decode tokens + prefill chunks)
   int64_t max_num_seqs = 8;              // requests running at once (holding KV blocks)
   bool enable_prefix_cache = true;       // reuse the KV blocks of equal prompt prefixes
+  // Overlapped decode: while every running request decodes (no prompt left to prefill, no request
+  // waiting, no penalties: their edit lists need the token not yet back), the next step is
+  // launched before this step's tokens reach the host, its tokens fed from this step's on the
+  // device, so the host's work between steps hides behind the GPU's. A request that stops on this
+  // step's token has its row of the next step dropped. Tokens are the same either way.
+  bool overlap_steps = true;
 };
 
 using RequestId = uint64_t;
@@ -122,6 +128,7 @@ struct EngineStats {
   int64_t prompt_tokens_cached = 0;    // prompt tokens taken from the prefix cache instead
   int64_t generated_tokens = 0;
   int64_t preemptions = 0;
+  int64_t overlapped_steps = 0;  // steps launched before the step before them was collected
   // KV cache, from the runner.
   int64_t kv_total_blocks = 0;
   int64_t kv_free_blocks = 0;

@@ -25,6 +25,7 @@
 #include <cmath>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <unordered_map>
 #include <unordered_set>
@@ -458,9 +459,23 @@ struct Engine::Impl {
   }
 
   struct Scheduled {
-    Request* request;
+    Request* request;  // while the step is built; afterwards only `id` is used (see Launched)
+    RequestId id;
     int64_t num_tokens;
   };
+  // A step launched (ModelRunner::launch_step) and not yet collected. A request of it may finish
+  // or be aborted before it is collected (its row is then dropped), so it is found again by id.
+  struct Launched {
+    std::vector<Scheduled> scheduled;
+  };
+  std::optional<Launched> ahead;  // the overlapped step in flight across step() calls
+  StepSampling ahead_sampling;    // its rows, built while the step before it runs
+
+  Request* find_running(RequestId id) {
+    for (auto& r : running)
+      if (r && r->id == id) return r.get();
+    return nullptr;
+  }
 
   void schedule_and_run() {
     const int64_t max_seqs = options.max_num_seqs;
@@ -468,13 +483,14 @@ struct Engine::Impl {
     std::vector<StepEntry> entries;
     std::vector<Scheduled> scheduled;
     Status status;
+    bool ran_whole = false;  // a recorded step (its profile may be done with it: recording reset)
     while (true) {
       entries.clear();
       scheduled.clear();
       int64_t budget = options.max_num_batched_tokens;
       auto add = [&](Request& r, int64_t n) {
         entries.push_back({r.seq, r.tokens(r.computed, r.computed + n)});
-        scheduled.push_back({&r, n});
+        scheduled.push_back({&r, r.id, n});
         budget -= n;
       };
       // Decodes first: one token for every running request that has its prompt in the cache.
@@ -516,11 +532,17 @@ struct Engine::Impl {
           sampling.rows.push_back(SamplingRowParams{});
         }
       }
-      model.runner->set_record_call_times(recording.has_value());
-      const auto step_start = std::chrono::steady_clock::now();
-      status = model.runner->step(entries, sampling, &sampled);
-      model.runner->set_record_call_times(false);
-      if (status.ok() && recording) record_step(entries, step_start);
+      ran_whole = recording.has_value();
+      if (ran_whole) {
+        // A recorded step runs whole, its calls timed one by one.
+        model.runner->set_record_call_times(true);
+        const auto step_start = std::chrono::steady_clock::now();
+        status = model.runner->step(entries, sampling, &sampled);
+        model.runner->set_record_call_times(false);
+        if (status.ok()) record_step(entries, step_start);
+      } else {
+        status = model.runner->launch_step(entries, sampling, {});
+      }
       if (status.ok()) break;
       if (status.code() != StatusCode::kResourceExhausted || running.size() < 2) break;
       // Out of KV blocks: free the newest request's and plan again without admitting anyone.
@@ -530,12 +552,74 @@ struct Engine::Impl {
       may_admit = false;
     }
     ++stats.steps;
+    Launched cur;
+    cur.scheduled = scheduled;
+    if (!status.ok() || ran_whole) {
+      complete(cur.scheduled, status);  // ran whole (or not at all)
+      return;
+    }
+    advance(std::move(cur));
+  }
+
+  // `cur` is in flight: launches the step after it where it may overlap (launch_ahead), then
+  // collects `cur` and takes its tokens.
+  void advance(Launched cur) {
+    Launched next;
+    Status next_failed;
+    const bool overlapped = options.overlap_steps && launch_ahead(cur, &next, &next_failed);
+    const Status collected = model.runner->collect_step(&sampled);
+    complete(cur.scheduled, collected);
+    if (overlapped) {
+      ++stats.steps;
+      ++stats.overlapped_steps;
+      ahead = std::move(next);
+    } else if (!next_failed.ok()) {
+      complete(next.scheduled, next_failed);  // its requests cannot go on
+    }
+  }
+
+  // The step after `cur`, launched before `cur` is collected, where every running request is in
+  // `cur` and draws its next token there (no prompt left, no inert row), none is waiting to be
+  // admitted (it would wait a step longer), no profile is being recorded, and no request's
+  // penalties need the token `cur` has not brought back yet. Each request decodes the token `cur`
+  // samples for it, fed on the device; one whose draw in `cur` is its last (max_tokens) gets no
+  // row. Returns whether it launched; a refusal that changed nothing (KV blocks, model length)
+  // leaves the step unoverlapped, any other failure is in *failed for next's requests.
+  bool launch_ahead(const Launched& cur, Launched* next, Status* failed) {
+    if (recording || !waiting.empty() || cur.scheduled.size() != running.size()) return false;
+    std::vector<StepEntry> entries;
+    std::vector<int32_t> feed;
+    ahead_sampling.rows.clear();
+    ahead_sampling.edits.clear();
+    for (size_t i = 0; i < cur.scheduled.size(); ++i) {
+      const Scheduled& sch = cur.scheduled[i];
+      const Request* r = find_running(sch.id);
+      if (r == nullptr || r->pending() != sch.num_tokens || r->sampler->penalised()) return false;
+      if (static_cast<int64_t>(r->output.size()) + 1 >= r->params.max_tokens) continue;
+      entries.push_back({r->seq, {0}});
+      feed.push_back(static_cast<int32_t>(i));
+      SamplingRowParams row =
+          r->sampler->next_row(model.info.vocab_size, &ahead_sampling.edits, /*ahead=*/1);
+      row.num_top_logprobs = r->params.logprobs;
+      ahead_sampling.rows.push_back(row);
+      next->scheduled.push_back({nullptr, r->id, 1});
+    }
+    if (entries.empty()) return false;
+    const int64_t before = model.runner->sequence_length(entries[0].seq);
+    const Status s = model.runner->launch_step(entries, ahead_sampling, feed);
+    if (s.ok()) return true;
+    if (model.runner->sequence_length(entries[0].seq) != before) *failed = s;
+    return false;
+  }
+
+  // Takes the tokens of a step that ran (status ok) for the requests still running, or fails
+  // them (not ok: not a shortage one preemption can fix; the requests of the step cannot go on).
+  void complete(const std::vector<Scheduled>& scheduled, const Status& status) {
     if (!status.ok()) {
-      // Not a shortage one preemption can fix: the requests of this step cannot go on.
-      std::unordered_set<const Request*> failed;
-      for (const Scheduled& s : scheduled) failed.insert(s.request);
+      std::unordered_set<RequestId> failed;
+      for (const Scheduled& s : scheduled) failed.insert(s.id);
       for (auto it = running.begin(); it != running.end();) {
-        if (failed.count(it->get())) {
+        if (*it && failed.count((*it)->id)) {
           auto r = std::move(*it);
           it = running.erase(it);
           finish(std::move(r), FinishReason::kError, status.to_string());
@@ -545,20 +629,20 @@ struct Engine::Impl {
       }
       return;
     }
-    std::vector<size_t> ready;  // scheduled rows whose request now samples a token
+    std::vector<std::pair<size_t, Request*>> ready;  // rows whose request now samples a token
     for (size_t i = 0; i < scheduled.size(); ++i) {
-      Request& r = *scheduled[i].request;
-      if (r.pending() > 1) stats.prompt_tokens_computed += scheduled[i].num_tokens;
-      r.computed += scheduled[i].num_tokens;
-      if (r.pending() == 0) ready.push_back(i);  // else a prefill chunk that did not reach the end
+      Request* r = find_running(scheduled[i].id);
+      if (r == nullptr) continue;  // finished or aborted since the step was launched
+      if (r->pending() > 1) stats.prompt_tokens_computed += scheduled[i].num_tokens;
+      r->computed += scheduled[i].num_tokens;
+      if (r->pending() == 0) ready.emplace_back(i, r);  // else a prefill chunk not at its end
     }
     // The backend sampled every row (on the GPU inside the decode step's graph, or the CPU twin
     // over the rows in parallel); each ready request's sampler records its draw.
-    for (const size_t i : ready) {
-      scheduled[i].request->sampler->accept(sampled.tokens[i], sampled.errors[i],
-                                            sampled.nonfinite[i]);
+    for (const auto& [i, request] : ready) {
+      request->sampler->accept(sampled.tokens[i], sampled.errors[i], sampled.nonfinite[i]);
       for (auto& slot : running) {
-        if (slot.get() != scheduled[i].request) continue;
+        if (slot.get() != request) continue;
         accept_token(slot, i, sampled.tokens[i]);
         break;
       }
@@ -572,7 +656,13 @@ struct Engine::Impl {
     outs.clear();
     out_index.clear();
     drain_inbox();
-    if (!running.empty() || !waiting.empty()) schedule_and_run();
+    if (ahead) {
+      Launched cur = std::move(*ahead);
+      ahead.reset();
+      advance(std::move(cur));
+    } else if (!running.empty() || !waiting.empty()) {
+      schedule_and_run();
+    }
     return std::move(outs);
   }
 };

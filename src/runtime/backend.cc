@@ -4,6 +4,7 @@
 #include "runtime/backend.h"
 
 #include <algorithm>
+#include <string>
 
 #include "core/check.h"
 #include "core/thread_pool.h"
@@ -51,6 +52,60 @@ Status Backend::execute_sampled(const Plan& plan, const StepBuffers& step,
     p.max_top_logprobs = kMaxTopLogprobs;
     sample_rows_cpu(p);
   });
+  return ok_status();
+}
+
+}  // namespace roofline
+
+namespace roofline {
+
+Status Backend::apply_feed(const StepBuffers& step, const std::vector<int32_t>& feed,
+                           const std::vector<int32_t>& previous, std::vector<int32_t>* token_ids) {
+  *token_ids = step.token_ids;
+  if (feed.empty()) return ok_status();
+  if (static_cast<int64_t>(feed.size()) != step.num_seqs)
+    return invalid_argument(
+        "a fed step needs one feed value per entry: " + std::to_string(step.num_seqs) +
+        " entries, " + std::to_string(feed.size()) + " values");
+  for (size_t i = 0; i < feed.size(); ++i) {
+    const int32_t r = feed[i];
+    if (r < 0) continue;
+    if (r >= static_cast<int32_t>(previous.size()))
+      return invalid_argument("entry " + std::to_string(i) + " is fed from row " +
+                              std::to_string(r) + " of the step launched before, which has " +
+                              std::to_string(previous.size()) + " rows");
+    if (step.query_start[i + 1] - step.query_start[i] != 1)
+      return invalid_argument("entry " + std::to_string(i) +
+                              " is fed a sampled token but has more than one token");
+    const int32_t token = previous[static_cast<size_t>(r)];
+    (*token_ids)[static_cast<size_t>(step.query_start[i])] = token < 0 ? 0 : token;
+  }
+  return ok_status();
+}
+
+Status Backend::launch_sampled(const Plan& plan, const StepBuffers& step,
+                               const StepSampling& sampling, const std::vector<int32_t>& feed) {
+  if (steps_in_flight() >= kMaxStepsInFlight)
+    return invalid_argument("launch_sampled: " + std::to_string(kMaxStepsInFlight) +
+                            " steps are in flight already; collect one first");
+  const StepBuffers* run = &step;
+  StepBuffers fed;
+  if (!feed.empty()) {
+    fed = step;
+    ROOFLINE_RETURN_IF_ERROR(apply_feed(step, feed, last_launched_, &fed.token_ids));
+    run = &fed;
+  }
+  SampledRows rows;
+  ROOFLINE_RETURN_IF_ERROR(execute_sampled(plan, *run, sampling, &rows, nullptr));
+  last_launched_ = rows.tokens;
+  queued_.push_back(std::move(rows));
+  return ok_status();
+}
+
+Status Backend::collect_sampled(SampledRows* out) {
+  if (queued_.empty()) return invalid_argument("collect_sampled: no launched step to collect");
+  *out = std::move(queued_.front());
+  queued_.pop_front();
   return ok_status();
 }
 

@@ -4,6 +4,7 @@
 // Both turn plan calls into op params through run_plan_call (plan_executor.h).
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -112,6 +113,21 @@ class Backend {
   virtual Status execute_sampled(const Plan& plan, const StepBuffers& step,
                                  const StepSampling& sampling, SampledRows* out,
                                  std::vector<CallTime>* call_times);
+  // The sampled step in two halves, for the overlapped decode loop (ModelRunner::launch_step):
+  // launch_sampled queues what execute_sampled runs and returns without waiting for it;
+  // collect_sampled waits for the oldest launched step not yet collected and gives its rows.
+  // `feed` is empty or holds one value per entry: r >= 0 makes that entry's token (the entry has
+  // exactly one; its id in step.token_ids is a placeholder) the token row r of the step launched
+  // just before sampled, read where it was sampled (on the GPU: copied on the device, so the host
+  // need not have it yet); a row that gave no token (-1) feeds token 0, and its step's caller
+  // drops what follows from it. At most kMaxStepsInFlight steps are uncollected at once. This
+  // default runs execute_sampled at launch (its tokens are known at once) and queues the rows.
+  static constexpr int kMaxStepsInFlight = 2;
+  virtual Status launch_sampled(const Plan& plan, const StepBuffers& step,
+                                const StepSampling& sampling, const std::vector<int32_t>& feed);
+  virtual Status collect_sampled(SampledRows* out);
+  // Launched steps not yet collected.
+  virtual int steps_in_flight() const { return static_cast<int>(queued_.size()); }
   // CUDA: replays the last replayed decode graph `times` times back to back, with no host work
   // between replays, and returns the median device milliseconds of a replay (CUDA events): the step
   // time the GPU reaches when the host never holds it up, so the difference from a measured step
@@ -141,6 +157,17 @@ class Backend {
     (void)plan_for;
     return {};
   }
+
+ protected:
+  // The tokens a fed entry takes: step's ids with every fed entry's placeholder replaced by the
+  // token row feed[i] of `previous` gave (0 where it gave none). InvalidArgument for a feed that
+  // names a row `previous` does not have or an entry of more than one token.
+  static Status apply_feed(const StepBuffers& step, const std::vector<int32_t>& feed,
+                           const std::vector<int32_t>& previous, std::vector<int32_t>* token_ids);
+
+ private:
+  std::deque<SampledRows> queued_;      // the default launch_sampled's rows, oldest first
+  std::vector<int32_t> last_launched_;  // the tokens of the step launched last
 };
 
 std::unique_ptr<Backend> create_cpu_backend();

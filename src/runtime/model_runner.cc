@@ -185,6 +185,7 @@ StatusOr<int32_t> ModelRunner::add_sequence() {
     if (!seqs_[i].open) {
       seqs_[i] = Sequence{};
       seqs_[i].open = true;
+      seqs_[i].generation = ++openings_;
       return static_cast<int32_t>(i);
     }
   }
@@ -193,6 +194,7 @@ StatusOr<int32_t> ModelRunner::add_sequence() {
                               "): release finished ones first");
   seqs_.push_back(Sequence{});
   seqs_.back().open = true;
+  seqs_.back().generation = ++openings_;
   return static_cast<int32_t>(seqs_.size() - 1);
 }
 
@@ -231,6 +233,7 @@ StatusOr<int64_t> ModelRunner::adopt_cached_prefix(int32_t seq,
     parent = hit.node;
   }
   s.length = static_cast<int64_t>(s.blocks.size()) * bs;
+  s.written = s.length;
   s.tokens.assign(prompt.begin(), prompt.begin() + s.length);
   return s.length;
 }
@@ -248,7 +251,7 @@ KvStats ModelRunner::kv_stats() const {
 
 void ModelRunner::register_full_blocks(Sequence& s) {
   const int64_t bs = options_.kv_block_size;
-  const int64_t full = s.length / bs;
+  const int64_t full = s.written / bs;
   for (int64_t i = static_cast<int64_t>(s.nodes.size()); i < full; ++i) {
     const uint64_t parent = i == 0 ? BlockManager::kRootNode : s.nodes[i - 1];
     s.nodes.push_back(blocks_.register_block(parent, s.tokens.data() + i * bs, s.blocks[i]));
@@ -363,12 +366,19 @@ StatusOr<const Plan*> ModelRunner::prepare_step(const std::vector<StepEntry>& en
 void ModelRunner::finish_step(const std::vector<StepEntry>& entries, const Plan* plan) {
   last_plan_ = plan;
   // Only now is the KV of the blocks this step filled written, so only now can they be shared.
-  if (options_.enable_prefix_cache)
-    for (const StepEntry& e : entries) register_full_blocks(seqs_[e.seq]);
+  for (const StepEntry& e : entries) {
+    Sequence& s = seqs_[e.seq];
+    s.written = s.length;
+    if (options_.enable_prefix_cache) register_full_blocks(s);
+  }
+  feed_rows_ = 0;  // a fed step must follow a launch_step directly
 }
 
 Status ModelRunner::step(const std::vector<StepEntry>& entries, bool all_logits,
                          std::vector<float>* logits) {
+  if (!in_flight_.empty())
+    return invalid_argument("step: " + std::to_string(in_flight_.size()) +
+                            " launched step(s) are not collected yet (collect_step)");
   ROOFLINE_ASSIGN_OR_RETURN(const Plan* plan, prepare_step(entries, all_logits));
   backend_->execute(*plan, step_, logits, record_call_times_ ? &last_call_times_ : nullptr);
   finish_step(entries, plan);
@@ -381,6 +391,9 @@ Status ModelRunner::step(const std::vector<StepEntry>& entries, const StepSampli
     return invalid_argument(
         "a sampled step needs one sampling row per entry: " + std::to_string(entries.size()) +
         " entries, " + std::to_string(sampling.rows.size()) + " rows");
+  if (!in_flight_.empty())
+    return invalid_argument("step: " + std::to_string(in_flight_.size()) +
+                            " launched step(s) are not collected yet (collect_step)");
   ROOFLINE_ASSIGN_OR_RETURN(const Plan* plan, prepare_step(entries, /*all_logits=*/false));
   const Status run = backend_->execute_sampled(*plan, step_, sampling, sampled,
                                                record_call_times_ ? &last_call_times_ : nullptr);
@@ -388,6 +401,90 @@ Status ModelRunner::step(const std::vector<StepEntry>& entries, const StepSampli
   // releases them).
   if (!run.ok()) return run;
   finish_step(entries, plan);
+  return ok_status();
+}
+
+}  // namespace roofline
+
+namespace roofline {
+
+Status ModelRunner::launch_step(const std::vector<StepEntry>& entries, const StepSampling& sampling,
+                                const std::vector<int32_t>& feed) {
+  if (sampling.rows.size() != entries.size())
+    return invalid_argument(
+        "a sampled step needs one sampling row per entry: " + std::to_string(entries.size()) +
+        " entries, " + std::to_string(sampling.rows.size()) + " rows");
+  if (static_cast<int>(in_flight_.size()) >= Backend::kMaxStepsInFlight)
+    return invalid_argument("launch_step: " + std::to_string(in_flight_.size()) +
+                            " steps are in flight already; collect one first (collect_step)");
+  if (!feed.empty() && feed.size() != entries.size())
+    return invalid_argument(
+        "a fed step needs one feed value per entry: " + std::to_string(entries.size()) +
+        " entries, " + std::to_string(feed.size()) + " values");
+  // The fed entries' ids are not known yet: 0 stands in for them until the step they come from
+  // is collected.
+  std::vector<StepEntry> placed;
+  const std::vector<StepEntry>* run = &entries;
+  for (size_t i = 0; i < feed.size(); ++i) {
+    if (feed[i] < 0) continue;
+    if (feed[i] >= feed_rows_)
+      return invalid_argument(
+          "entry " + std::to_string(i) + " is fed from row " + std::to_string(feed[i]) +
+          (feed_rows_ == 0 ? std::string(", but the step before was not launched by launch_step")
+                           : " of the step launched before, which has " +
+                                 std::to_string(feed_rows_) + " rows"));
+    if (entries[i].tokens.size() != 1)
+      return invalid_argument("entry " + std::to_string(i) + " is fed a sampled token and so " +
+                              "holds exactly one token, got " +
+                              std::to_string(entries[i].tokens.size()));
+    if (run == &entries) {
+      placed = entries;
+      run = &placed;
+    }
+    placed[i].tokens[0] = 0;
+  }
+  ROOFLINE_ASSIGN_OR_RETURN(const Plan* plan, prepare_step(*run, /*all_logits=*/false));
+  InFlight f;
+  f.plan = plan;
+  f.feed = feed;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const Sequence& s = seqs_[entries[i].seq];
+    f.seqs.push_back(entries[i].seq);
+    f.generations.push_back(s.generation);
+    f.ends.push_back(s.length);
+    f.fed_at.push_back(!feed.empty() && feed[i] >= 0 ? s.length - 1 : -1);
+  }
+  // A failed launch queued nothing; like a failed step(), its sequences cannot go on (the caller
+  // releases them).
+  ROOFLINE_RETURN_IF_ERROR(backend_->launch_sampled(*plan, step_, sampling, feed));
+  in_flight_.push_back(std::move(f));
+  last_plan_ = plan;
+  feed_rows_ = static_cast<int64_t>(entries.size());
+  return ok_status();
+}
+
+Status ModelRunner::collect_step(SampledRows* sampled) {
+  if (in_flight_.empty()) return invalid_argument("collect_step: no launched step to collect");
+  const InFlight done = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  ROOFLINE_RETURN_IF_ERROR(backend_->collect_sampled(sampled));
+  // Its KV is written: its sequences' blocks full of known ids can be shared.
+  for (size_t i = 0; i < done.seqs.size(); ++i) {
+    if (!same_opening(done.seqs[i], done.generations[i])) continue;  // released since
+    Sequence& s = seqs_[done.seqs[i]];
+    // Its fed ids were learnt when the step before it was collected.
+    s.written = std::max(s.written, done.ends[i]);
+    if (options_.enable_prefix_cache) register_full_blocks(s);
+  }
+  // The step launched after it learns its fed ids.
+  if (!in_flight_.empty()) {
+    const InFlight& next = in_flight_.front();
+    for (size_t i = 0; i < next.fed_at.size(); ++i) {
+      if (next.fed_at[i] < 0 || !same_opening(next.seqs[i], next.generations[i])) continue;
+      const int32_t token = sampled->tokens[static_cast<size_t>(next.feed[i])];
+      seqs_[next.seqs[i]].tokens[static_cast<size_t>(next.fed_at[i])] = token < 0 ? 0 : token;
+    }
+  }
   return ok_status();
 }
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -102,6 +103,24 @@ class ModelRunner {
   Status step(const std::vector<StepEntry>& entries, const StepSampling& sampling,
               SampledRows* sampled);
 
+  // The overlapped decode loop, in two halves: launch_step queues a sampled last-token step (as
+  // step() with sampling runs it) and returns without waiting for its tokens; collect_step waits
+  // for the oldest launched step and gives its rows. So the host can queue step N + 1 before step
+  // N's tokens are back, and the GPU does not idle across the step boundary (tokens back, the
+  // next step's inputs up, its launch).
+  // `feed` is empty or holds one value per entry: r >= 0 says the entry's one token is the token
+  // row r of the step launched just before (by launch_step, with no other step since) samples;
+  // its id in `entries` is ignored, and the runner learns it when that step is collected (a row
+  // that gave no token feeds token 0; the caller drops that sequence's later rows). At most
+  // Backend::kMaxStepsInFlight steps are uncollected at once; step() and release of nothing else
+  // change: a sequence released while a step holding it is in flight just has that row dropped.
+  // Bad feeds and a full pipeline fail before anything changes (InvalidArgument).
+  Status launch_step(const std::vector<StepEntry>& entries, const StepSampling& sampling,
+                     const std::vector<int32_t>& feed);
+  Status collect_step(SampledRows* sampled);
+  // Steps launched and not yet collected.
+  int64_t steps_in_flight() const { return static_cast<int64_t>(in_flight_.size()); }
+
   // The last decode step's CUDA graph replayed `times` times back to back: median device ms a
   // replay (Backend::replay_last_decode_graph). Leaves every sequence as it was.
   StatusOr<double> replay_last_decode_graph(int64_t times) {
@@ -141,6 +160,18 @@ class ModelRunner {
     std::vector<int32_t> tokens;  // [length]: the ids whose KV is cached
     std::vector<int32_t> blocks;  // block table; full blocks may be shared with other sequences
     std::vector<uint64_t> nodes;  // prefix-cache node of each full block (kNoNode: not cached)
+    int64_t written = 0;          // leading tokens whose KV is written and whose ids are known
+    uint64_t generation = 0;      // which opening of this slot (add_sequence) it is
+  };
+  // A step launch_step queued: its plan, each entry's sequence (and which opening of it), the
+  // sequence's length after the step, and for fed entries the position of the token to learn.
+  struct InFlight {
+    const Plan* plan = nullptr;
+    std::vector<int32_t> seqs;
+    std::vector<uint64_t> generations;
+    std::vector<int64_t> ends;
+    std::vector<int32_t> feed;    // empty or one per entry (launch_step)
+    std::vector<int64_t> fed_at;  // per entry: the fed token's position, -1 when not fed
   };
 
   ModelRunner(const RunnerOptions& options, ModelConfig config,
@@ -150,8 +181,14 @@ class ModelRunner {
   StatusOr<const Plan*> prepare_step(const std::vector<StepEntry>& entries, bool all_logits);
   // After the backend ran `plan`: registers newly full blocks with the prefix cache.
   void finish_step(const std::vector<StepEntry>& entries, const Plan* plan);
-  // Registers the blocks of `s` that are full but not yet in s.nodes.
+  // Registers the blocks of `s` that are full of written tokens (s.written) but not yet in
+  // s.nodes.
   void register_full_blocks(Sequence& s);
+  // Whether `seq` is open and still the opening `generation` names.
+  bool same_opening(int32_t seq, uint64_t generation) const {
+    return seq >= 0 && seq < static_cast<int32_t>(seqs_.size()) && seqs_[seq].open &&
+           seqs_[seq].generation == generation;
+  }
 
   RunnerOptions options_;
   ModelConfig config_;
@@ -169,6 +206,9 @@ class ModelRunner {
   bool record_call_times_ = false;
   DecodeGraphReport graph_report_;
   LoadTimings load_timings_;
+  std::deque<InFlight> in_flight_;  // launch_step's, oldest first
+  int64_t feed_rows_ = 0;           // rows of the last step if launch_step ran it, else 0
+  uint64_t openings_ = 0;           // add_sequence calls so far
 };
 
 // The token buckets plans are built for: 16, 32, 64, ... up to and including max_step_tokens.

@@ -152,7 +152,8 @@ void Sampler::set_prompt(const std::vector<int32_t>& prompt) {
     if (id >= 0) edit_for(id).in_prompt = 1;
 }
 
-SamplingRowParams Sampler::next_row(int64_t vocab_size, std::vector<TokenEdit>* edits) const {
+SamplingRowParams Sampler::next_row(int64_t vocab_size, std::vector<TokenEdit>* edits,
+                                    int64_t ahead) const {
   SamplingRowParams row;
   row.temperature = settings_.temperature;
   row.top_k = settings_.top_k;
@@ -162,7 +163,7 @@ SamplingRowParams Sampler::next_row(int64_t vocab_size, std::vector<TokenEdit>* 
   row.frequency_penalty = settings_.frequency_penalty;
   row.presence_penalty = settings_.presence_penalty;
   row.seed = seed_;
-  row.step = step_;
+  row.step = step_ + ahead;
   row.edit_begin = static_cast<int64_t>(edits->size());
   // Edits naming tokens past this vocabulary are left out (apply_logit_bias ignores them too).
   for (const TokenEdit& e : edits_)

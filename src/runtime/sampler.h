@@ -86,8 +86,17 @@ class Sampler {
   // `edits` (edit_begin / edit_count set; edits naming tokens past the vocabulary left out; no
   // logprobs asked); then what that draw gave (a token, or -1 with SamplingError bits, and the
   // row's NaN / inf count), which advances the step and counts the token for the penalties.
-  SamplingRowParams next_row(int64_t vocab_size, std::vector<TokenEdit>* edits) const;
+  // `ahead`: draws already handed out whose results are not accepted yet (the overlapped decode
+  // loop): the row is for the draw after them, and is only right where the penalties are off
+  // (penalised(): the edits would miss those draws' tokens).
+  SamplingRowParams next_row(int64_t vocab_size, std::vector<TokenEdit>* edits,
+                             int64_t ahead = 0) const;
   void accept(int32_t token, uint32_t errors, int32_t nonfinite);
+  // Whether a draw's edit list depends on the tokens drawn before it (a penalty is on).
+  bool penalised() const {
+    return settings_.repetition_penalty != 1.0f || settings_.frequency_penalty != 0.0f ||
+           settings_.presence_penalty != 0.0f;
+  }
   // sampling.h's SamplingError bits of the last sample() or accept(), 0 when it gave a token.
   uint32_t last_error() const { return last_error_; }
   // NaN / inf logits in the last sample()'s (or accept()'s) row.

@@ -33,6 +33,7 @@ struct EngineSetup {
   int64_t block_size = 4;
   int64_t max_model_len = 0;
   bool prefix_cache = true;
+  bool overlap = true;
 };
 
 std::unique_ptr<Engine> make_engine(const EngineSetup& s) {
@@ -45,6 +46,7 @@ std::unique_ptr<Engine> make_engine(const EngineSetup& s) {
   o.max_num_batched_tokens = s.budget;
   o.max_num_seqs = s.max_seqs;
   o.enable_prefix_cache = s.prefix_cache;
+  o.overlap_steps = s.overlap;
   auto e = Engine::load(o);
   EXPECT_TRUE(e.ok()) << e.status().to_string();
   return e.ok() ? std::move(e).value() : nullptr;
@@ -389,6 +391,113 @@ TEST(Engine, SeededSamplingIsReproducibleWhateverTheBatch) {
   for (RequestId id : same) EXPECT_EQ(c.tokens[id], want) << "request " << id;
   EXPECT_NE(c.tokens[other], want) << "a different seed should draw differently";
   expect_no_leaks(*e);
+}
+
+// The overlapped decode loop (EngineOptions::overlap_steps) against stepping in turn: greedy
+// requests of many lengths (one and two tokens too), seeded draws with logprobs and logit bias, a
+// stop token met early, and a second wave that arrives mid-run (overlap pauses while it waits)
+// give the same tokens, logprobs and finish reasons either way; with penalties no step overlaps.
+struct OverlapRun {
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<std::vector<TokenLogprob>> logprobs;
+  std::vector<FinishReason> reasons;
+  EngineStats stats;
+};
+OverlapRun run_overlap_case(bool overlap, bool penalties, int abort_after = -1) {
+  EngineSetup setup;
+  setup.overlap = overlap;
+  setup.max_seqs = 6;
+  auto e = make_engine(setup);
+  OverlapRun out;
+  if (!e) return out;
+  std::vector<std::pair<std::vector<int32_t>, SamplingParams>> wave1, wave2;
+  for (int i = 0; i < 5; ++i) {
+    SamplingParams p = greedy(i == 0 ? 1 : i == 1 ? 2 : 6 + 3 * i);
+    if (i == 2) {
+      p.temperature = 0.8f;
+      p.top_k = 40;
+      p.top_p = 0.9f;
+      p.min_p = 0.01f;
+      p.seed = 11;
+      p.logprobs = 3;
+      p.logit_bias = {{7, 3.0f}, {9, -2.0f}};
+    }
+    if (i == 3) p.stop_token_ids = {alone(make_prompt(9 + i, i), 4)[2]};  // its third token
+    if (penalties) p.repetition_penalty = 1.2f;
+    wave1.push_back({make_prompt(9 + i, i), p});
+  }
+  for (int i = 0; i < 3; ++i) {
+    SamplingParams p = greedy(5 + i);
+    p.logprobs = i;
+    wave2.push_back({make_prompt(14 + i, 20 + i), p});
+  }
+  std::vector<RequestId> ids;
+  for (auto& [prompt, p] : wave1) ids.push_back(*e->add_request(prompt, p));
+  std::map<RequestId, std::vector<int32_t>> tokens;
+  std::map<RequestId, std::vector<TokenLogprob>> logprobs;
+  std::map<RequestId, FinishReason> reasons;
+  for (int step = 0; step < 1000 && (e->has_unfinished() || step < 6); ++step) {
+    if (step == 5)
+      for (auto& [prompt, p] : wave2) ids.push_back(*e->add_request(prompt, p));
+    if (step == abort_after) e->abort(ids[4]);
+    for (const RequestOutput& o : e->step()) {
+      auto& t = tokens[o.id];
+      t.insert(t.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+      auto& l = logprobs[o.id];
+      l.insert(l.end(), o.logprobs.begin(), o.logprobs.end());
+      if (o.finished) reasons[o.id] = o.finish_reason;
+    }
+  }
+  for (RequestId id : ids) {
+    out.tokens.push_back(tokens[id]);
+    out.logprobs.push_back(logprobs[id]);
+    out.reasons.push_back(reasons.count(id) ? reasons[id] : FinishReason::kNone);
+  }
+  out.stats = e->stats();
+  EXPECT_EQ(out.stats.kv_free_blocks, out.stats.kv_total_blocks) << "KV blocks left held";
+  return out;
+}
+
+void expect_same_outputs(const OverlapRun& got, const OverlapRun& want) {
+  ASSERT_EQ(got.tokens.size(), want.tokens.size());
+  for (size_t i = 0; i < want.tokens.size(); ++i) {
+    SCOPED_TRACE("request " + std::to_string(i));
+    EXPECT_EQ(got.tokens[i], want.tokens[i]);
+    EXPECT_EQ(got.reasons[i], want.reasons[i]);
+    ASSERT_EQ(got.logprobs[i].size(), want.logprobs[i].size());
+    for (size_t t = 0; t < want.logprobs[i].size(); ++t) {
+      EXPECT_EQ(got.logprobs[i][t].token, want.logprobs[i][t].token);
+      EXPECT_FLOAT_EQ(got.logprobs[i][t].logprob, want.logprobs[i][t].logprob);
+      EXPECT_EQ(got.logprobs[i][t].top, want.logprobs[i][t].top);
+    }
+  }
+}
+
+TEST(Engine, OverlappedDecodeGivesTheOutputsOfSteppingInTurn) {
+  const OverlapRun in_turn = run_overlap_case(false, false);
+  const OverlapRun overlapped = run_overlap_case(true, false);
+  expect_same_outputs(overlapped, in_turn);
+  EXPECT_EQ(in_turn.stats.overlapped_steps, 0);
+  EXPECT_GT(overlapped.stats.overlapped_steps, 5);
+  EXPECT_EQ(in_turn.tokens[0].size(), 1u);
+  EXPECT_EQ(in_turn.tokens[3].size(), 3u) << "the stop token ends request 3 at its third token";
+  EXPECT_EQ(in_turn.reasons[3], FinishReason::kStop);
+  EXPECT_EQ(in_turn.logprobs[2].size(), in_turn.tokens[2].size());
+  // An abort while an overlapped step holding the request is in flight.
+  const OverlapRun aborted_in_turn = run_overlap_case(false, false, 3);
+  const OverlapRun aborted = run_overlap_case(true, false, 3);
+  expect_same_outputs(aborted, aborted_in_turn);
+  EXPECT_EQ(aborted.reasons[4], FinishReason::kAbort);
+  EXPECT_GT(aborted.stats.overlapped_steps, 0);
+}
+
+TEST(Engine, PenalisedRequestsAreNotOverlapped) {
+  const OverlapRun in_turn = run_overlap_case(false, true);
+  const OverlapRun overlapped = run_overlap_case(true, true);
+  expect_same_outputs(overlapped, in_turn);
+  // The second wave has no penalties: it overlaps once the first wave is done.
+  EXPECT_LT(overlapped.stats.overlapped_steps,
+            run_overlap_case(true, false).stats.overlapped_steps);
 }
 
 TEST(Engine, BadRequestsAreRejected) {

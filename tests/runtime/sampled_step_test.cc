@@ -8,6 +8,7 @@
 // themselves without a GPU (or in a CPU-only build).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <memory>
@@ -178,6 +179,110 @@ void run_side_by_side(ModelRunner& logits_runner, ModelRunner& sampling_runner,
   }
 }
 
+// The overlapped loop (ModelRunner::launch_step / collect_step) against plain sampled steps: two
+// runners prefill the same prompts (14 tokens, so decoding fills a 16-token block with fed ids);
+// `sync` then decodes step by step, each step fed the tokens the step before sampled through the
+// host, while `piped` launches every step before the previous one is collected, its tokens fed
+// where they were sampled. From the fourth step sequence 0 is dropped (released on `piped` while
+// a step holding it is in flight) and the feed skips its row. Every row's token, step by step, is
+// the same in both; at the end each sequence's history (prompt and generated tokens) finds the
+// same cached prefix in both (the fed ids the prefix cache registered are the sampled ones).
+void run_overlapped_against_steps(ModelRunner& sync, ModelRunner& piped, int64_t batch,
+                                  int64_t steps) {
+  SCOPED_TRACE("batch " + std::to_string(batch));
+  const int64_t vocab = sync.config().vocab_size;
+  std::vector<int32_t> seqs_a, seqs_b;
+  std::vector<std::vector<int32_t>> history(static_cast<size_t>(batch));
+  std::vector<int32_t> last(static_cast<size_t>(batch));
+  for (int64_t i = 0; i < batch; ++i) {
+    auto a = sync.add_sequence();
+    auto b = piped.add_sequence();
+    ASSERT_TRUE(a.ok() && b.ok());
+    seqs_a.push_back(*a);
+    seqs_b.push_back(*b);
+    std::vector<int32_t>& prompt = history[static_cast<size_t>(i)];
+    for (int64_t t = 0; t < 14; ++t)
+      prompt.push_back(static_cast<int32_t>((t * 131 + i * 17 + 5) % vocab));
+    StepSampling s;
+    s.rows.push_back(row_params(i, 0, 3, vocab, &s.edits));
+    SampledRows ga, gb;
+    ASSERT_TRUE(sync.step({{*a, prompt}}, s, &ga).ok());
+    ASSERT_TRUE(piped.step({{*b, prompt}}, s, &gb).ok());
+    ASSERT_EQ(ga.tokens[0], gb.tokens[0]);
+    last[static_cast<size_t>(i)] = ga.tokens[0];
+  }
+  // The rows of step k (1-based): every sequence, less sequence 0 from step 4 on.
+  const auto rows_of = [&](int64_t k) {
+    std::vector<int64_t> rows;
+    for (int64_t i = (k >= 4 && batch > 1) ? 1 : 0; i < batch; ++i) rows.push_back(i);
+    return rows;
+  };
+  const auto sampling_of = [&](int64_t k) {
+    StepSampling s;
+    for (const int64_t i : rows_of(k)) s.rows.push_back(row_params(i, k, 3, vocab, &s.edits));
+    return s;
+  };
+  std::vector<std::vector<int32_t>> want(static_cast<size_t>(steps + 1));
+  for (int64_t k = 1; k <= steps; ++k) {
+    std::vector<StepEntry> entries;
+    for (const int64_t i : rows_of(k))
+      entries.push_back({seqs_a[static_cast<size_t>(i)], {last[static_cast<size_t>(i)]}});
+    SampledRows got;
+    const Status st = sync.step(entries, sampling_of(k), &got);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    const std::vector<int64_t> rows = rows_of(k);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      last[static_cast<size_t>(rows[r])] = got.tokens[r];
+      history[static_cast<size_t>(rows[r])].push_back(entries[r].tokens[0]);
+    }
+    want[static_cast<size_t>(k)] = got.tokens;
+    if (k == 3 && batch > 1) {
+      ASSERT_TRUE(sync.release_sequence(seqs_a[0]).ok());
+    }
+  }
+  // Step 1 takes the prefill's tokens from the host; every later one is fed.
+  for (int64_t k = 1; k <= steps; ++k) {
+    std::vector<StepEntry> entries;
+    std::vector<int32_t> feed;
+    const std::vector<int64_t> rows = rows_of(k), before = k > 1 ? rows_of(k - 1) : rows;
+    for (const int64_t i : rows) {
+      const int32_t token = k == 1 ? history[static_cast<size_t>(i)][14] : 0;
+      entries.push_back({seqs_b[static_cast<size_t>(i)], {token}});
+      feed.push_back(
+          static_cast<int32_t>(std::find(before.begin(), before.end(), i) - before.begin()));
+    }
+    const Status st =
+        piped.launch_step(entries, sampling_of(k), k == 1 ? std::vector<int32_t>{} : feed);
+    ASSERT_TRUE(st.ok()) << "step " << k << ": " << st.to_string();
+    EXPECT_EQ(piped.steps_in_flight(), k == 1 ? 1 : 2);
+    if (k == 1) continue;
+    SampledRows got;
+    ASSERT_TRUE(piped.collect_step(&got).ok());
+    EXPECT_EQ(got.tokens, want[static_cast<size_t>(k - 1)]) << "step " << k - 1;
+    // Sequence 0 is released while step 3, which holds it, is in flight: as the engine releases
+    // a request that stops on step 2's token.
+    if (k == 3 && batch > 1) {
+      ASSERT_TRUE(piped.release_sequence(seqs_b[0]).ok());
+    }
+  }
+  SampledRows got;
+  ASSERT_TRUE(piped.collect_step(&got).ok());
+  EXPECT_EQ(got.tokens, want[static_cast<size_t>(steps)]) << "step " << steps;
+  EXPECT_EQ(piped.steps_in_flight(), 0);
+  EXPECT_EQ(sync.kv_stats().cached_blocks, piped.kv_stats().cached_blocks);
+  for (int64_t i = (batch > 1 ? 1 : 0); i < batch; ++i) {
+    auto a = sync.add_sequence();
+    auto b = piped.add_sequence();
+    ASSERT_TRUE(a.ok() && b.ok());
+    const std::vector<int32_t>& h = history[static_cast<size_t>(i)];
+    const auto adopted_a = sync.adopt_cached_prefix(*a, h);
+    const auto adopted_b = piped.adopt_cached_prefix(*b, h);
+    ASSERT_TRUE(adopted_a.ok() && adopted_b.ok());
+    EXPECT_EQ(*adopted_a, 16) << "sequence " << i;
+    EXPECT_EQ(*adopted_b, *adopted_a) << "sequence " << i;
+  }
+}
+
 bool skip(const Status& s) {
   return s.code() == StatusCode::kUnimplemented || s.code() == StatusCode::kNotFound;
 }
@@ -203,6 +308,54 @@ TEST(CpuSamplingTest, ARowCountOtherThanTheEntriesIsAnError) {
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
   EXPECT_NE(st.to_string().find("one sampling row per entry"), std::string::npos);
   EXPECT_EQ((*r)->sequence_length(*seq), 0);
+}
+
+TEST(CpuSamplingTest, OverlappedStepsSampleAsPlainSteps) {
+  for (const int64_t batch : {1, 3}) {
+    auto a = make_runner("cpu", "llama-tiny", false);
+    auto b = make_runner("cpu", "llama-tiny", false);
+    ASSERT_TRUE(a.ok() && b.ok());
+    run_overlapped_against_steps(**a, **b, batch, 6);
+  }
+}
+
+// Bad uses of the overlapped loop are refused before anything changes.
+TEST(CpuSamplingTest, OverlappedLoopRefusesBadFeedsAndAFullPipeline) {
+  auto r = make_runner("cpu", "llama-tiny", false);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ModelRunner& m = **r;
+  const int32_t a = *m.add_sequence(), b = *m.add_sequence();
+  StepSampling one, two;
+  one.rows.resize(1);
+  two.rows.resize(2);
+  SampledRows got;
+  const auto expect_refused = [&](const Status& st, const std::string& says) {
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+    EXPECT_NE(st.to_string().find(says), std::string::npos) << st.to_string();
+  };
+  expect_refused(m.collect_step(&got), "no launched step");
+  // A feed with nothing launched before it.
+  expect_refused(m.launch_step({{a, {1}}}, one, {0}), "not launched by launch_step");
+  EXPECT_EQ(m.sequence_length(a), 0);
+  ASSERT_TRUE(m.launch_step({{a, {1, 2}}, {b, {3}}}, two, {}).ok());
+  // A row the step before does not have; a feed of the wrong size; a fed entry of two tokens.
+  expect_refused(m.launch_step({{a, {0}}}, one, {2}), "which has 2 rows");
+  expect_refused(m.launch_step({{a, {0}}, {b, {0}}}, two, {0}), "one feed value per entry");
+  expect_refused(m.launch_step({{a, {0, 0}}}, one, {0}), "exactly one token");
+  EXPECT_EQ(m.sequence_length(a), 2);
+  // A plain step while one is in flight.
+  expect_refused(m.step({{a, {4}}}, one, &got), "not collected yet");
+  ASSERT_TRUE(m.launch_step({{a, {0}}, {b, {0}}}, two, {1, 0}).ok());
+  expect_refused(m.launch_step({{a, {0}}}, one, {0}), "in flight already");
+  ASSERT_TRUE(m.collect_step(&got).ok());
+  const std::vector<int32_t> first = got.tokens;
+  ASSERT_TRUE(m.collect_step(&got).ok());
+  EXPECT_EQ(m.sequence_length(a), 3);
+  EXPECT_EQ(m.sequence_length(b), 2);
+  EXPECT_EQ(m.steps_in_flight(), 0);
+  // After a plain step, a feed has no launched step before it again.
+  ASSERT_TRUE(m.step({{a, {first[1]}}}, one, &got).ok());
+  expect_refused(m.launch_step({{a, {0}}}, one, {0}), "not launched by launch_step");
 }
 
 TEST(GpuSamplingTest, SampledInTheDecodeGraphAsTheCpuTwinSamplesTheLogits) {
@@ -268,6 +421,22 @@ TEST(GpuSamplingTest, EditListsOutgrowingTheDeviceBufferStillSampleLikeTheTwin) 
   auto s = cuda_runner(true);
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   run_side_by_side(**l, **s, {24, 4}, 4000);
+}
+
+// The overlapped loop on the GPU, with graphs (padded buckets: 1, 3 and 17 rows) and without:
+// the fed tokens are copied on the device from the step before's sampling outputs.
+TEST(GpuSamplingTest, OverlappedStepsSampleAsPlainSteps) {
+  for (const bool graphs : {true, false}) {
+    SCOPED_TRACE(graphs ? "graphs" : "eager");
+    for (const int64_t batch : {1, 3, 17}) {
+      auto a = cuda_runner(graphs);
+      if (!a.ok() && skip(a.status())) GTEST_SKIP() << a.status().to_string();
+      ASSERT_TRUE(a.ok()) << a.status().to_string();
+      auto b = cuda_runner(graphs);
+      ASSERT_TRUE(b.ok()) << b.status().to_string();
+      run_overlapped_against_steps(**a, **b, batch, 6);
+    }
+  }
 }
 
 }  // namespace

@@ -110,6 +110,7 @@ int run_bench_throughput(CommonFlags& f, const ThroughputFlags& t) {
   if (Status s = resolve_model(f); !s.ok()) return fail(s);
   EngineOptions eo;
   eo.model = f.model;
+  eo.overlap_steps = f.overlap_steps;
   eo.max_num_seqs = t.max_num_seqs;
   eo.max_num_batched_tokens = std::max<int64_t>(f.model.max_step_tokens, t.max_num_seqs);
   auto engine = Engine::load(eo);

@@ -19,7 +19,8 @@ namespace roofline::cli {
 struct CommonFlags {
   roofline::ModelOptions model;
   bool verbose = false;
-  std::string kv_memory;  // --kv-memory as typed; parsed by resolve()
+  bool overlap_steps = true;  // EngineOptions::overlap_steps (--no-overlap)
+  std::string kv_memory;      // --kv-memory as typed; parsed by resolve()
   // Turns the flags that need parsing into model options.
   roofline::Status resolve() {
     if (kv_memory.empty()) return roofline::ok_status();
@@ -54,6 +55,10 @@ struct CommonFlags {
     cmd->add_flag(
         "--no-cuda-graphs", [this](int64_t) { model.cuda_graphs = false; },
         "CUDA: launch every decode step kernel by kernel instead of replaying a graph");
+    cmd->add_flag(
+        "--no-overlap", [this](int64_t) { overlap_steps = false; },
+        "Engine: collect each decode step's tokens before launching the next (no overlapped "
+        "decode)");
     cmd->add_flag("-v,--verbose", verbose, "Log what is loaded and planned");
   }
 };

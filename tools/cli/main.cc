@@ -374,6 +374,7 @@ int run_batch(CommonFlags& f, const std::string& input, const std::string& outpu
   if (!s.ok()) return fail(s);
   roofline::EngineOptions eo;
   eo.model = f.model;
+  eo.overlap_steps = f.overlap_steps;
   eo.max_num_batched_tokens = f.model.max_step_tokens;
   eo.max_num_seqs = max_num_seqs;
   auto loaded = roofline::Engine::load(eo);
@@ -475,6 +476,38 @@ StatusOr<std::vector<double>> time_decode_steps(roofline::ModelRunner& r,
   return ms;
 }
 
+// The same decode steps through the overlapped loop (ModelRunner::launch_step): step i + 1 is
+// launched, its tokens fed on the device from step i's sampled ones, before step i is collected.
+// A step's time is the wall time between two collects, so the host's work of a step (collect,
+// stage, launch) overlaps the GPU's work of the next. Sorted, in ms.
+StatusOr<std::vector<double>> time_overlapped_steps(roofline::ModelRunner& r,
+                                                    const std::vector<roofline::StepEntry>& entries,
+                                                    int64_t warmup, int64_t steps) {
+  using clock = std::chrono::steady_clock;
+  roofline::StepSampling sampling;
+  sampling.rows.resize(entries.size());  // temperature 0: greedy
+  std::vector<int32_t> feed(entries.size());
+  for (size_t i = 0; i < feed.size(); ++i) feed[i] = static_cast<int32_t>(i);
+  roofline::SampledRows rows;
+  std::vector<double> ms;
+  ROOFLINE_RETURN_IF_ERROR(r.launch_step(entries, sampling, {}));
+  auto last = clock::now();
+  for (int64_t i = 0; i < warmup + steps; ++i) {
+    Status s = r.launch_step(entries, sampling, feed);
+    if (s.ok()) s = r.collect_step(&rows);
+    if (!s.ok()) {
+      while (r.steps_in_flight() > 0) (void)r.collect_step(&rows);
+      return s;
+    }
+    const auto now = clock::now();
+    if (i >= warmup) ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
+    last = now;
+  }
+  ROOFLINE_RETURN_IF_ERROR(r.collect_step(&rows));
+  std::sort(ms.begin(), ms.end());
+  return ms;
+}
+
 // What `roofline bench` knows of `device`'s ("cuda" or "cuda:N") own ceilings, resolved as
 // `roofline profile` resolves them: `handover`, the dependent-kernel handover it prices a CUDA
 // graph's kernels at (this GPU's when `roofline profile --calibrate` has cached it, else the
@@ -519,9 +552,9 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
   constexpr int64_t kWarmup = 3;
   if (steps < 1 || steps > 40000)
     return fail(roofline::invalid_argument("--steps must be in [1, 40000]"));
-  // The sequences grow by both timed runs (sampled, then with logits), and by one sampled step
-  // before the graph floor.
-  auto setup = roofline::prepare_decode(f.model, batch, context, 2 * steps + kWarmup + 1);
+  // The sequences grow by the three timed runs (sampled, overlapped, then with logits), and by one
+  // sampled step before the graph floor.
+  auto setup = roofline::prepare_decode(f.model, batch, context, 3 * steps + 2 * kWarmup + 2);
   if (!setup.ok()) return fail(setup.status());
   roofline::ModelRunner& r = *setup->runner;
   const std::vector<int32_t>& seqs = setup->seqs;
@@ -532,6 +565,9 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
   auto sampled_or = time_decode_steps(r, entries, kWarmup, steps, /*sampled=*/true);
   if (!sampled_or.ok()) return fail(sampled_or.status());
   const bool tile_sampled = r.tile_sampled_steps() > 0;  // runtime/tile_sampling.h
+  auto overlapped_or = time_overlapped_steps(r, entries, kWarmup, steps);
+  if (!overlapped_or.ok()) return fail(overlapped_or.status());
+  const double overlapped_median = (*overlapped_or)[overlapped_or->size() / 2];
   auto logits_or = time_decode_steps(r, entries, 0, steps, /*sampled=*/false);
   if (!logits_or.ok()) return fail(logits_or.status());
   const std::vector<double>& sorted = *sampled_or;
@@ -570,6 +606,12 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
       !gpu           ? "by the CPU twin"
       : tile_sampled ? "on the GPU from the LM head's logit tile summaries, token ids back"
                      : "on the GPU, token ids back");
+  std::printf(
+      "overlapped     median %.3f ms, min %.3f ms, max %.3f ms -> %.1f tok/s (the same steps, each "
+      "launched before the previous one's tokens are back, fed its tokens on the %s: %+.1f%%)\n",
+      overlapped_median, overlapped_or->front(), overlapped_or->back(),
+      batch / (overlapped_median / 1e3), gpu ? "device" : "host",
+      100.0 * (overlapped_median - median) / median);
   std::printf(
       "with logits    median %.3f ms (the same step returning its [%lld, vocab] logits to the host "
       "as f32)\n",
@@ -888,6 +930,7 @@ int run_serve(CommonFlags& f, roofline::ServerOptions so, int64_t max_num_seqs) 
     so.model_name = fs::path(f.model.model_dir).filename().string();
   roofline::EngineOptions eo;
   eo.model = f.model;
+  eo.overlap_steps = f.overlap_steps;
   eo.max_num_batched_tokens = f.model.max_step_tokens;
   eo.max_num_seqs = max_num_seqs;
   Status s = roofline::serve(
