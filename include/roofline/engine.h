@@ -75,12 +75,15 @@ struct EngineOptions {
   int64_t max_num_batched_tokens = 512;  // tokens per step (decode tokens + prefill chunks)
   int64_t max_num_seqs = 8;              // requests running at once (holding KV blocks)
   bool enable_prefix_cache = true;       // reuse the KV blocks of equal prompt prefixes
-  // Overlapped decode: while every running request decodes (no prompt left to prefill, no request
+  // Overlapped decode (off by default: on the H200 it measured no faster yet, bench/results/
+  // 2026-12-06-overlapped-decode.md): while every running request decodes (no prompt left to prefill, no request
   // waiting, no penalties: their edit lists need the token not yet back), the next step is
   // launched before this step's tokens reach the host, its tokens fed from this step's on the
   // device, so the host's work between steps hides behind the GPU's. A request that stops on this
-  // step's token has its row of the next step dropped. Tokens are the same either way.
-  bool overlap_steps = true;
+  // step's token has its row of the next step dropped. A request's draws are the same either way
+  // (seeds and draw counters); on the GPU a dropped row can change a step's padded batch and so
+  // round a near-tie logit differently (7 of 160 dummy-weight requests on the H200).
+  bool overlap_steps = false;
 };
 
 using RequestId = uint64_t;

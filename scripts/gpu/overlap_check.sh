@@ -6,7 +6,7 @@
 # graphs and eager, padded buckets, a sequence released mid-flight) and cuda_graph_test; then
 # `roofline bench` of issue 8's four shapes, whose "decode step", "overlapped" and "graph floor"
 # lines are the plain loop, the overlapped loop and the GPU's own floor, measured in one process;
-# then the engine overlapped and in turn (EngineOptions::overlap_steps, --no-overlap): the same
+# then the engine overlapped and in turn (EngineOptions::overlap_steps, --overlap): the same
 # requests' outputs through `roofline generate`, and `roofline bench throughput`.
 # Writes OUTDIR/overlap.tgz and prints a table last. Carry .staged:
 #   scripts/gpu/overlap_check.sh OUTDIR [BASE_DIR]
@@ -49,8 +49,8 @@ with open(sys.argv[1], "w") as f:
 PY
 gen="build/cuda/tools/cli/roofline generate --dummy-weights qwen2.5-0.5b --device cuda"
 gen+=" --input $out/reqs.jsonl --max-num-seqs 32"
-timeout 90 $gen --output "$out/gen_overlap.jsonl" > "$out/generate.txt" 2>&1
-timeout 90 $gen --output "$out/gen_in_turn.jsonl" --no-overlap >> "$out/generate.txt" 2>&1
+timeout 90 $gen --output "$out/gen_overlap.jsonl" --overlap > "$out/generate.txt" 2>&1
+timeout 90 $gen --output "$out/gen_in_turn.jsonl" >> "$out/generate.txt" 2>&1
 python3 - "$out/gen_overlap.jsonl" "$out/gen_in_turn.jsonl" <<'PY' | tee -a "$out/generate.txt"
 import json, sys
 a = [json.loads(l) for l in open(sys.argv[1])]
@@ -63,10 +63,10 @@ print(f"generate: {same}/{len(b)} requests identical overlapped and in turn "
       f"({len(a)} results); first divergences at tokens {[f for f in first if f is not None][:12]}")
 PY
 for seqs in 32 1; do
-  for mode in "" --no-overlap; do
+  for mode in --overlap ""; do
     n=256; lens=64:256
     [ "$seqs" = 1 ] && n=8 && lens=256:256
-    echo "== throughput max-num-seqs $seqs ${mode:-overlapped}" >> "$out/throughput.txt"
+    echo "== throughput max-num-seqs $seqs ${mode:-in turn}" >> "$out/throughput.txt"
     [ "$(run_elapsed)" -gt 560 ] && break
     timeout 60 build/cuda/tools/cli/roofline bench throughput --dummy-weights qwen2.5-0.5b \
       --device cuda --requests $n --prompt-len 32:128 --output-len $lens --max-num-seqs $seqs \
@@ -75,8 +75,8 @@ for seqs in 32 1; do
   done
 done
 note "engine done"
-# With BASE_DIR: the step's uploads before they were merged into one copy (BASE_DIR's
-# cuda_backend.cu) against the tree, alternated: plain and overlapped steps, qwen2.5-0.5b bs 1, 32.
+# With BASE_DIR: BASE_DIR's src/runtime/cuda_backend.cu against the tree's, alternated (plain and
+# overlapped steps, qwen2.5-0.5b bs 1 and 32).
 if [ -n "$base" ] && [ "$(run_elapsed)" -lt 420 ]; then
   AB_PASSES=2 AB_ARGS="bench --dummy-weights qwen2.5-0.5b --batch 1 --context 512 --device cuda --steps 64;bench --dummy-weights qwen2.5-0.5b --batch 32 --context 512 --device cuda --steps 32" \
     timeout $((580 - $(run_elapsed))) scripts/gpu/ab.sh "$base" "$out/ab" > "$out/ab_table.txt" 2>&1

@@ -19,7 +19,7 @@ namespace roofline::cli {
 struct CommonFlags {
   roofline::ModelOptions model;
   bool verbose = false;
-  bool overlap_steps = true;  // EngineOptions::overlap_steps (--no-overlap)
+  bool overlap_steps = false;  // EngineOptions::overlap_steps (--overlap)
   std::string kv_memory;      // --kv-memory as typed; parsed by resolve()
   // Turns the flags that need parsing into model options.
   roofline::Status resolve() {
@@ -56,9 +56,9 @@ struct CommonFlags {
         "--no-cuda-graphs", [this](int64_t) { model.cuda_graphs = false; },
         "CUDA: launch every decode step kernel by kernel instead of replaying a graph");
     cmd->add_flag(
-        "--no-overlap", [this](int64_t) { overlap_steps = false; },
-        "Engine: collect each decode step's tokens before launching the next (no overlapped "
-        "decode)");
+        "--overlap", [this](int64_t) { overlap_steps = true; },
+        "Engine: launch each decode step before the previous one's tokens are back (overlapped "
+        "decode; off by default)");
     cmd->add_flag("-v,--verbose", verbose, "Log what is loaded and planned");
   }
 };
