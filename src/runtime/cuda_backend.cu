@@ -36,11 +36,14 @@ constexpr int64_t kAlign = 256;
 constexpr int64_t kLogitsChunkElems = 8ll << 20;
 int64_t align_up(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
-// The overlapped decode loop's hand-over on the device: token_ids[pairs[2i]] = the token row
-// pairs[2i + 1] of the step before sampled (`sampled`, that step's sampling outputs), 0 where it
-// gave none (-1), so a row that failed cannot index the embedding out of range.
-__global__ void feed_sampled_tokens(int32_t* token_ids, const int32_t* pairs,
-                                    const int32_t* sampled, int32_t count) {
+// The overlapped decode loop's hand-over on the device, the first node of every decode graph:
+// feed = [count, then count pairs]; token_ids[pair[0]] = the token row pair[1] of the step before
+// sampled (`sampled`, that step's sampling outputs), 0 where it gave none (-1), so a row that
+// failed cannot index the embedding out of range. A step that is not fed uploads count 0.
+__global__ void feed_sampled_tokens(int32_t* token_ids, const int32_t* feed,
+                                    const int32_t* sampled) {
+  const int32_t count = feed[0];
+  const int32_t* pairs = feed + 1;
   for (int32_t i = static_cast<int32_t>(threadIdx.x); i < count;
        i += static_cast<int32_t>(blockDim.x)) {
     const int32_t token = sampled[pairs[2 * i + 1]];
@@ -170,7 +173,6 @@ class CudaBackend final : public Backend {
     if (logits_pinned_) cudaFreeHost(logits_pinned_);
     if (sample_in_pinned_) cudaFreeHost(sample_in_pinned_);
     if (sample_out_pinned_) cudaFreeHost(sample_out_pinned_);
-    if (epoch_pinned_) cudaFreeHost(epoch_pinned_);
     for (auto& e : events_) cudaEventDestroy(e);
     for (cudaEvent_t e : {staged_, done_[0], done_[1]})
       if (e) cudaEventDestroy(e);
@@ -319,9 +321,15 @@ class CudaBackend final : public Backend {
     int64_t off = 0;
     for (int i : order) {
       if (i == static_cast<int>(StepInput::kBlockTables)) {
-        // The overlapped loop's feed pairs (feed_sampled_tokens) travel in the same copy.
+        // The overlapped loop's feed (feed_sampled_tokens), the tile sampler's epoch and the
+        // sampling rows travel in the same copy: a step's uploads are one copy unless it has
+        // edit lists (each copy is a stream operation between two steps' graphs).
         feed_offset_ = off;
-        off = align_up(off + B * 8);
+        off = align_up(off + 4 + B * 8);
+        epoch_offset_ = off;
+        off = align_up(off + 4);
+        rows_offset_ = off;
+        off = align_up(off + B * static_cast<int64_t>(sizeof(SamplingRowParams)));
       }
       input_offsets_[i] = off;
       off = align_up(off + sizes[i]);
@@ -330,12 +338,11 @@ class CudaBackend final : public Backend {
     ROOFLINE_RETURN_IF_ERROR(inputs_.allocate(input_bytes_, "step inputs"));
     pinned_bytes_ = input_bytes_;
     ROOFLINE_CUDA_CHECK(cudaMallocHost(&pinned_, static_cast<size_t>(pinned_bytes_)));
+    std::memset(pinned_, 0, static_cast<size_t>(pinned_bytes_));  // feed count 0, epoch 0
     ROOFLINE_CUDA_CHECK(
         cudaMallocHost(&logits_pinned_, static_cast<size_t>(kLogitsChunkElems * 2)));
     // Sampling (execute_sampled): per-row parameters and outputs for max_seqs rows, the edit
     // lists in a buffer that grows when a step needs more (graphs are then captured again).
-    ROOFLINE_RETURN_IF_ERROR(sample_rows_.allocate(
-        B * static_cast<int64_t>(sizeof(SamplingRowParams)), "sampling rows"));
     ROOFLINE_RETURN_IF_ERROR(sample_out_.allocate(sample_out_bytes(B), "sampling outputs"));
     // The sampling kernel's split of small batches across vocabulary slices: zeroed once, the
     // kernel leaves its counters at zero.
@@ -353,7 +360,6 @@ class CudaBackend final : public Backend {
     std::string bound_error;
     tile_max_rows_ = tile_sampler_max_rows(std::getenv("ROOFLINE_TILE_SAMPLER_ROWS"), &bound_error);
     if (!bound_error.empty()) ROOFLINE_LOG(kWarning, bound_error);
-    ROOFLINE_CUDA_CHECK(cudaMallocHost(&epoch_pinned_, 64));
 
     ctx_.workspace = workspace_.as();
     ctx_.attention_workspace = attention_ws_.ptr;
@@ -381,8 +387,16 @@ class CudaBackend final : public Backend {
   };
 
   // Checks the step against the set-up sizes, pads a decode step to its bucket (decode_padding.h)
-  // — graphs or not, so the same kernels see the same shapes either way — and uploads its inputs.
+  // — graphs or not, so the same kernels see the same shapes either way — and uploads its inputs
+  // (a step that is not fed: feed count 0).
   StagedStep stage_step(const Plan& plan, const StepBuffers& step) {
+    const StagedStep staged = pad_step(plan, step);
+    *reinterpret_cast<int32_t*>(static_cast<uint8_t*>(pinned_) + feed_offset_) = 0;
+    upload_step(staged, step);
+    return staged;
+  }
+
+  StagedStep pad_step(const Plan& plan, const StepBuffers& step) {
     ROOFLINE_CHECK(step.num_tokens <= setup_.max_tokens && step.num_seqs <= setup_.max_seqs &&
                    step.block_table_width <= setup_.max_blocks_per_seq);
     StagedStep staged{&step, is_decode_step(step) ? decode_bucket(buckets_, step.num_seqs) : 0,
@@ -393,9 +407,23 @@ class CudaBackend final : public Backend {
       pad_decode_step(step, staged.bucket, setup_.max_blocks_per_seq, &padded_);
       staged.run = &padded_;
     }
+    return staged;
+  }
+
+  // The padded step's inputs up (with whatever feed, epoch and sampling rows the pinned staging
+  // holds: one copy) and its shape in the op context.
+  void upload_step(const StagedStep& staged, const StepBuffers& step) {
     upload(*staged.run);
     set_shape(*staged.run, step, staged.fixed_shape);
-    return staged;
+  }
+
+  // feed_sampled_tokens over the uploaded feed (a no-op for a step that is not fed).
+  void launch_feed() {
+    const int token_ids = static_cast<int>(StepInput::kTokenIds);
+    feed_sampled_tokens<<<1, 256, 0, stream_>>>(
+        reinterpret_cast<int32_t*>(inputs_.as() + input_offsets_[token_ids]),
+        reinterpret_cast<const int32_t*>(inputs_.as() + feed_offset_), sample_out_.as<int32_t>());
+    ROOFLINE_CUDA_CHECK(cudaGetLastError());
   }
 
   void execute(const Plan& plan, const StepBuffers& step, std::vector<float>* logits,
@@ -592,35 +620,35 @@ class CudaBackend final : public Backend {
     }
     // The pinned staging of the launch before may still be on its way to the device.
     ROOFLINE_CUDA_CHECK(cudaEventSynchronize(staged_));
-    auto* pairs = reinterpret_cast<int32_t*>(static_cast<uint8_t*>(pinned_) + feed_offset_);
+    // The feed, the sampling rows and the tile sampler's epoch go into the pinned staging, and
+    // the step's inputs up with them in one copy (then the edit lists, where there are any).
+    auto* feed_words = reinterpret_cast<int32_t*>(static_cast<uint8_t*>(pinned_) + feed_offset_);
     int32_t fed = 0;
     for (size_t i = 0; i < feed.size(); ++i) {
       if (feed[i] < 0) continue;
-      pairs[2 * fed] = step.query_start[i];
-      pairs[2 * fed + 1] = feed[i];
+      feed_words[1 + 2 * fed] = step.query_start[i];
+      feed_words[2 + 2 * fed] = feed[i];
       ++fed;
     }
-    const auto [run, bucket, fixed_shape] = stage_step(plan, step);
-    if (fed > 0) {
-      const int token_ids = static_cast<int>(StepInput::kTokenIds);
-      feed_sampled_tokens<<<1, 256, 0, stream_>>>(
-          reinterpret_cast<int32_t*>(inputs_.as() + input_offsets_[token_ids]),
-          reinterpret_cast<const int32_t*>(inputs_.as() + feed_offset_), sample_out_.as<int32_t>(),
-          fed);
-      ROOFLINE_CUDA_CHECK(cudaGetLastError());
-    }
+    feed_words[0] = fed;
+    const StagedStep staged = pad_step(plan, step);
+    const auto [run, bucket, fixed_shape] = staged;
     const int64_t run_rows = run->num_seqs;  // a padded decode step samples its padding rows too
-    upload_sampling(&sampling, run_rows);
+    upload_sampling(&sampling, run_rows, /*copy_rows=*/false);
     // The tile sampler where every row qualifies and the step is small enough (tile_sampling.h),
     // and the plan's LM head can leave the summaries.
     const bool tiles = set_tile_sampling(
-        plan, step_uses_tile_sampler(sampling.rows, run_rows, logits_width(plan), tile_max_rows_));
+        plan, step_uses_tile_sampler(sampling.rows, run_rows, logits_width(plan), tile_max_rows_),
+        /*copy_epoch=*/false);
     tile_sampled_steps_ += tiles ? 1 : 0;
+    upload_step(staged, step);
+    upload_edits(sampling);
     ROOFLINE_CUDA_CHECK(cudaEventRecord(staged_, stream_));
     nvtxRangePushA(fixed_shape ? "roofline decode step" : "roofline step");
     if (fixed_shape && setup_.cuda_graphs && !call_times) {
-      replay(plan, bucket, tiles);  // the graph ends with the sampling kernel
+      replay(plan, bucket, tiles);  // the feed first, the sampling kernel last
     } else {
+      if (fed > 0) launch_feed();
       run_eager(plan, call_times);
       launch_sampling(plan, run_rows, tiles);
     }
@@ -664,8 +692,7 @@ class CudaBackend final : public Backend {
     const int64_t bytes = capacity * static_cast<int64_t>(sizeof(TokenEdit));
     ROOFLINE_RETURN_IF_ERROR(
         sample_edits_.allocate(bytes, "sampling edit lists (penalties, logit bias)"));
-    const int64_t in_bytes =
-        setup_.max_seqs * static_cast<int64_t>(sizeof(SamplingRowParams)) + bytes;
+    const int64_t in_bytes = bytes;
     if (cudaMallocHost(&sample_in_pinned_, static_cast<size_t>(in_bytes)) != cudaSuccess) {
       cudaGetLastError();
       sample_in_pinned_ = nullptr;
@@ -677,23 +704,30 @@ class CudaBackend final : public Backend {
     return ok_status();
   }
 
-  // Uploads `rows` rows of sampling parameters (sampling's rows, then inert greedy rows for the
-  // padding; all inert without `sampling`) and sampling's edits, in one copy.
-  void upload_sampling(const StepSampling* sampling, int64_t rows) {
-    auto* host = static_cast<uint8_t*>(sample_in_pinned_);
-    auto* row_params = reinterpret_cast<SamplingRowParams*>(host);
+  // Stages `rows` rows of sampling parameters (sampling's rows, then inert greedy rows for the
+  // padding; all inert without `sampling`) in the pinned step inputs, and with copy_rows uploads
+  // them and sampling's edits (without: the step's upload_step takes the rows, upload_edits the
+  // edits).
+  void upload_sampling(const StepSampling* sampling, int64_t rows, bool copy_rows = true) {
+    auto* row_params =
+        reinterpret_cast<SamplingRowParams*>(static_cast<uint8_t*>(pinned_) + rows_offset_);
     const int64_t given = sampling ? static_cast<int64_t>(sampling->rows.size()) : 0;
     for (int64_t r = 0; r < rows; ++r)
       row_params[r] = r < given ? sampling->rows[static_cast<size_t>(r)] : SamplingRowParams{};
-    const int64_t rows_bytes = setup_.max_seqs * static_cast<int64_t>(sizeof(SamplingRowParams));
-    const size_t edit_bytes = sampling ? sampling->edits.size() * sizeof(TokenEdit) : 0;
-    if (edit_bytes) std::memcpy(host + rows_bytes, sampling->edits.data(), edit_bytes);
-    ROOFLINE_CUDA_CHECK(cudaMemcpyAsync(sample_rows_.ptr, host,
+    if (!copy_rows) return;
+    ROOFLINE_CUDA_CHECK(cudaMemcpyAsync(inputs_.as() + rows_offset_, row_params,
                                         static_cast<size_t>(rows) * sizeof(SamplingRowParams),
                                         cudaMemcpyHostToDevice, stream_));
-    if (edit_bytes)
-      ROOFLINE_CUDA_CHECK(cudaMemcpyAsync(sample_edits_.ptr, host + rows_bytes, edit_bytes,
-                                          cudaMemcpyHostToDevice, stream_));
+    if (sampling) upload_edits(*sampling);
+  }
+
+  // sampling's edit lists up, in one copy (nothing when it has none).
+  void upload_edits(const StepSampling& sampling) {
+    const size_t edit_bytes = sampling.edits.size() * sizeof(TokenEdit);
+    if (edit_bytes == 0) return;
+    std::memcpy(sample_in_pinned_, sampling.edits.data(), edit_bytes);
+    ROOFLINE_CUDA_CHECK(cudaMemcpyAsync(sample_edits_.ptr, sample_in_pinned_, edit_bytes,
+                                        cudaMemcpyHostToDevice, stream_));
   }
 
   // The logits' row length (the vocabulary) of `plan`.
@@ -707,7 +741,7 @@ class CudaBackend final : public Backend {
   // words zeroed once when the epochs wrap, logit_tiles.h), and only where exactly one call of the
   // plan writes the logits as a plain matmul (plan_writes_logit_summaries). Returns whether they
   // are on.
-  bool set_tile_sampling(const Plan& plan, bool on) {
+  bool set_tile_sampling(const Plan& plan, bool on, bool copy_epoch = true) {
     ctx_.summarized_output = nullptr;
     ctx_.logit_summaries = {};
     if (!on) return false;
@@ -715,8 +749,7 @@ class CudaBackend final : public Backend {
     const int64_t tiles = logit_tiles(vocab, kTileSamplerTileTokens);
     if (summary_words_.ptr == nullptr) {
       if (!summary_words_.allocate(setup_.max_seqs * tiles * 8, "logit tile summaries").ok() ||
-          !summary_counts_.allocate(setup_.max_seqs * 8, "logit tile summaries").ok() ||
-          !summary_epoch_.allocate(64, "logit tile summaries").ok()) {
+          !summary_counts_.allocate(setup_.max_seqs * 8, "logit tile summaries").ok()) {
         ROOFLINE_LOG(kWarning, "cuda: no device memory for the logit tile summaries ("
                                    << ((setup_.max_seqs * tiles * 8) >> 10)
                                    << " KiB): the full-row sampler samples every step");
@@ -729,7 +762,8 @@ class CudaBackend final : public Backend {
     if (tiles > summary_tiles_) return false;
     ctx_.summarized_output = workspace_.as() + plan.outputs[0].offset_bytes;
     ctx_.logit_summaries = {summary_words_.as<uint64_t>(), summary_counts_.as<uint64_t>(),
-                            summary_epoch_.as<uint32_t>(), kTileSamplerTileTokens};
+                            reinterpret_cast<uint32_t*>(inputs_.as() + epoch_offset_),
+                            kTileSamplerTileTokens};
     if (!plan_writes_logit_summaries(plan.calls, ctx_)) {
       ctx_.summarized_output = nullptr;
       ctx_.logit_summaries = {};
@@ -739,9 +773,12 @@ class CudaBackend final : public Backend {
       zero_summaries();
       epoch_ = 1;
     }
-    *static_cast<uint32_t*>(epoch_pinned_) = epoch_;
-    ROOFLINE_CUDA_CHECK(
-        cudaMemcpyAsync(summary_epoch_.ptr, epoch_pinned_, 4, cudaMemcpyHostToDevice, stream_));
+    auto* pinned_epoch =
+        reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(pinned_) + epoch_offset_);
+    *pinned_epoch = epoch_;
+    if (copy_epoch)
+      ROOFLINE_CUDA_CHECK(cudaMemcpyAsync(inputs_.as() + epoch_offset_, pinned_epoch, 4,
+                                          cudaMemcpyHostToDevice, stream_));
     return true;
   }
 
@@ -761,7 +798,7 @@ class CudaBackend final : public Backend {
     const int64_t B = setup_.max_seqs;
     SampleRowsParams p;
     p.logits = workspace_.as() + logits.offset_bytes;
-    p.rows = sample_rows_.as<SamplingRowParams>();
+    p.rows = reinterpret_cast<const SamplingRowParams*>(inputs_.as() + rows_offset_);
     p.edits = sample_edits_.as<TokenEdit>();
     p.num_edits = edit_capacity_;
     p.num_rows = rows;
@@ -898,10 +935,12 @@ class CudaBackend final : public Backend {
       last_graph_nodes_ = it->second.nodes;
       return;
     }
+    launch_feed();
     run_eager(plan, nullptr);
     launch_sampling(plan, bucket, tiles);
     cudaGraph_t graph = nullptr;
     ROOFLINE_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    launch_feed();
     CudaKernels k{stream_, matmul_ctx_.get()};
     for (const PlanCall& call : plan.calls) run_plan_call(call, ctx_, k);
     launch_sampling(plan, bucket, tiles);
@@ -967,26 +1006,27 @@ class CudaBackend final : public Backend {
   void* pinned_ = nullptr;
   void* logits_pinned_ = nullptr;
   int64_t pinned_bytes_ = 0;
-  DeviceMemory sample_rows_, sample_edits_, sample_out_;  // sampling rows, edits, outputs
-  DeviceMemory sample_ws_;             // sample_rows_cuda_workspace_bytes(), zeroed
-  void* sample_in_pinned_ = nullptr;   // [max_seqs rows][edit_capacity_ edits], host side
-  void* sample_out_pinned_ = nullptr;  // kMaxStepsInFlight x sample_out_bytes(max_seqs), host
+  DeviceMemory sample_edits_, sample_out_;  // sampling edits, outputs (rows: in inputs_)
+  DeviceMemory sample_ws_;                  // sample_rows_cuda_workspace_bytes(), zeroed
+  void* sample_in_pinned_ = nullptr;        // [edit_capacity_ edits], host side
+  void* sample_out_pinned_ = nullptr;       // kMaxStepsInFlight x sample_out_bytes(max_seqs), host
   int64_t edit_capacity_ = 0;
   std::vector<cudaEvent_t> events_;
   // The tile sampler (tile_sampling.h): the most rows a step may have to take it, the LM head's
   // summary words [max_seqs, summary_tiles_] and row counts, the step's epoch on the device and
   // its pinned host copy.
   int64_t tile_max_rows_ = kTileSamplerDefaultMaxRows;
-  DeviceMemory summary_words_, summary_counts_, summary_epoch_;
+  DeviceMemory summary_words_, summary_counts_;  // the epoch: in inputs_ (epoch_offset_)
   int64_t summary_tiles_ = 0;
   uint32_t epoch_ = 0;
-  void* epoch_pinned_ = nullptr;
   int64_t tile_sampled_steps_ = 0;
   // The overlapped loop (launch_sampled): where the feed pairs sit in inputs_ (and pinned_); an
   // event after the last launch's uploads (the pinned staging may be rewritten once it is
   // reached); per step in flight, an event after its outputs' copy to its pinned slot; the
   // launched steps not yet collected, oldest first.
   int64_t feed_offset_ = 0;
+  int64_t epoch_offset_ = 0;  // the tile sampler's epoch word in inputs_ (and pinned_)
+  int64_t rows_offset_ = 0;   // the sampling rows [max_seqs] in inputs_ (and pinned_)
   cudaEvent_t staged_ = nullptr;
   cudaEvent_t done_[kMaxStepsInFlight] = {};
   struct Launched {
