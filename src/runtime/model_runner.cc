@@ -445,7 +445,6 @@ Status ModelRunner::launch_step(const std::vector<StepEntry>& entries, const Ste
   }
   ROOFLINE_ASSIGN_OR_RETURN(const Plan* plan, prepare_step(*run, /*all_logits=*/false));
   InFlight f;
-  f.plan = plan;
   f.feed = feed;
   for (size_t i = 0; i < entries.size(); ++i) {
     const Sequence& s = seqs_[entries[i].seq];

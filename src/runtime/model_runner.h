@@ -163,10 +163,9 @@ class ModelRunner {
     int64_t written = 0;          // leading tokens whose KV is written and whose ids are known
     uint64_t generation = 0;      // which opening of this slot (add_sequence) it is
   };
-  // A step launch_step queued: its plan, each entry's sequence (and which opening of it), the
+  // A step launch_step queued: each entry's sequence (and which opening of it), the
   // sequence's length after the step, and for fed entries the position of the token to learn.
   struct InFlight {
-    const Plan* plan = nullptr;
     std::vector<int32_t> seqs;
     std::vector<uint64_t> generations;
     std::vector<int64_t> ends;
