@@ -59,9 +59,8 @@ Status Backend::execute_sampled(const Plan& plan, const StepBuffers& step,
 
 namespace roofline {
 
-Status Backend::apply_feed(const StepBuffers& step, const std::vector<int32_t>& feed,
-                           const std::vector<int32_t>& previous, std::vector<int32_t>* token_ids) {
-  *token_ids = step.token_ids;
+Status Backend::check_feed(const StepBuffers& step, const std::vector<int32_t>& feed,
+                           int64_t previous_rows) {
   if (feed.empty()) return ok_status();
   if (static_cast<int64_t>(feed.size()) != step.num_seqs)
     return invalid_argument(
@@ -70,14 +69,24 @@ Status Backend::apply_feed(const StepBuffers& step, const std::vector<int32_t>& 
   for (size_t i = 0; i < feed.size(); ++i) {
     const int32_t r = feed[i];
     if (r < 0) continue;
-    if (r >= static_cast<int32_t>(previous.size()))
+    if (r >= previous_rows)
       return invalid_argument("entry " + std::to_string(i) + " is fed from row " +
                               std::to_string(r) + " of the step launched before, which has " +
-                              std::to_string(previous.size()) + " rows");
+                              std::to_string(previous_rows) + " sampled rows");
     if (step.query_start[i + 1] - step.query_start[i] != 1)
       return invalid_argument("entry " + std::to_string(i) +
                               " is fed a sampled token but has more than one token");
-    const int32_t token = previous[static_cast<size_t>(r)];
+  }
+  return ok_status();
+}
+
+Status Backend::apply_feed(const StepBuffers& step, const std::vector<int32_t>& feed,
+                           const std::vector<int32_t>& previous, std::vector<int32_t>* token_ids) {
+  ROOFLINE_RETURN_IF_ERROR(check_feed(step, feed, static_cast<int64_t>(previous.size())));
+  *token_ids = step.token_ids;
+  for (size_t i = 0; i < feed.size(); ++i) {
+    if (feed[i] < 0) continue;
+    const int32_t token = previous[static_cast<size_t>(feed[i])];
     (*token_ids)[static_cast<size_t>(step.query_start[i])] = token < 0 ? 0 : token;
   }
   return ok_status();

@@ -158,6 +158,13 @@ class Backend {
     return {};
   }
 
+  // launch_sampled's check of a feed (every backend's, before anything is queued): OK for an
+  // empty feed; InvalidArgument unless there is one value per entry of step, each fed row (>= 0)
+  // is below previous_rows (the rows the step launched before sampled) and each fed entry is one
+  // token.
+  static Status check_feed(const StepBuffers& step, const std::vector<int32_t>& feed,
+                           int64_t previous_rows);
+
  protected:
   // The tokens a fed entry takes: step's ids with every fed entry's placeholder replaced by the
   // token row feed[i] of `previous` gave (0 where it gave none). InvalidArgument for a feed that

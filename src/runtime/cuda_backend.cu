@@ -600,20 +600,7 @@ class CudaBackend final : public Backend {
       return invalid_argument("launch_sampled: " + std::to_string(kMaxStepsInFlight) +
                               " steps are in flight already; collect one first");
     // Validate the feed before anything is queued.
-    if (!feed.empty() && static_cast<int64_t>(feed.size()) != rows)
-      return invalid_argument("a fed step needs one feed value per entry: " + std::to_string(rows) +
-                              " entries, " + std::to_string(feed.size()) + " values");
-    for (size_t i = 0; i < feed.size(); ++i) {
-      if (feed[i] < 0) continue;
-      if (feed[i] >= last_launch_rows_)
-        return invalid_argument("entry " + std::to_string(i) + " is fed from row " +
-                                std::to_string(feed[i]) +
-                                " of the step launched before, which has " +
-                                std::to_string(last_launch_rows_) + " sampled rows");
-      if (step.query_start[i + 1] - step.query_start[i] != 1)
-        return invalid_argument("entry " + std::to_string(i) +
-                                " is fed a sampled token but has more than one token");
-    }
+    ROOFLINE_RETURN_IF_ERROR(check_feed(step, feed, last_launch_rows_));
     // Room for the edit lists first: growing it drops the captured graphs (they hold its address).
     if (static_cast<int64_t>(sampling.edits.size()) > edit_capacity_) {
       ROOFLINE_RETURN_IF_ERROR(reserve_edits(static_cast<int64_t>(sampling.edits.size())));

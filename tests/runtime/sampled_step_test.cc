@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ops/sampling/sampling.h"
+#include "runtime/backend.h"
 #include "runtime/decode_padding.h"
 #include "runtime/model_runner.h"
 #include "runtime/tile_sampling.h"
@@ -356,6 +357,29 @@ TEST(CpuSamplingTest, OverlappedLoopRefusesBadFeedsAndAFullPipeline) {
   // After a plain step, a feed has no launched step before it again.
   ASSERT_TRUE(m.step({{a, {first[1]}}}, one, &got).ok());
   expect_refused(m.launch_step({{a, {0}}}, one, {0}), "not launched by launch_step");
+}
+
+// The backends' own check of a feed (Backend::check_feed: the default launch_sampled's, through
+// apply_feed, and the CUDA backend's, which copies the fed tokens on the device), on a step of
+// three entries: one of one token, one of two, one of one.
+TEST(CpuSamplingTest, BackendFeedCheckRefusesWhatNoStepCouldTake) {
+  StepBuffers step;
+  step.num_seqs = 3;
+  step.num_tokens = 4;
+  step.query_start = {0, 1, 3, 4};
+  const auto refused = [&](const std::vector<int32_t>& feed, int64_t rows,
+                           const std::string& says) {
+    const Status st = Backend::check_feed(step, feed, rows);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+    EXPECT_NE(st.to_string().find(says), std::string::npos) << st.to_string();
+  };
+  EXPECT_TRUE(Backend::check_feed(step, {}, 0).ok());            // not fed
+  EXPECT_TRUE(Backend::check_feed(step, {-1, -1, -1}, 0).ok());  // fed nothing
+  EXPECT_TRUE(Backend::check_feed(step, {2, -1, 0}, 3).ok());    // one-token entries, rows < 3
+  refused({0, -1}, 3, "one feed value per entry: 3 entries, 2 values");
+  refused({0, -1, 3}, 3, "entry 2 is fed from row 3 of the step launched before, which has 3");
+  refused({0, -1, 0}, 0, "which has 0 sampled rows");  // nothing launched before
+  refused({-1, 0, -1}, 3, "entry 1 is fed a sampled token but has more than one token");
 }
 
 TEST(GpuSamplingTest, SampledInTheDecodeGraphAsTheCpuTwinSamplesTheLogits) {
