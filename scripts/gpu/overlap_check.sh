@@ -3,7 +3,8 @@
 # step N + 1 is launched, its tokens fed on the device from step N's sampling outputs, before step
 # N's tokens are back on the host, so the step boundary (tokens back, inputs up, launch) overlaps
 # the GPU's work. Builds; runs sampled_step_test (the overlapped loop against plain sampled steps,
-# graphs and eager, padded buckets, a sequence released mid-flight) and cuda_graph_test; then
+# graphs and eager, padded buckets, a sequence released mid-flight), cuda_graph_test and
+# profile_test (the profiler's join of a step's kernels to plan calls); then
 # `roofline bench` of issue 8's four shapes, whose "decode step", "overlapped" and "graph floor"
 # lines are the plain loop, the overlapped loop and the GPU's own floor, measured in one process;
 # then the engine overlapped and in turn (EngineOptions::overlap_steps, --overlap): the same
@@ -19,11 +20,14 @@ base=${2:-}
 . scripts/gpu/run_common.sh
 out=$top/overlap
 run_start "$out"
-cmake --build build/cuda -j16 --target roofline sampled_step_test cuda_graph_test \
+cmake --build build/cuda -j16 --target roofline sampled_step_test cuda_graph_test profile_test \
   >> "$out/build.log" 2>&1
 note "build rc=$?"
 run_test tests/runtime/sampled_step_test
 run_test tests/runtime/cuda_graph_test
+# The profiler joins its traces by the backend's call markers: a new event in the step must not
+# break it (2026-12-06-profile-join.md).
+run_test tests/engine/profile_test
 for shape in "qwen2.5-0.5b 1 64" "qwen2.5-0.5b 32 32" "llama3-8b 1 32" "llama3-8b 64 32" \
   "qwen2.5-0.5b 1 64"; do
   read -r model batch steps <<< "$shape"

@@ -262,7 +262,10 @@ StatusOr<ProfileResult> profile_decode(const ProfileOptions& o) {
       CallSequence seq = learn_call_sequence(rec.activity, rec.api, learn_window, num_calls);
       if (seq.call_index.empty())
         return internal_error("profile: the learning step's markers did not bracket its " +
-                              std::to_string(num_calls) + " plan calls; cannot join the trace");
+                              std::to_string(num_calls) + " plan calls (" +
+                              std::to_string(seq.markers) + " markers where they need " +
+                              std::to_string(2 * num_calls + 1) +
+                              ": a step start and a pair a call); cannot join the trace");
       return seq;
     };
     // The profiled steps, as a decode step runs: graph replays unless --no-cuda-graphs. Sampled

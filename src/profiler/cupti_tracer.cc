@@ -118,9 +118,10 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
       case CUPTI_ACTIVITY_KIND_RUNTIME:
       case CUPTI_ACTIVITY_KIND_DRIVER: {
         const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);
-        const bool marker = record->kind == CUPTI_ACTIVITY_KIND_RUNTIME &&
-                            (a->cbid == CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_v3020 ||
-                             a->cbid == CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_ptsz_v7000);
+        const bool marker =
+            record->kind == CUPTI_ACTIVITY_KIND_RUNTIME &&
+            (a->cbid == CUPTI_RUNTIME_TRACE_CBID_cudaEventRecordWithFlags_v11010 ||
+             a->cbid == CUPTI_RUNTIME_TRACE_CBID_cudaEventRecordWithFlags_ptsz_v11010);
         parsed.api.push_back({a->correlationId, static_cast<int64_t>(a->start), marker});
         break;
       }

@@ -38,7 +38,9 @@ CallSequence learn_call_sequence(const std::vector<DeviceActivity>& activity,
     if (c.is_marker && c.start_ns >= window.start_ns && c.start_ns <= window.end_ns)
       markers.push_back(c.start_ns);
   std::sort(markers.begin(), markers.end());
-  if (num_calls <= 0 || markers.size() != static_cast<size_t>(2 * num_calls + 1)) return {};
+  CallSequence seq;
+  seq.markers = static_cast<int64_t>(markers.size());
+  if (num_calls <= 0 || seq.markers != 2 * int64_t{num_calls} + 1) return seq;
   markers.erase(markers.begin());  // the step's own start marker
 
   const auto launched = launch_times(api);
@@ -51,7 +53,6 @@ CallSequence learn_call_sequence(const std::vector<DeviceActivity>& activity,
     in_step.push_back(&a);
   }
   std::stable_sort(in_step.begin(), in_step.end(), device_order);
-  CallSequence seq;
   for (const DeviceActivity* a : in_step) {
     const int64_t t = launched.at(a->correlation);
     // The last call marker at or before the launch: index 2i opens call i, 2i + 1 closes it.

@@ -3,7 +3,9 @@
 // CUPTI reports each device interval with the correlation id of the host API call that launched
 // it; a kernel replayed inside a CUDA graph carries the id of the graph launch, so one id then
 // covers a whole step. The join therefore works by order rather than by id:
-// 1. One eager step with a marker (cudaEventRecord) before and after every plan call shows which
+// 1. One eager step with a marker (cudaEventRecordWithFlags, which only the CUDA backend's call
+//    timing calls: its other events, and every other library's, are cudaEventRecord and are not
+//    markers) before and after every plan call shows which
 //    activities each call launches, in device order: learn_call_sequence turns it into the call
 //    index of each activity of a step (-1 for activity outside every call: input upload, logits
 //    download). Only this step needs the host API records (their cost per launch is what makes
@@ -51,7 +53,9 @@ TraceEvent::Kind kernel_kind(const std::string& name);
 struct HostApiCall {
   uint32_t correlation = 0;
   int64_t start_ns = 0;
-  bool is_marker = false;  // cudaEventRecord: the plan-call brackets of the learning step
+  // cudaEventRecordWithFlags: the plan-call brackets of the learning step (only the CUDA
+  // backend's call timing records its events that way; see learn_call_sequence).
+  bool is_marker = false;
 };
 
 // The host time span of one step's call: its device activity runs inside it.
@@ -65,12 +69,15 @@ struct CallSequence {
   std::vector<int> call_index;     // per activity of a step, in device order; -1: outside calls
   std::vector<std::string> names;  // the activity names, to check a measured step against
   std::vector<TraceEvent::Kind> kinds;  // kernel (compute) or copy / set, per activity
+  int64_t markers = 0;  // the markers the learning step's window held (what a refusal reports)
 };
 
 // The learning step: activities launched inside `window`, ordered on the device, each assigned
 // the plan call whose markers enclose its launch. The window's markers, in host order, are one
 // at the step's start, then one before and one after each of the num_calls calls (what the CUDA
 // backend records when call timing is on): 2 · num_calls + 1. Any other count: an empty sequence.
+// The count is why the markers are an API of their own: a step also records events of its own
+// (the pinned staging's, the outputs' copy), and a bracket must not be confused with them.
 CallSequence learn_call_sequence(const std::vector<DeviceActivity>& activity,
                                  const std::vector<HostApiCall>& api, const StepWindow& window,
                                  int num_calls);

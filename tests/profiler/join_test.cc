@@ -40,9 +40,26 @@ TEST(JoinTest, LearnsEachActivitysCallFromTheMarkers) {
 
 TEST(JoinTest, WrongMarkerCountGivesNoSequence) {
   LearningStep l;
-  EXPECT_TRUE(learn_call_sequence(l.activity, l.api, {0, 100, 200}, 3).call_index.empty());
+  const CallSequence three = learn_call_sequence(l.activity, l.api, {0, 100, 200}, 3);
+  EXPECT_TRUE(three.call_index.empty());
+  EXPECT_EQ(three.markers, 5);  // what the profile's error reports
   // A window that leaves the step marker out sees 4 markers for 2 calls.
-  EXPECT_TRUE(learn_call_sequence(l.activity, l.api, {0, 102, 200}, 2).call_index.empty());
+  const CallSequence late = learn_call_sequence(l.activity, l.api, {0, 102, 200}, 2);
+  EXPECT_TRUE(late.call_index.empty());
+  EXPECT_EQ(late.markers, 4);
+}
+
+// A step's own events (the CUDA backend's staging event before the calls, its outputs' event
+// after them) are API calls that are not markers (cudaEventRecord, not the brackets'
+// cudaEventRecordWithFlags): the brackets still count 2 · calls + 1 and the calls are learned as
+// without them.
+TEST(JoinTest, EventsThatAreNotMarkersLeaveTheBracketsAlone) {
+  LearningStep l;
+  l.api.push_back({20, 100, false});  // the staging's event, before the step marker
+  l.api.push_back({21, 111, false});  // the outputs' event, after the download
+  const CallSequence seq = learn_call_sequence(l.activity, l.api, {0, 100, 200}, 2);
+  EXPECT_EQ(seq.markers, 5);
+  EXPECT_EQ(seq.call_index, (std::vector<int>{-1, 0, 1, 1, -1}));
 }
 
 TEST(JoinTest, GraphAndEagerStepsGetTheLearnedCallsByDeviceOrder) {
