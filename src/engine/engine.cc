@@ -471,10 +471,14 @@ struct Engine::Impl {
   std::optional<Launched> ahead;  // the overlapped step in flight across step() calls
   StepSampling ahead_sampling;    // its rows, built while the step before it runs
 
-  Request* find_running(RequestId id) {
-    for (auto& r : running)
-      if (r && r->id == id) return r.get();
-    return nullptr;
+  // Where each running request sits in `running`, by id: built once a step, so finding a
+  // launched step's requests again costs one lookup a row rather than a walk of `running`.
+  std::unordered_map<RequestId, size_t> running_index() const {
+    std::unordered_map<RequestId, size_t> at;
+    at.reserve(running.size());
+    for (size_t i = 0; i < running.size(); ++i)
+      if (running[i]) at.emplace(running[i]->id, i);
+    return at;
   }
 
   void schedule_and_run() {
@@ -591,10 +595,13 @@ struct Engine::Impl {
     std::vector<int32_t> feed;
     ahead_sampling.rows.clear();
     ahead_sampling.edits.clear();
+    const auto at = running_index();
     for (size_t i = 0; i < cur.scheduled.size(); ++i) {
       const Scheduled& sch = cur.scheduled[i];
-      const Request* r = find_running(sch.id);
-      if (r == nullptr || r->pending() != sch.num_tokens || r->sampler->penalised()) return false;
+      const auto found = at.find(sch.id);
+      if (found == at.end()) return false;
+      const Request* r = running[found->second].get();
+      if (r->pending() != sch.num_tokens || r->sampler->penalised()) return false;
       if (static_cast<int64_t>(r->output.size()) + 1 >= r->params.max_tokens) continue;
       entries.push_back({r->seq, {0}});
       feed.push_back(static_cast<int32_t>(i));
@@ -629,23 +636,24 @@ struct Engine::Impl {
       }
       return;
     }
-    std::vector<std::pair<size_t, Request*>> ready;  // rows whose request now samples a token
+    // Rows whose request now samples a token, with the request's slot in `running`.
+    std::vector<std::pair<size_t, size_t>> ready;
+    const auto at = running_index();
     for (size_t i = 0; i < scheduled.size(); ++i) {
-      Request* r = find_running(scheduled[i].id);
-      if (r == nullptr) continue;  // finished or aborted since the step was launched
+      const auto found = at.find(scheduled[i].id);
+      if (found == at.end()) continue;  // finished or aborted since the step was launched
+      Request* r = running[found->second].get();
       if (r->pending() > 1) stats.prompt_tokens_computed += scheduled[i].num_tokens;
       r->computed += scheduled[i].num_tokens;
-      if (r->pending() == 0) ready.emplace_back(i, r);  // else a prefill chunk not at its end
+      if (r->pending() == 0) ready.emplace_back(i, found->second);  // else a prefill chunk
     }
     // The backend sampled every row (on the GPU inside the decode step's graph, or the CPU twin
     // over the rows in parallel); each ready request's sampler records its draw.
-    for (const auto& [i, request] : ready) {
-      request->sampler->accept(sampled.tokens[i], sampled.errors[i], sampled.nonfinite[i]);
-      for (auto& slot : running) {
-        if (slot.get() != request) continue;
-        accept_token(slot, i, sampled.tokens[i]);
-        break;
-      }
+    // (accept_token may move a finished request out of its slot; the slots stay in place until
+    // the erase below, so the indices hold.)
+    for (const auto& [i, slot] : ready) {
+      running[slot]->sampler->accept(sampled.tokens[i], sampled.errors[i], sampled.nonfinite[i]);
+      accept_token(running[slot], i, sampled.tokens[i]);
     }
     running.erase(
         std::remove_if(running.begin(), running.end(), [](const auto& r) { return r == nullptr; }),
