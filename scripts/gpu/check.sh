@@ -4,7 +4,7 @@
 # Run scripts/stage_deps.sh here first and carry .staged with the call.
 #   scripts/gpu/check.sh OUTDIR
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 out=${1:?usage: scripts/gpu/check.sh OUTDIR}
 # CHECK_SKIP: comma-separated sections to leave out when device time is short: ops (op
 # microbenchmarks), peers (torch SDPA), engine (throughput workloads), profile (CUPTI profiles
@@ -172,5 +172,24 @@ echo "| build -j16 | rc=$build_rc | $((built - start)) |"
 echo "| ctest | rc=$test_rc: $(grep -E 'tests passed' "$out/ctest.log" | tail -n 1) | $((tested - built)) |"
 echo "| HF end to end (tests/gpu/hf_e2e.py) | rc=$e2e_rc | |"
 echo "| attention vs SDPA fp32 (tests/gpu/attention_sdpa_check.py) | rc=$sdpa_rc: $(tail -n 1 "$out/attention_sdpa.log") | |"
-echo "| benches | see op_bench.txt, decode_bench.txt | $((done_at - tested)) |"
-[ "$configure_rc" -eq 0 ] && [ "$build_rc" -eq 0 ] && [ "$test_rc" -eq 0 ] && [ "$e2e_rc" -eq 0 ] && [ "$sdpa_rc" -eq 0 ]
+echo "| benches | see op_bench.txt, decode_bench.txt in check.tgz | $((done_at - tested)) |"
+status=0
+[ "$configure_rc" -eq 0 ] && [ "$build_rc" -eq 0 ] && [ "$test_rc" -eq 0 ] && [ "$e2e_rc" -eq 0 ] &&
+  [ "$sdpa_rc" -eq 0 ] || status=1
+# What this run wrote, in one archive: the device tool brings back at most 8 files from a call, and
+# a full run writes more (the 2026-12-06 run lost hf_e2e.log, op_bench.txt and profile.txt that
+# way). Only this script's own names, so an OUTDIR that holds anything else keeps it; the Hugging
+# Face test's scratch checkpoints (hf_e2e_models) stay out of the archive.
+packed=()
+for f in gpu.txt configure.log build.log ctest.log op_bench.txt peer_sdpa.txt hf_e2e.log \
+  hf_e2e.json attention_sdpa.log decode_bench.txt profile.txt ncu_kernels.txt engine_bench.txt \
+  profile_llama3_8b_graphs* profile_qwen_eager* trace_llama3_8b_bs1.json; do
+  for g in "$out"/$f; do [ -e "$g" ] && packed+=("$(basename "$g")"); done
+done
+if (cd "$out" && tar czf check.tgz -- "${packed[@]}"); then
+  (cd "$out" && rm -rf -- "${packed[@]}")
+  echo "every output of this run is in $out/check.tgz"
+else
+  echo "check: could not pack $out/check.tgz; the files stay as they are" >&2
+fi
+exit "$status"
