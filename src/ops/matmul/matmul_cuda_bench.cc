@@ -14,11 +14,11 @@
 // TFLOP/s beside the 783 TFLOP/s bf16 GEMM ceiling. `matmul_cuda_bench [decode] [prologue]
 // [prefill]` runs only the sections named (all by default), `verbose` adds the selector's
 // measurements (the times its choices rest on); `shape N K`, `wide [N K M]`, `mlp`, `summaries`
-// and `trace [wide]` are the modes below (run_shape, run_wide, run_mlp, run_summaries, run_trace);
-// anything else gets a usage line. Method (as HARDWARE.md's cuBLAS table): 16 back-to-back calls
-// captured in one CUDA graph (launch latency excluded), each on the next of `rotation_count` weight
-// copies so L2 does not serve the weights; median of 50 graph launches after warm-up (20 for the
-// split sweep).
+// and `trace [wide | qwen]` are the modes below (run_shape, run_wide, run_mlp, run_summaries,
+// run_trace); anything else gets a usage line. Method (as HARDWARE.md's cuBLAS table): 16
+// back-to-back calls captured in one CUDA graph (launch latency excluded), each on the next of
+// `rotation_count` weight copies so L2 does not serve the weights; median of 50 graph launches
+// after warm-up (20 for the split sweep).
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -27,6 +27,7 @@
 #include <cstdlib>
 #include <iterator>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -249,9 +250,11 @@ struct RotatedWeights {
 };
 
 #if defined(ROOFLINE_PHASE_TRACE)
-// trace: Llama-3-8B's decode GEMMs on the skinny kernel at m = 1 and 8, with and without the
-// RMSNorm prologue, each timed, then one graph of its 16 calls traced phase by phase.
-int run_trace() {
+// trace [qwen]: Llama-3-8B's (or Qwen2.5-0.5B's) decode GEMMs on the skinny kernel at m = 1 and 8,
+// with and without the RMSNorm prologue, each timed, then one graph of its 16 calls traced phase
+// by phase. The small model's are short streams of few column blocks (o and down split K), where a
+// call's fixed chain rather than its bytes sets the time (issue 8).
+int run_trace(std::span<const MatmulWeightShape> weights) {
   static const std::vector<std::string> kNames = {"entry",
                                                   "first weights issued",
                                                   "PDL wait",
@@ -267,7 +270,7 @@ int run_trace() {
   bench::settle();
   std::printf(
       "skinny GEMM phases (phase marks compiled in: the times below are a trace build's)\n");
-  for (const auto& w : kLlama3_8bWeights) {
+  for (const auto& w : weights) {
     RotatedWeights rotated(w.n, w.k, 1);
     const std::string weight = w.name;
     const bool has_norm = weight.ends_with(" qkv") || weight.ends_with(" gate_up");
@@ -720,8 +723,12 @@ int main(int argc, char** argv) {
   bool decode = false, prologue = false, prefill = false, any = false;
   if ((argc == 2 || argc == 3) && std::string(argv[1]) == "trace") {
     const bool wide = argc == 3 && std::string(argv[2]) == "wide";
-    if (argc == 3 && !wide) {
-      std::fprintf(stderr, "usage: matmul_skinny_trace_bench trace [wide]\n");
+    const bool qwen = argc == 3 && std::string(argv[2]) == "qwen";
+    if (argc == 3 && !wide && !qwen) {
+      std::fprintf(stderr,
+                   "usage: matmul_skinny_trace_bench trace [wide | qwen] (got '%s': wide traces "
+                   "the wide kernel, qwen the skinny kernel on Qwen2.5-0.5B's shapes)\n",
+                   argv[2]);
       return 2;
     }
 #if defined(ROOFLINE_PHASE_TRACE)
@@ -730,11 +737,13 @@ int main(int argc, char** argv) {
       std::printf("matmul_skinny_trace_bench: no CUDA device on this machine, nothing to time\n");
       return 0;
     }
-    return wide ? roofline::run_trace_wide() : roofline::run_trace();
+    if (wide) return roofline::run_trace_wide();
+    return qwen ? roofline::run_trace(roofline::kQwen25_05bWeights)
+                : roofline::run_trace(roofline::kLlama3_8bWeights);
 #else
     std::fprintf(stderr,
                  "matmul_cuda_bench: `trace` needs the phase marks compiled in: run "
-                 "matmul_skinny_trace_bench trace [wide]\n");
+                 "matmul_skinny_trace_bench trace [wide | qwen]\n");
     return 2;
 #endif
   }
@@ -815,8 +824,8 @@ int main(int argc, char** argv) {
           "K M "
           "(one shape's calls, for a "
           "profiler) | shape N K (one weight on both skinny variants and cuBLASLt) | "
-          "trace [wide] (the skinny or the wide kernel's phases: "
-          "matmul_skinny_trace_bench)\n");
+          "trace [wide | qwen] (the skinny kernel's phases on Llama-3-8B's or Qwen2.5-0.5B's "
+          "shapes, or the wide kernel's: matmul_skinny_trace_bench)\n");
       return 2;
     }
   }
