@@ -47,6 +47,16 @@ inline constexpr int64_t kMatmulSkinnyRowBytes = kMatmulSkinnyChunkK * 2;
 // buffer, at most 32 KB, and the runtime's reserve take the rest).
 inline constexpr int64_t kMatmulSkinnySmemBudget = 200 * 1024;
 inline constexpr int kMatmulSkinnyMaxStages = 8;
+// The deep ring (MatmulSkinnyLaunch::deep_ring): a plain launch of one token tile with at most one
+// block per SM, whose blocks stream more chunks than the two-per-SM ring requests before its PDL
+// wait (its stages - 1 = 3), takes a ring of this many stages, so that up to 7 chunks a block are
+// requested before the wait and only x is left for after it. Qwen2.5-0.5B's down at m <= 8 (2
+// splits of 5 chunks on 112 blocks) left 2 chunks a block for after the wait: the phase trace put
+// that tile's stream at 3.4 us after x landed, against 0.5 us for its o and q|k|v, whose blocks'
+// chunks were all requested early (bench/results/2026-12-06-skinny-deep-ring.md). 8 stages of one
+// token tile are 192 KB, within one block's shared memory; a launch allocates only the stages its
+// blocks fill, so the next kernel's blocks still fit beside one of 5.
+inline constexpr int kMatmulSkinnyDeepStages = 8;
 
 // Resident blocks per SM: two at 1–2 token tiles, each with half the shared memory, so that one
 // block's per-stage barrier and multiplies overlap the other's copies; one at 4–8 tiles, whose
@@ -213,6 +223,10 @@ struct MatmulSkinnyLaunch {
   // the launch has at most one block per SM and its blocks stream fewer chunks than that (see
   // matmul_skinny_launch).
   int ring_stages = 0;
+  // The kernel's deep-ring variant (kMatmulSkinnyDeepStages stages; see there), set by
+  // matmul_skinny_launch for plain launches of one token tile with at most one block per SM whose
+  // blocks stream more chunks than the variant requests before its PDL wait.
+  bool deep_ring = false;
   // How the RMSNorm prologue variants copy a stage (launches without the prologue ignore it): each
   // warp its own K slice, waiting only for its own copies (true), or the whole block together with
   // a barrier per stage, as the plain variants (false). Both give the same bits; the matmul
@@ -298,9 +312,12 @@ inline MatmulSkinnyLaunch matmul_skinny_launch(
                    (l.tiles <= 3 * sms || l.num_chunks <= kMatmulSkinnyFewTokensShortTileChunks)));
   l.grid = std::min(l.tiles, sms * matmul_skinny_blocks_per_sm(l.m_tiles, l.few_tokens));
   l.ring_stages = matmul_skinny_stages(l.m_tiles, l.few_tokens);
-  if (l.grid <= sms)
-    l.ring_stages =
-        static_cast<int>(std::min<int64_t>(l.ring_stages, matmul_skinny_block_chunks(l)));
+  if (l.grid <= sms) {
+    const int64_t chunks = matmul_skinny_block_chunks(l);
+    l.deep_ring = !no_split && l.m_tiles == 1 && !l.few_tokens && chunks > l.ring_stages - 1;
+    l.ring_stages = static_cast<int>(
+        std::min<int64_t>(l.deep_ring ? kMatmulSkinnyDeepStages : l.ring_stages, chunks));
+  }
   return l;
 }
 
@@ -355,8 +372,11 @@ inline bool matmul_skinny_launch_valid(const MatmulSkinnyLaunch& l, int64_t m, i
   if (l.tiles != l.n_blocks * l.splits || l.grid < 1 || l.grid > l.tiles) return false;
   if (l.few_tokens && (m > kMatmulSkinnyFewTokensMaxM || l.splits != 1)) return false;
   if (l.grid > (int64_t{1} << 31) - 1) return false;
-  // The ring: within the variant's stages, and every stage a block's stream touches allocated.
-  const int stages = matmul_skinny_stages(l.m_tiles, l.few_tokens);
+  // The ring: within the variant's stages, and every stage a block's stream touches allocated. The
+  // deep ring is the plain one-token-tile variant's only.
+  if (l.deep_ring && (l.m_tiles != 1 || l.few_tokens)) return false;
+  const int stages =
+      l.deep_ring ? kMatmulSkinnyDeepStages : matmul_skinny_stages(l.m_tiles, l.few_tokens);
   if (l.ring_stages < 1 || l.ring_stages > stages ||
       l.ring_stages < std::min<int64_t>(stages, matmul_skinny_block_chunks(l)))
     return false;

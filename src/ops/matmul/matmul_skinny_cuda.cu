@@ -406,9 +406,11 @@ __device__ __forceinline__ uint4 scale_bf16x8(const uint4& v, const uint4& w) {
   return make_uint4(mul(v.x, w.x), mul(v.y, w.y), mul(v.z, w.z), mul(v.w, w.w));
 }
 
-// The ring's stages per token tiles, as a constant device code may use.
-template <int kMTiles, bool kFewTokens>
-constexpr int kStagesFor = matmul_skinny_stages(kMTiles, kFewTokens);
+// The ring's stages per token tiles, as a constant device code may use (kDeep: the deep ring of a
+// launch with one block per SM, MatmulSkinnyLaunch::deep_ring).
+template <int kMTiles, bool kFewTokens, bool kDeep = false>
+constexpr int kStagesFor = kDeep ? kMatmulSkinnyDeepStages
+                                 : matmul_skinny_stages(kMTiles, kFewTokens);
 
 // The two copy layouts (kSlices, a template argument of the kernel): with warp slices each warp
 // copies its own K slice of every stage (weights, x, the norm weight: all it multiplies) and waits
@@ -431,12 +433,18 @@ constexpr int kStagesFor = matmul_skinny_stages(kMTiles, kFewTokens);
 // blocks per SM, and a stage holds 4 rows of x: lane group g reads row g mod 4 as its mma column's
 // token (columns 4-7 repeat tokens 0-3, rows past m hold stale shared memory; neither is stored);
 // kSlices: warp slices rather than block copies (kNorm only, see above). The two layouts multiply
-// the same products in the same order: the same bits.
-template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens, bool kSlices>
-__global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles, kFewTokens))
+// the same products in the same order: the same bits. kDeep: the deep ring (kMatmulSkinnyDeepStages
+// stages, one block per SM; plain one-token-tile launches only, MatmulSkinnyLaunch::deep_ring), so
+// that a block's whole stream of up to kMatmulSkinnyDeepStages - 1 chunks is requested before the
+// PDL wait; the same products in the same order as the shallow ring.
+template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens, bool kSlices, bool kDeep = false>
+__global__ void __launch_bounds__(kThreads,
+                                  kDeep ? 1 : matmul_skinny_blocks_per_sm(kMTiles, kFewTokens))
     matmul_skinny_kernel(const SkinnyArgs a) {
   static_assert(!kFewTokens || kMTiles == 1, "the few-token variant has one token tile");
-  constexpr int kStages = kStagesFor<kMTiles, kFewTokens>;
+  static_assert(!kDeep || (kMTiles == 1 && !kNorm && !kRope && !kFewTokens),
+                "the deep ring is the plain one-token-tile variant's");
+  constexpr int kStages = kStagesFor<kMTiles, kFewTokens, kDeep>;
   constexpr int kTokens = 8 * kMTiles;
   constexpr int kTokenRows =  // x's rows in a stage
       kFewTokens ? static_cast<int>(kMatmulSkinnyFewTokensMaxM) : kTokens;
@@ -805,18 +813,19 @@ __global__ void __launch_bounds__(kThreads, matmul_skinny_blocks_per_sm(kMTiles,
 }
 
 // A variant's dynamic shared memory: its ring, then the warps' reduction buffers.
-template <int kMTiles, bool kNorm, bool kFewTokens>
-constexpr int kSmemFor = static_cast<int>(matmul_skinny_smem_bytes(kMTiles, kFewTokens) +
-                                          matmul_skinny_reduce_buffers(kMTiles, kNorm) *
-                                              matmul_skinny_reduce_bytes(kMTiles));
+template <int kMTiles, bool kNorm, bool kFewTokens, bool kDeep = false>
+constexpr int kSmemFor = static_cast<int>(
+    kStagesFor<kMTiles, kFewTokens, kDeep>* matmul_skinny_stage_rows(kMTiles, kFewTokens) *
+        kMatmulSkinnyRowBytes +
+    matmul_skinny_reduce_buffers(kMTiles, kNorm) * matmul_skinny_reduce_bytes(kMTiles));
 
 // Allows the variant that much dynamic shared memory, once per process.
-template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens, bool kSlices>
+template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens, bool kSlices, bool kDeep = false>
 void configure_variant() {
   static const bool configured = [] {
     ROOFLINE_CUDA_CHECK(cudaFuncSetAttribute(
-        matmul_skinny_kernel<kMTiles, kNorm, kRope, kFewTokens, kSlices>,
-        cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemFor<kMTiles, kNorm, kFewTokens>));
+        matmul_skinny_kernel<kMTiles, kNorm, kRope, kFewTokens, kSlices, kDeep>,
+        cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemFor<kMTiles, kNorm, kFewTokens, kDeep>));
     return true;
   }();
   (void)configured;
@@ -824,18 +833,18 @@ void configure_variant() {
 
 // Whether the variant runs `launch` in clusters on the current device (never the few-token
 // variant: it does not split).
-template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens, bool kSlices>
+template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens, bool kSlices, bool kDeep = false>
 bool variant_merges_in_clusters(const MatmulSkinnyLaunch& launch) {
   if (kFewTokens || launch.splits < 2 || launch.splits > kMatmulSkinnyMaxClusterSplits)
     return false;
-  configure_variant<kMTiles, kNorm, kRope, kFewTokens, kSlices>();  // the occupancy query sees smem
+  // The occupancy query sees the variant's shared memory.
+  configure_variant<kMTiles, kNorm, kRope, kFewTokens, kSlices, kDeep>();
   // ROOFLINE_SKINNY_CLUSTER=0 merges every split through the workspace (A/B runs).
   return matmul_skinny_merges_in_clusters(
-      launch,
-      cuda::max_active_clusters<matmul_skinny_kernel<kMTiles, kNorm, kRope, kFewTokens, kSlices>,
-                                kThreads, kSmemFor<kMTiles, kNorm, kFewTokens>,
-                                kMatmulSkinnyMaxClusterSplits>(launch.splits,
-                                                               "ROOFLINE_SKINNY_CLUSTER"));
+      launch, cuda::max_active_clusters<
+                  matmul_skinny_kernel<kMTiles, kNorm, kRope, kFewTokens, kSlices, kDeep>, kThreads,
+                  kSmemFor<kMTiles, kNorm, kFewTokens, kDeep>, kMatmulSkinnyMaxClusterSplits>(
+                  launch.splits, "ROOFLINE_SKINNY_CLUSTER"));
 }
 
 // ROOFLINE_SKINNY_RING_FIT=0 allocates every stage of the ring whatever the plan's ring_stages
@@ -854,15 +863,15 @@ bool two_reduce_buffers() {
   return on;
 }
 
-template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens, bool kSlices>
+template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens, bool kSlices, bool kDeep = false>
 void launch_variant_sliced(const SkinnyArgs& args, const MatmulSkinnyLaunch& launch,
                            cudaStream_t stream) {
-  constexpr auto kKernel = matmul_skinny_kernel<kMTiles, kNorm, kRope, kFewTokens, kSlices>;
+  constexpr auto kKernel = matmul_skinny_kernel<kMTiles, kNorm, kRope, kFewTokens, kSlices, kDeep>;
   constexpr int kStageBytes =
       static_cast<int>(matmul_skinny_stage_rows(kMTiles, kFewTokens) * kMatmulSkinnyRowBytes);
-  configure_variant<kMTiles, kNorm, kRope, kFewTokens, kSlices>();
+  configure_variant<kMTiles, kNorm, kRope, kFewTokens, kSlices, kDeep>();
   SkinnyArgs a = args;
-  a.ring_stages = ring_fit() ? launch.ring_stages : kStagesFor<kMTiles, kFewTokens>;
+  a.ring_stages = ring_fit() ? launch.ring_stages : kStagesFor<kMTiles, kFewTokens, kDeep>;
   a.two_reduce_buffers = two_reduce_buffers();
   // A prologue variant's allocation whatever its layout (block copies use the first of the two
   // reduction buffers): both layouts then fit the same blocks per SM, and the plan's ring fits
@@ -870,7 +879,8 @@ void launch_variant_sliced(const SkinnyArgs& args, const MatmulSkinnyLaunch& lau
   const int smem =
       a.ring_stages * kStageBytes + static_cast<int>(matmul_skinny_reduce_buffers(kMTiles, kNorm) *
                                                      matmul_skinny_reduce_bytes(kMTiles));
-  a.cluster_merge = variant_merges_in_clusters<kMTiles, kNorm, kRope, kFewTokens, kSlices>(launch);
+  a.cluster_merge =
+      variant_merges_in_clusters<kMTiles, kNorm, kRope, kFewTokens, kSlices, kDeep>(launch);
   cuda::launch_pdl_clustered(kKernel, dim3(static_cast<unsigned>(launch.grid)), dim3(kThreads),
                              static_cast<size_t>(smem), stream,
                              a.cluster_merge ? static_cast<unsigned>(launch.splits) : 1u, a);
@@ -880,6 +890,12 @@ void launch_variant_sliced(const SkinnyArgs& args, const MatmulSkinnyLaunch& lau
 // norm_warp_slices); the plain variants always copy as a block.
 template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens>
 void launch_variant(const SkinnyArgs& args, const MatmulSkinnyLaunch& launch, cudaStream_t stream) {
+  if constexpr (kMTiles == 1 && !kNorm && !kRope && !kFewTokens) {
+    if (launch.deep_ring) {
+      launch_variant_sliced<1, false, false, false, false, true>(args, launch, stream);
+      return;
+    }
+  }
   if (kNorm && launch.norm_warp_slices) {
     launch_variant_sliced<kMTiles, kNorm, kRope, kFewTokens, kNorm>(args, launch, stream);
   } else {
@@ -931,7 +947,9 @@ PhaseTraceRecorder& matmul_skinny_phase_trace() {
 bool matmul_skinny_cuda_merges_in_clusters(const MatmulSkinnyLaunch& launch) {
   switch (launch.m_tiles) {
     case 1:
-      return variant_merges_in_clusters<1, false, false, false, false>(launch);
+      return launch.deep_ring
+                 ? variant_merges_in_clusters<1, false, false, false, false, true>(launch)
+                 : variant_merges_in_clusters<1, false, false, false, false>(launch);
     case 2:
       return variant_merges_in_clusters<2, false, false, false, false>(launch);
     case 4:
@@ -953,10 +971,10 @@ void matmul_skinny_cuda(const MatmulParams& p, MatmulEpilogue epilogue,
                      "the skinny launch was planned for another problem");
   ROOFLINE_CHECK(launch.splits == 1 ||
                  (workspace.partials != nullptr && workspace.counters != nullptr));
-  ROOFLINE_CHECK_MSG(!matmul_skinny_no_split(p) || launch.splits == 1,
+  ROOFLINE_CHECK_MSG(!matmul_skinny_no_split(p) || (launch.splits == 1 && !launch.deep_ring),
                      "the skinny matmul's RMSNorm prologue, SwiGLU and RoPE epilogues and logit "
-                     "tile summaries need an unsplit launch (matmul_skinny_launch with no_split = "
-                     "true)");
+                     "tile summaries need an unsplit launch without the deep ring "
+                     "(matmul_skinny_launch with no_split = true)");
   const bool summarized = p.summaries.words != nullptr;
   if (summarized) {
     const char* no_summaries = matmul_summaries_epilogue_reason(p);

@@ -137,6 +137,13 @@ TEST(MatmulSkinnyLaunch, RingsAndReductionsFitTheirBlocksPerSm) {
       EXPECT_LE(blocks * (block_bytes + kStaticSmem + 1024), 228 * 1024) << norm;
     }
   }
+  // The deep ring (one block per SM, plain one-token-tile variant): within a block's 227 KB with
+  // its reduction buffer and static shared memory.
+  EXPECT_LE(kMatmulSkinnyDeepStages * matmul_skinny_stage_rows(1) * kMatmulSkinnyRowBytes +
+                matmul_skinny_reduce_buffers(1, false) * matmul_skinny_reduce_bytes(1) +
+                kStaticSmem,
+            227 * 1024);
+  EXPECT_GE(kMatmulSkinnyDeepStages, matmul_skinny_stages(1));
   // A second reduction buffer for one token tile with the RMSNorm prologue only.
   EXPECT_EQ(matmul_skinny_reduce_buffers(1, true), 2);
   for (const int m_tiles : {2, 4, 8}) EXPECT_EQ(matmul_skinny_reduce_buffers(m_tiles, true), 1);
@@ -304,11 +311,18 @@ TEST(MatmulSkinnyLaunch, InvariantsHoldForEveryShapeAndRequest) {
                     (l.tiles <= 3 * sms || l.num_chunks <= kMatmulSkinnyFewTokensShortTileChunks))
                 << what;
             // The ring: the variant's stages, fewer only with at most one block per SM, and
-            // never fewer than a block's stream touches.
+            // never fewer than a block's stream touches; the deep ring where a plain one-token-
+            // tile launch of at most one block per SM streams more chunks a block than the
+            // variant requests before its PDL wait.
             const int stages = matmul_skinny_stages(l.m_tiles, l.few_tokens);
-            ASSERT_EQ(l.ring_stages, l.grid <= sms
-                                         ? std::min<int64_t>(stages, matmul_skinny_block_chunks(l))
-                                         : stages)
+            const int64_t chunks = matmul_skinny_block_chunks(l);
+            const bool deep =
+                l.grid <= sms && l.m_tiles == 1 && !l.few_tokens && chunks > stages - 1;
+            ASSERT_EQ(l.deep_ring, deep) << what;
+            ASSERT_EQ(l.ring_stages,
+                      l.grid <= sms
+                          ? std::min<int64_t>(deep ? kMatmulSkinnyDeepStages : stages, chunks)
+                          : stages)
                 << what;
             ASSERT_GE(l.ring_stages, 1) << what;
             ASSERT_TRUE(matmul_skinny_launch_valid(l, m, n, k)) << what;
@@ -365,6 +379,20 @@ TEST(MatmulSkinnyLaunch, ValidityCheckRejectsLaunchesThatDoNotFit) {
   EXPECT_TRUE(matmul_skinny_launch_valid(l, 1, 896, 896));  // more than needed is allowed
   l.ring_stages += 1;
   EXPECT_FALSE(matmul_skinny_launch_valid(l, 1, 896, 896));
+  // The deep ring: up to its own stages, and only for the plain one-token-tile variant.
+  l = matmul_skinny_launch(1, 896, 4864, 132);
+  ASSERT_TRUE(l.deep_ring);
+  ASSERT_TRUE(matmul_skinny_launch_valid(l, 1, 896, 4864));
+  l.ring_stages = kMatmulSkinnyDeepStages;
+  EXPECT_TRUE(matmul_skinny_launch_valid(l, 1, 896, 4864));
+  l.ring_stages += 1;
+  EXPECT_FALSE(matmul_skinny_launch_valid(l, 1, 896, 4864));
+  l = matmul_skinny_launch(1, 896, 4864, 132);
+  l.ring_stages = 4;  // a stage its blocks stream into left out
+  EXPECT_FALSE(matmul_skinny_launch_valid(l, 1, 896, 4864));
+  l = matmul_skinny_launch(1, 896, 4864, 132);
+  l.few_tokens = true;
+  EXPECT_FALSE(matmul_skinny_launch_valid(l, 1, 896, 4864));
 }
 
 TEST(MatmulSkinnyLaunch, RingFitsOnlyLaunchesOfAtMostOneBlockPerSm) {
@@ -375,13 +403,27 @@ TEST(MatmulSkinnyLaunch, RingFitsOnlyLaunchesOfAtMostOneBlockPerSm) {
     EXPECT_EQ(matmul_skinny_launch(m, 896, 896, kSms).ring_stages, 2) << m;
     EXPECT_EQ(matmul_skinny_launch(m, 1152, 896, kSms, 0, true).ring_stages, 2) << m;
   }
-  // Its down: 2 splits of 5 chunks on 112 blocks, more than 4 stages: all of them.
+  // Its down: 2 splits of 5 chunks on 112 blocks, more than the 3 the variant requests before its
+  // PDL wait: the deep ring, 5 of its stages, so all 5 are requested before the wait.
   const MatmulSkinnyLaunch down = matmul_skinny_launch(1, 896, 4864, kSms);
   EXPECT_EQ(down.grid, 112);
-  EXPECT_EQ(down.ring_stages, 4);
-  // Qwen3-0.6B's o (2 splits of 2 chunks, 128 blocks) and down (2 of 3): 2 and 3 stages.
+  EXPECT_TRUE(down.deep_ring);
+  EXPECT_EQ(down.ring_stages, 5);
+  // Not with the RMSNorm prologue or an epilogue that needs an unsplit launch (their variants
+  // have no deep ring), nor at two token tiles: the variant's 4 stages, all filled.
+  const MatmulSkinnyLaunch down_unsplit = matmul_skinny_launch(1, 896, 4864, kSms, 0, true);
+  EXPECT_FALSE(down_unsplit.deep_ring);
+  EXPECT_EQ(down_unsplit.ring_stages, 4);
+  EXPECT_FALSE(matmul_skinny_launch(16, 896, 4864, kSms).deep_ring);
+  // A block of more chunks than the deep ring's stages: all 8.
+  const MatmulSkinnyLaunch long_split = matmul_skinny_launch(1, 896, 14336, kSms, 2);
+  EXPECT_TRUE(long_split.deep_ring);
+  EXPECT_EQ(long_split.ring_stages, kMatmulSkinnyDeepStages);
+  // Qwen3-0.6B's o (2 splits of 2 chunks, 128 blocks) and down (2 of 3): 2 and 3 stages, all
+  // requested before the wait by the variant's own ring.
   EXPECT_EQ(matmul_skinny_launch(1, 1024, 2048, kSms).ring_stages, 2);
   EXPECT_EQ(matmul_skinny_launch(1, 1024, 3072, kSms).ring_stages, 3);
+  EXPECT_FALSE(matmul_skinny_launch(1, 1024, 3072, kSms).deep_ring);
   // More blocks than SMs keep every stage even where a block streams fewer chunks: Qwen3-0.6B's
   // q|k|v (256 tiles of 2 chunks) and gate_up (384, the few-token variant's 3 stages).
   EXPECT_EQ(matmul_skinny_launch(1, 4096, 1024, kSms, 0, true).ring_stages, 4);
