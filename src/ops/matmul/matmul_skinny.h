@@ -54,7 +54,7 @@ inline constexpr int kMatmulSkinnyMaxStages = 8;
 // splits of 5 chunks on 112 blocks) left 2 chunks a block for after the wait: the phase trace put
 // that tile's stream at 3.4 us after x landed, against 0.5 us for its o and q|k|v, whose blocks'
 // chunks were all requested early (bench/results/2026-12-06-skinny-deep-ring.md). 8 stages of one
-// token tile are 192 KB, within one block's shared memory; a launch allocates only the stages its
+// token tile are 200 KB, within one block's shared memory; a launch allocates only the stages its
 // blocks fill, so the next kernel's blocks still fit beside one of 5.
 inline constexpr int kMatmulSkinnyDeepStages = 8;
 

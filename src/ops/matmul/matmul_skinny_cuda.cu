@@ -814,10 +814,14 @@ __global__ void __launch_bounds__(kThreads,
 
 // A variant's dynamic shared memory: its ring, then the warps' reduction buffers.
 template <int kMTiles, bool kNorm, bool kFewTokens, bool kDeep = false>
-constexpr int kSmemFor = static_cast<int>(
-    kStagesFor<kMTiles, kFewTokens, kDeep>* matmul_skinny_stage_rows(kMTiles, kFewTokens) *
-        kMatmulSkinnyRowBytes +
-    matmul_skinny_reduce_buffers(kMTiles, kNorm) * matmul_skinny_reduce_bytes(kMTiles));
+constexpr int kSmemFor = static_cast<int>(matmul_skinny_stage_rows(kMTiles, kFewTokens) *
+                                              kMatmulSkinnyRowBytes *
+                                              kStagesFor<kMTiles, kFewTokens, kDeep> +
+                                          matmul_skinny_reduce_buffers(kMTiles, kNorm) *
+                                              matmul_skinny_reduce_bytes(kMTiles));
+static_assert(kSmemFor<1, false, false> ==
+                  matmul_skinny_smem_bytes(1) + matmul_skinny_reduce_bytes(1),
+              "the shallow ring's allocation is the variant's");
 
 // Allows the variant that much dynamic shared memory, once per process.
 template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens, bool kSlices, bool kDeep = false>
