@@ -37,6 +37,33 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
+// Reads one word of every 64-byte line of a kernel's parameter block, so that the SM's constant
+// caches hold all of it before the PDL wait rather than miss on its first use after the wait. Call
+// it just before pdl_wait(). `params` must be a __grid_constant__ kernel parameter (its address is
+// then the parameter space's, not a local copy). A kernel's parameters live in a buffer of their
+// own for each launch, and an instruction that reads a line of it not yet cached stalls its warp
+// for an L2 round trip; after the wait that stall lies on the launch's chain. The skinny GEMM first
+// read its summaries' and cluster merge's line after the wait (scripts/gpu/param_lines.py lists
+// such lines from the SASS); touching it took the H100's qwen3-0.6b bs 1 step -1.2 % and
+// qwen2.5-0.5b's -0.5 % (bench/results/2026-12-06-param-lines.md). Thread (0, 0, 0) stores the
+// words' XOR to shared memory: a volatile store, which keeps the loads, and keeps them before the
+// wait (the compiler moves a parameter load that nothing consumes before the wait past it). Its
+// warp waits for them there, while the kernel before still runs; where that kernel is done
+// already, the same miss would have stalled the code after the wait.
+template <typename T>
+__device__ __forceinline__ void touch_params(const T& params) {
+  static_assert(sizeof(T) % 4 == 0 && alignof(T) >= 4, "a parameter block of whole words");
+  constexpr int kWords = static_cast<int>(sizeof(T) / 4);
+  const auto* words = reinterpret_cast<const uint32_t*>(&params);
+  // Word 16i of every line start in the block, and its last word: every 64-byte line the block
+  // overlaps holds one of them, wherever the block starts.
+  uint32_t sum = words[kWords - 1];
+#pragma unroll
+  for (int i = 0; i < kWords; i += 16) sum ^= words[i];
+  __shared__ volatile uint32_t sink;
+  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) sink = sum;
+}
+
 // PDL unless ROOFLINE_PDL=0 (read once). Measured on the H200 (bench/results/
 // 2026-11-30-decode-step-pdl.md): the decode step with and without it, every test with it on.
 inline bool pdl_enabled() {

@@ -340,22 +340,44 @@ __device__ __forceinline__ void load_norm_weight(const SkinnyArgs& a, const Curs
   cuda::cp_async_16(stage + piece_offset(row, p), valid ? a.norm_w + kk : a.norm_w, valid);
 }
 
-// This thread's cp.async of chunk `chunk`'s token rows into the stage's x rows (after its kRows
-// weight rows; kWarpSlices: the warp's own K slice of them): the piece and rows of its weight
-// copies (copy_row0 + 4i, copy_piece), for the tokens that exist. K past k is zero-filled; tokens
-// past m are not written.
+// Where this thread's copies of x read, worked out once, before the PDL wait (x itself is read
+// only after it): its first token row t0 = copy_row0 at its piece p = copy_piece of the weight
+// copies, for the tokens that exist (t0, t0 + 4, ... < m), at chunk 0. A stage's copies then cost
+// an add and a compare each, with no parameter read and no division (the tile cursor's) after the
+// wait. Working each stage's addresses out from the parameters there, the first stages' x copies
+// of Qwen2.5-0.5B's o took 0.45 us to issue after the wait on an H100; this way 0.31 us
+// (bench/results/2026-12-06-param-lines.md).
 template <bool kWarpSlices>
-__device__ __forceinline__ void load_tokens(const SkinnyArgs& a, int chunk, uint8_t* stage) {
-  const int t0 = copy_row0<kWarpSlices>();
-  const int p = copy_piece<kWarpSlices>();
-  const int64_t kk = static_cast<int64_t>(chunk) * kChunkK + p * 8;
-  const bool valid = kk < a.k;
-  const int64_t four_rows = static_cast<int64_t>(kRowsPerCopy) * a.k;
-  const __nv_bfloat16* from = a.x + static_cast<int64_t>(t0) * a.k + kk;
-  uint8_t* to = stage + kRows * kRowBytes + piece_offset(t0, p);  // parity kept by 4 rows
-  for (int t = t0; t < a.m; t += kRowsPerCopy, from += four_rows, to += kRowsPerCopy * kRowBytes)
-    cuda::cp_async_16(to, valid ? from : a.x, valid);
-}
+struct TokenSource {
+  const __nv_bfloat16* from;  // x[t0][p · 8]
+  int k_left;                 // k - p · 8: chunk c's piece exists when c · kChunkK < k_left
+  int m;
+  int64_t four_rows;  // kRowsPerCopy rows of x, in elements
+  int to;             // the piece's offset in a stage
+
+  __device__ __forceinline__ void start(const SkinnyArgs& a) {
+    const int t0 = copy_row0<kWarpSlices>();
+    const int p = copy_piece<kWarpSlices>();
+    from = a.x + static_cast<int64_t>(t0) * a.k + p * 8;
+    k_left = a.k - p * 8;
+    m = a.m;
+    four_rows = static_cast<int64_t>(kRowsPerCopy) * a.k;
+    to = kRows * kRowBytes + piece_offset(t0, p);  // parity kept by 4 rows
+  }
+
+  // This thread's cp.async of chunk `chunk`'s token rows into the stage's x rows (after its kRows
+  // weight rows; kWarpSlices: the warp's own K slice of them). K past k is zero-filled; tokens
+  // past m are not written.
+  __device__ __forceinline__ void load(int chunk, uint8_t* stage) const {
+    const int kk = chunk * kChunkK;
+    const bool valid = kk < k_left;
+    const __nv_bfloat16* src = from + kk;
+    uint8_t* dst = stage + to;
+    for (int t = copy_row0<kWarpSlices>(); t < m;
+         t += kRowsPerCopy, src += four_rows, dst += kRowsPerCopy * kRowBytes)
+      cuda::cp_async_16(dst, valid ? src : from, valid);
+  }
+};
 
 // The logit tile summaries of one or two tokens' 16 outputs of a column block (see the header):
 // lane l of this warp holds output (token `token`, column col0 + l mod 16), `valid` (the token is
@@ -440,7 +462,7 @@ constexpr int kStagesFor = kDeep ? kMatmulSkinnyDeepStages
 template <int kMTiles, bool kNorm, bool kRope, bool kFewTokens, bool kSlices, bool kDeep = false>
 __global__ void __launch_bounds__(kThreads,
                                   kDeep ? 1 : matmul_skinny_blocks_per_sm(kMTiles, kFewTokens))
-    matmul_skinny_kernel(const SkinnyArgs a) {
+    matmul_skinny_kernel(const __grid_constant__ SkinnyArgs a) {
   static_assert(!kFewTokens || kMTiles == 1, "the few-token variant has one token tile");
   static_assert(!kDeep || (kMTiles == 1 && !kNorm && !kRope && !kFewTokens),
                 "the deep ring is the plain one-token-tile variant's");
@@ -475,6 +497,10 @@ __global__ void __launch_bounds__(kThreads,
   const Cursor first = load;
   WeightSource source;  // the loads' tile
   if (load.valid(a)) source.start<kRope, kSlices>(a, load.col_block);
+  TokenSource<kSlices> tokens;
+  tokens.start(a);
+  // The chunks of the ring's first stages (-1: none), for their x copies after the wait.
+  int first_chunks[kStages - 1];
   // The RoPE epilogue's step inputs, each token's position and slot, in shared memory for every
   // tile's epilogue: uploaded by the host, not written by the kernel before, so copied before the
   // PDL wait, in the first stage's commit group (landed, and visible to the block after the
@@ -490,6 +516,7 @@ __global__ void __launch_bounds__(kThreads,
   }
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
+    first_chunks[s] = load.valid(a) ? load.chunk : -1;
     if (load.valid(a)) {
       load_weights<kSlices>(a, source, load.chunk, ring + s * kStageBytes);
       if constexpr (kNorm) load_norm_weight<kSlices>(a, load, ring + s * kStageBytes, kNormRow);
@@ -498,14 +525,17 @@ __global__ void __launch_bounds__(kThreads,
     cuda::cp_async_commit();
   }
   trace.mark(kMarkIssued);
-  // x, y, the residual and the workspace may belong to the kernel before this one.
+  // x, y, the residual and the workspace may belong to the kernel before this one. Every line of
+  // the parameters is cached by then (the summaries' and the cluster merge's were read first after
+  // the wait).
+  cuda::touch_params(a);
   cuda::pdl_wait();
   trace.mark(kMarkWait);
   cuda::pdl_launch_dependents();
   {
-    Cursor c = first;
-    for (int s = 0; s < kStages - 1 && c.valid(a); ++s, c.advance(a))
-      load_tokens<kSlices>(a, c.chunk, ring + s * kStageBytes);
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s)
+      if (first_chunks[s] >= 0) tokens.load(first_chunks[s], ring + s * kStageBytes);
     // Landed with the first stage (thread 0 waits for all its groups there), visible to the block
     // after the barrier that opens each tile's epilogue.
     if (a.summary_words != nullptr && threadIdx.x == 0)
@@ -590,7 +620,7 @@ __global__ void __launch_bounds__(kThreads,
         uint8_t* slot = ring + ((i + kStages - 1) % kStages) * kStageBytes;
         load_weights<kSlices>(a, source, load.chunk, slot);
         if constexpr (kNorm) load_norm_weight<kSlices>(a, load, slot, kNormRow);
-        load_tokens<kSlices>(a, load.chunk, slot);
+        tokens.load(load.chunk, slot);
         if (load.advance(a) && load.valid(a)) source.start<kRope, kSlices>(a, load.col_block);
       }
       cuda::cp_async_commit();
