@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <type_traits>
 #include <utility>
 
 #include "core/check.h"
@@ -60,6 +61,25 @@ __device__ __forceinline__ void touch_params(const T& params) {
   uint32_t sum = words[kWords - 1];
 #pragma unroll
   for (int i = 0; i < kWords; i += 16) sum ^= words[i];
+  __shared__ volatile uint32_t sink;
+  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) sink = sum;
+}
+
+// touch_params for a kernel whose parameters are scalars and pointers rather than one struct:
+// pass them all. Each is loaded before the wait (its low word joins the same volatile store), so
+// the lines that hold them are cached there and the values sit in registers after it.
+template <typename T>
+__device__ __forceinline__ uint32_t param_low_word(const T& v) {
+  if constexpr (std::is_pointer_v<T>) {
+    return static_cast<uint32_t>(reinterpret_cast<uintptr_t>(v));
+  } else {
+    static_assert(std::is_integral_v<T>, "touch_values takes integers and pointers");
+    return static_cast<uint32_t>(v);
+  }
+}
+template <typename... Ts>
+__device__ __forceinline__ void touch_values(const Ts&... values) {
+  const uint32_t sum = (0u ^ ... ^ param_low_word(values));
   __shared__ volatile uint32_t sink;
   if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) sink = sum;
 }

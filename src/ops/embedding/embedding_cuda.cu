@@ -29,6 +29,7 @@ __global__ void __launch_bounds__(kThreads)
     embedding_kernel(const int32_t* token_ids, const typename Table::Storage* table,
                      typename Out::Storage* out, int64_t num_tokens, int64_t hidden,
                      int64_t vocab_size) {
+  cuda::touch_values(token_ids, table, out, num_tokens, hidden, vocab_size);
   cuda::pdl_wait();
   cuda::pdl_launch_dependents();
   const int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;

@@ -26,6 +26,7 @@ template <typename U>
 __global__ void __launch_bounds__(kThreads)
     gather_rows_kernel(const U* x, const int32_t* index, U* out, int64_t num_in_rows,
                        int64_t num_out_rows, int64_t row_units) {
+  cuda::touch_values(x, index, out, num_in_rows, num_out_rows, row_units);
   cuda::pdl_wait();
   cuda::pdl_launch_dependents();
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;

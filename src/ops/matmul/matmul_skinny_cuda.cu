@@ -104,7 +104,8 @@
 // pass over y of its own.
 //
 // Numerics: products of bf16 values are exact in fp32; sums in fp32 (tensor-core order within an
-// MMA, K order within a tile, split order across tiles); bias or residual added in fp32; one
+// MMA, K order within a tile — at 1-2 token tiles in two interleaved chains of 16 K, added at the
+// tile's end — split order across tiles); bias or residual added in fp32; one
 // rounding to bf16. The prologue rounds x · norm_weight to bf16 once (the unfused norm rounds
 // x / rms · norm_weight once) and applies 1 / rms in fp32 to the sum.
 #include <cuda_bf16.h>
@@ -346,9 +347,16 @@ __device__ __forceinline__ void load_norm_weight(const SkinnyArgs& a, const Curs
 // an add and a compare each, with no parameter read and no division (the tile cursor's) after the
 // wait. Working each stage's addresses out from the parameters there, the first stages' x copies
 // of Qwen2.5-0.5B's o took 0.45 us to issue after the wait on an H100; this way 0.31 us
-// (bench/results/2026-12-06-param-lines.md).
-template <bool kWarpSlices>
+// (bench/results/2026-12-06-param-lines.md). A stage holds kTokenRows rows of x (m <= kTokenRows),
+// so a thread copies at most kTokenRows / kRowsPerCopy of them: that many predicated copies,
+// unrolled, instead of a loop over m (whose unrolled body and remainder were most of the 0.31 us;
+// 0.21 us so: bench/results/2026-12-06-x-copies.md).
+template <bool kWarpSlices, int kTokenRows>
 struct TokenSource {
+  static_assert(kTokenRows % kRowsPerCopy == 0, "a stage's x rows are whole copies");
+  static constexpr int kCopies = kTokenRows / kRowsPerCopy;
+  // Up to 2 token tiles; at 4 and 8 (one first stage, 8 or 16 copies) the loop is shorter code.
+  static constexpr int kMaxUnrolledCopies = 4;
   const __nv_bfloat16* from;  // x[t0][p · 8]
   int k_left;                 // k - p · 8: chunk c's piece exists when c · kChunkK < k_left
   int m;
@@ -371,11 +379,18 @@ struct TokenSource {
   __device__ __forceinline__ void load(int chunk, uint8_t* stage) const {
     const int kk = chunk * kChunkK;
     const bool valid = kk < k_left;
-    const __nv_bfloat16* src = from + kk;
-    uint8_t* dst = stage + to;
-    for (int t = copy_row0<kWarpSlices>(); t < m;
-         t += kRowsPerCopy, src += four_rows, dst += kRowsPerCopy * kRowBytes)
-      cuda::cp_async_16(dst, valid ? src : from, valid);
+    const __nv_bfloat16* src = valid ? from + kk : from;
+    const int t0 = copy_row0<kWarpSlices>();
+    if constexpr (kCopies <= kMaxUnrolledCopies) {
+#pragma unroll
+      for (int j = 0; j < kCopies; ++j)
+        if (t0 + j * kRowsPerCopy < m)
+          cuda::cp_async_16(stage + to + j * kRowsPerCopy * kRowBytes, src + j * four_rows, valid);
+    } else {
+      uint8_t* dst = stage + to;
+      for (int t = t0; t < m; t += kRowsPerCopy, src += four_rows, dst += kRowsPerCopy * kRowBytes)
+        cuda::cp_async_16(dst, src, valid);
+    }
   }
 };
 
@@ -497,7 +512,7 @@ __global__ void __launch_bounds__(kThreads,
   const Cursor first = load;
   WeightSource source;  // the loads' tile
   if (load.valid(a)) source.start<kRope, kSlices>(a, load.col_block);
-  TokenSource<kSlices> tokens;
+  TokenSource<kSlices, kTokenRows> tokens;
   tokens.start(a);
   // The chunks of the ring's first stages (-1: none), for their x copies after the wait.
   int first_chunks[kStages - 1];
@@ -560,7 +575,12 @@ __global__ void __launch_bounds__(kThreads,
   while (c.valid(a)) {
     if (++tiles_begun == 2) trace.mark(kMarkFirstTile);
     const bool first_tile = tiles_begun == 1;
+    // Two accumulator chains per token tile where registers allow (1-2 tiles): the MMAs of each
+    // k32 step's first and second 16 K go to acc and acc2, summed once after the tile's stream,
+    // so a warp's chain of dependent MMAs is half as long (a tile of 2 chunks was 8 in a row).
+    constexpr bool kTwoChains = kMTiles <= 2;
     float acc[kMTiles][4];
+    float acc2[kTwoChains ? kMTiles : 1][4];
     float squares[kMTiles];  // kNorm: this lane's share of token mt·8 + g's sum of x²
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
@@ -568,6 +588,10 @@ __global__ void __launch_bounds__(kThreads,
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[mt][e] = 0.0f;
     }
+#pragma unroll
+    for (int mt = 0; mt < (kTwoChains ? kMTiles : 1); ++mt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc2[mt][e] = 0.0f;
     const int col_block = c.col_block;
     const int split = c.split;
     // The RoPE epilogue's constants for this thread's pair (threadIdx.x mod 8) of the tile: its
@@ -642,11 +666,21 @@ __global__ void __launch_bounds__(kThreads,
             xv = scale_bf16x8(xv, nv);
           }
           cuda::mma_bf16(acc[mt], a0, xv.x, xv.y);
-          cuda::mma_bf16(acc[mt], a1, xv.z, xv.w);
+          if constexpr (kTwoChains) {
+            cuda::mma_bf16(acc2[mt], a1, xv.z, xv.w);
+          } else {
+            cuda::mma_bf16(acc[mt], a1, xv.z, xv.w);
+          }
         }
       }
       ++i;
       tile_done = c.advance(a) || !c.valid(a);
+    }
+    if constexpr (kTwoChains) {
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[mt][e] += acc2[mt][e];
     }
     if (first_tile) {
       trace.mark(kMarkFirstStream);

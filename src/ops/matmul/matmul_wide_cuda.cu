@@ -144,7 +144,8 @@ enum WideMark : int {
 
 __global__ void __launch_bounds__(kThreads, 1)
     matmul_wide_kernel(const __grid_constant__ CUtensorMap w_map,
-                       const __grid_constant__ CUtensorMap x_map, const WideArgs a) {
+                       const __grid_constant__ CUtensorMap x_map,
+                       const __grid_constant__ WideArgs a) {
   extern __shared__ unsigned char smem_raw[];
   unsigned char* ring = reinterpret_cast<unsigned char*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
@@ -152,6 +153,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint64_t* empty = full + kStages;
   uint64_t* received = empty + kStages;  // the other splits' parts of this block's rows
   cuda::PhaseTrace trace(cuda::phase_trace_records(a));
+  // Before both roles' PDL waits (the producer's and the consumers').
+  cuda::touch_params(a);
 
   const int tile = static_cast<int>(blockIdx.x) / a.splits;
   const int split = static_cast<int>(blockIdx.x) % a.splits;

@@ -128,7 +128,9 @@ __device__ __forceinline__ void rotate_store_lane(float (&x1)[N], float (&x2)[N]
 }
 
 template <typename T, int kHeadDim, bool kQkNorm>
-__global__ void __launch_bounds__(kMaxThreads) qkv_rope_kernel(const QkvRopeArgs a) {
+__global__ void __launch_bounds__(kMaxThreads)
+    qkv_rope_kernel(const __grid_constant__ QkvRopeArgs a) {
+  cuda::touch_params(a);
   cuda::pdl_wait();
   cuda::pdl_launch_dependents();
   using S = typename T::Storage;
@@ -219,7 +221,9 @@ constexpr int kRingStages = 3;
 // no barrier; cos / sin are double-buffered: one barrier per token. Slot and position of the
 // next token are loaded one token ahead. The math and the stores are qkv_rope_kernel's.
 template <typename T, int kHeadDim, bool kQkNorm>
-__global__ void __launch_bounds__(kMaxThreads) qkv_rope_ring_kernel(const QkvRopeArgs a) {
+__global__ void __launch_bounds__(kMaxThreads)
+    qkv_rope_ring_kernel(const __grid_constant__ QkvRopeArgs a) {
+  cuda::touch_params(a);
   cuda::pdl_wait();
   cuda::pdl_launch_dependents();
   using S = typename T::Storage;
@@ -328,7 +332,9 @@ __global__ void __launch_bounds__(kMaxThreads) qkv_rope_ring_kernel(const QkvRop
 
 // Any even head_dim and any alignment: one warp per (token, head), lanes striding over the pairs.
 template <typename T, bool kQkNorm>
-__global__ void __launch_bounds__(kGenericThreads) qkv_rope_generic_kernel(const QkvRopeArgs a) {
+__global__ void __launch_bounds__(kGenericThreads)
+    qkv_rope_generic_kernel(const __grid_constant__ QkvRopeArgs a) {
+  cuda::touch_params(a);
   cuda::pdl_wait();
   cuda::pdl_launch_dependents();
   using S = typename T::Storage;

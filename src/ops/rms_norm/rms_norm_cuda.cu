@@ -66,7 +66,8 @@ __device__ __forceinline__ float group_sum(float v, float* smem, int group_threa
 // elements per pack (divides hidden); kItems: packs per thread held in registers
 // (group threads * kItems * N >= hidden), 0 for the two-pass variant; kResidual: the fused form.
 template <typename T, int N, int kItems, int kRows, bool kResidual>
-__global__ void __launch_bounds__(kRmsNormMaxThreads) rms_norm_kernel(const RmsNormArgs a) {
+__global__ void __launch_bounds__(kRmsNormMaxThreads)
+    rms_norm_kernel(const __grid_constant__ RmsNormArgs a) {
   using S = typename T::Storage;
   static_assert(kRows == 1 || kRows == 2 || kRows == 4, "1, 2 or 4 rows per block");
   __shared__ float smem[32];
@@ -91,6 +92,7 @@ __global__ void __launch_bounds__(kRmsNormMaxThreads) rms_norm_kernel(const RmsN
       if (i % line_elems < N) cuda::prefetch_weight_l1(a.weight, a.weight_dtype, i);
     }
   }
+  cuda::touch_params(a);
   cuda::pdl_wait();
   cuda::pdl_launch_dependents();
 

@@ -84,10 +84,13 @@ __device__ __forceinline__ unsigned long long part_word(uint32_t epoch, float be
 // storage T in packs of kVec elements; kAligned: a row's packs are 16-byte aligned.
 template <typename T, int kVec, bool kAligned>
 __global__ void __launch_bounds__(kThreads)
-    summarize_logit_tiles_kernel(const typename T::Storage* logits, const TilesArgs a) {
+    summarize_logit_tiles_kernel(const typename T::Storage* logits,
+                                 const __grid_constant__ TilesArgs a) {
   __shared__ unsigned long long s_words[kBlockTokens];
   __shared__ unsigned s_nonfinite;
   // The logits are the GEMM's before this kernel; the epoch may be a kernel's too.
+  cuda::touch_values(logits);
+  cuda::touch_params(a);
   cuda::pdl_wait();
   cuda::pdl_launch_dependents();
   const uint32_t epoch = *a.epoch;
@@ -242,9 +245,12 @@ __device__ __forceinline__ uint32_t tile_max(uint32_t compact, int tile_lanes, i
 // first (one 64-bit division a warp).
 template <typename T, int kVec, bool kCompact>
 __global__ void __launch_bounds__(kThreads)
-    summarize_short_tiles_kernel(const typename T::Storage* logits, const TilesArgs a,
-                                 int row_segments, int64_t segments) {
+    summarize_short_tiles_kernel(const typename T::Storage* logits,
+                                 const __grid_constant__ TilesArgs a, int row_segments,
+                                 int64_t segments) {
   static_assert(!kCompact || std::is_same_v<T, cuda::Bf16>, "compact words are bf16's");
+  cuda::touch_values(logits, row_segments, segments);
+  cuda::touch_params(a);
   cuda::pdl_wait();
   cuda::pdl_launch_dependents();
   const uint32_t epoch = *a.epoch;

@@ -1201,8 +1201,11 @@ __device__ bool pass_one_split(const SplitWorkspace& ws, const RowView<T>& row, 
 
 template <typename T, int N>
 __global__ void __launch_bounds__(kSampleThreads, 2)
-    sample_rows_kernel(SampleRowsParams p, SampleLaunch launch) {
+    sample_rows_kernel(const __grid_constant__ SampleRowsParams p,
+                       const __grid_constant__ SampleLaunch launch) {
   cuda::PhaseTraceThrough trace(cuda::phase_trace_records(launch));
+  cuda::touch_params(p);
+  cuda::touch_params(launch);
   cuda::pdl_wait();
   cuda::pdl_launch_dependents();
   extern __shared__ __align__(16) uint8_t smem[];

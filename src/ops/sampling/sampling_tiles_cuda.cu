@@ -247,8 +247,11 @@ template <typename T>
 // One block an SM by the bound: left to itself, ptxas capped the bf16 kernel at 64 registers and
 // spilled (104 bytes a thread) in the chain's phases.
 __global__ void __launch_bounds__(kThreads, 1)
-    sample_tiles_kernel(SampleRowsParams p, TilesLaunch launch) {
+    sample_tiles_kernel(const __grid_constant__ SampleRowsParams p,
+                        const __grid_constant__ TilesLaunch launch) {
   cuda::PhaseTraceThrough trace(cuda::phase_trace_records(launch));
+  cuda::touch_params(p);
+  cuda::touch_params(launch);
   cuda::pdl_wait();
   cuda::pdl_launch_dependents();
   extern __shared__ __align__(16) uint8_t smem[];

@@ -44,6 +44,7 @@ template <typename T, int N, int kRowsPerThread, int kThreads, bool kFast>
 __global__ void __launch_bounds__(kThreads)
     silu_mul_kernel(const typename T::Storage* gate_up, typename T::Storage* out,
                     int64_t num_tokens, int64_t intermediate) {
+  cuda::touch_values(gate_up, out, num_tokens, intermediate);
   cuda::pdl_wait();
   cuda::pdl_launch_dependents();
   const int64_t packs = intermediate / N;
@@ -79,6 +80,7 @@ template <typename T, int N, int kPacks, int kThreads, bool kFast>
 __global__ void __launch_bounds__(kThreads)
     silu_mul_flat_kernel(const typename T::Storage* gate_up, typename T::Storage* out,
                          int total_packs, int row_packs) {
+  cuda::touch_values(gate_up, out, total_packs, row_packs);
   cuda::pdl_wait();
   cuda::pdl_launch_dependents();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads * kPacks;
