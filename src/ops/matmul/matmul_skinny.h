@@ -342,16 +342,23 @@ inline bool matmul_skinny_fuses_rope(const MatmulSkinnyLaunch& l, int num_sms) {
 // The most splits of one column block that merge inside a thread-block cluster (the portable
 // cluster size).
 inline constexpr int kMatmulSkinnyMaxClusterSplits = 8;
+// The cluster merge's receive area, after the reduction buffers, in the variants that may split (no
+// RMSNorm prologue, not the few-token variant): each block finishes every splits-th output of its
+// column block and receives every split's sum of those, [splits][ceil(16·m / splits)] floats, at
+// most 16·8·m_tiles + kMatmulSkinnyMaxClusterSplits.
+constexpr int64_t matmul_skinny_cluster_recv_bytes(int m_tiles) {
+  return (kMatmulSkinnyBlockRows * 8 * int64_t{m_tiles} + kMatmulSkinnyMaxClusterSplits) * 4;
+}
 
 // Whether launch `l` merges its splits inside thread-block clusters — one cluster of l.splits
-// consecutive blocks per column block, each block's sums read by the others over distributed
-// shared memory — instead of through the workspace (fp32 partials to L2, a fence, an arrival
-// counter, the last block reading them back: three L2 round trips on the launch's critical path).
-// It needs 2 to kMatmulSkinnyMaxClusterSplits splits, one tile per block (grid == tiles, so the
-// blocks of a cluster hold the splits of one column block), and every cluster resident at once:
-// `max_active_clusters` is how many clusters of l.splits blocks the device runs together
-// (clusters sit whole within a GPC, and a second wave of clusters costs more than the merge
-// saves, as decode attention measured).
+// consecutive blocks per column block, each block's sums pushed to the blocks that finish them
+// over distributed shared memory — instead of through the workspace (fp32 partials to L2, a fence,
+// an arrival counter, the last block reading them back: three L2 round trips on the launch's
+// critical path). It needs 2 to kMatmulSkinnyMaxClusterSplits splits, one tile per block (grid ==
+// tiles, so the blocks of a cluster hold the splits of one column block), and every cluster
+// resident at once: `max_active_clusters` is how many clusters of l.splits blocks the device runs
+// together (clusters sit whole within a GPC, and a second wave of clusters costs more than the
+// merge saves, as decode attention measured).
 inline bool matmul_skinny_merges_in_clusters(const MatmulSkinnyLaunch& l,
                                              int64_t max_active_clusters) {
   return l.cluster_merge && l.splits >= 2 && l.splits <= kMatmulSkinnyMaxClusterSplits &&

@@ -55,10 +55,12 @@
 // next launch — or a CUDA-graph replay — starts clean. No second kernel, no second pass over
 // memory. Where every block holds one tile and the clusters all fit
 // (matmul_skinny_merges_in_clusters), the launch is a thread-block cluster per column block
-// instead: each block leaves its sums in shared memory, one cluster barrier publishes them, every
-// block finishes an equal share of the outputs by summing the splits' sums over distributed shared
-// memory in split order (the workspace path's order: the same bits), and a second barrier keeps
-// each block's sums alive until all are read — no L2 round trip between the splits.
+// instead: every block finishes an equal share of the outputs. It stores its sum of each output
+// into the owning block's shared memory over distributed shared memory and arrives on that block's
+// mbarrier, waits on its own for the other splits' sums, and adds them in split order (the
+// workspace path's order: the same bits) — no L2 round trip between the splits, and no cluster
+// barrier on the way out (the one that publishes the mbarriers' initialisation is arrived at
+// before the PDL wait).
 //
 //   RMSNorm prologue (p.norm_weight; kernel variant kNorm): each stage also carries the chunk's
 // slice of the norm weight (one more 1 KB row, copied with the weights: a constant). A lane that
@@ -496,6 +498,13 @@ __global__ void __launch_bounds__(kThreads,
   constexpr int kRedBuffers = kSlices ? matmul_skinny_reduce_buffers(kMTiles, kNorm) : 1;
   constexpr int kRedFloats = static_cast<int>(matmul_skinny_reduce_bytes(kMTiles) / 4);
   static_assert(kRedBuffers == 1 || kSlices, "a second buffer serves warps that walk slices");
+  // The variants whose launches may split, and so merge in clusters (a prologue, RoPE or
+  // few-token launch never splits).
+  constexpr bool kMaySplit = !kNorm && !kRope && !kFewTokens;
+  // The cluster merge's receive area after the reduction buffers ([split][ceil(16·m / splits)]),
+  // and the mbarrier on which the cluster's other blocks arrive once their sums are in it.
+  float* const recv = reds + kRedBuffers * kRedFloats;
+  __shared__ uint64_t s_merge_bar;
   __shared__ bool is_last;
 
   cuda::PhaseTrace trace(cuda::phase_trace_records(a));
@@ -516,6 +525,18 @@ __global__ void __launch_bounds__(kThreads,
   tokens.start(a);
   // The chunks of the ring's first stages (-1: none), for their x copies after the wait.
   int first_chunks[kStages - 1];
+  // A clustered launch: this block's merge barrier expects the cluster's other splits, and a
+  // relaxed cluster barrier arrival publishes its initialisation (fence.mbarrier_init orders it)
+  // and that the block has started, as distributed shared memory requires, long before any block
+  // stores into another's (the epilogue waits on that barrier). First, before any copy: a releasing
+  // arrival after the ring's weight copies waited for them to land, 1.5 us on Qwen2.5-0.5B's down.
+  if (kMaySplit && a.cluster_merge) {  // launch-uniform
+    if (threadIdx.x == 0) {
+      cuda::mbarrier_init(&s_merge_bar, static_cast<unsigned>(a.splits - 1));
+      cuda::fence_mbarrier_init_cluster();
+    }
+    cuda::cluster_arrive_relaxed();
+  }
   // The RoPE epilogue's step inputs, each token's position and slot, in shared memory for every
   // tile's epilogue: uploaded by the host, not written by the kernel before, so copied before the
   // PDL wait, in the first stage's commit group (landed, and visible to the block after the
@@ -813,33 +834,41 @@ __global__ void __launch_bounds__(kThreads,
       }
       continue;
     }
-    if (a.cluster_merge) {  // block-uniform: this cluster is the column block's splits
-      constexpr int kPerThread = (kRows * kTokens + kThreads - 1) / kThreads;
-      float mine[kPerThread];
-#pragma unroll
-      for (int j = 0; j < kPerThread; ++j) {
-        const int o = static_cast<int>(threadIdx.x) + j * kThreads;
-        mine[j] = o < a.m * kRows ? warp_sum(o) : 0.0f;
-      }
-      __syncthreads();  // every warp is done reading `red`: it now holds this block's sums
-#pragma unroll
-      for (int j = 0; j < kPerThread; ++j) {
-        const int o = static_cast<int>(threadIdx.x) + j * kThreads;
-        if (o < a.m * kRows) red[o] = mine[j];
-      }
-      cuda::cluster_sync();  // the splits' sums, published to the cluster
+    if (kMaySplit && a.cluster_merge) {  // block-uniform: this cluster is the column block's splits
       // Block `split` (its rank: one tile per block, clusters of consecutive blocks) finishes
-      // outputs split, split + splits, ...
+      // outputs split, split + splits, ...: every block pushes its sum of output o into rank
+      // o mod splits's receive area, row `split`, and arrives on that rank's merge barrier; then
+      // waits for the others' and sums the splits in split order (the workspace path's order: the
+      // same bits). One-way stores and no block barrier across the cluster on the way out: the pull
+      // merge (a cluster barrier, remote loads, a second barrier to keep every block's sums alive
+      // until read) put two barriers and a round trip on each launch's tail.
+      const int per_rank = (a.m * kRows + a.splits - 1) / a.splits;
+      cuda::cluster_wait();  // every block started, its merge barrier initialised (see above)
+      constexpr int kPerThread = (kRows * kTokens + kThreads - 1) / kThreads;
+#pragma unroll
+      for (int j = 0; j < kPerThread; ++j) {
+        const int o = static_cast<int>(threadIdx.x) + j * kThreads;
+        if (o >= a.m * kRows) break;
+        const int owner = o % a.splits;
+        float* const at = recv + split * per_rank + o / a.splits;
+        if (owner == split) {
+          *at = warp_sum(o);
+        } else {
+          cuda::cluster_store_f32(at, static_cast<unsigned>(owner), warp_sum(o));
+        }
+      }
+      __syncthreads();  // the block's stores, ordered before the arrivals that release them
+      if (static_cast<int>(threadIdx.x) < a.splits && static_cast<int>(threadIdx.x) != split)
+        cuda::mbarrier_arrive_remote(&s_merge_bar, threadIdx.x);
+      cuda::mbarrier_wait_cluster(&s_merge_bar, 0);  // the other splits' sums are here
       for (int o = static_cast<int>(threadIdx.x) * a.splits + split; o < a.m * kRows;
            o += kThreads * a.splits) {
         const int col = row0 + o % kRows;
         if (col >= a.n) continue;
         float sum = 0.0f;
-        for (int sp = 0; sp < a.splits; ++sp)
-          sum += cuda::cluster_load_f32(red + o, static_cast<unsigned>(sp));
+        for (int sp = 0; sp < a.splits; ++sp) sum += recv[sp * per_rank + o / a.splits];
         epilogue(o, col, sum);
       }
-      cuda::cluster_sync();  // no block leaves while another may still read its sums
       continue;
     }
     float* my_partial = a.partials + static_cast<int64_t>(split) * a.m * a.n;
@@ -876,15 +905,22 @@ __global__ void __launch_bounds__(kThreads,
   trace.finish();
 }
 
-// A variant's dynamic shared memory: its ring, then the warps' reduction buffers.
+// A variant's dynamic shared memory past its ring: the warps' reduction buffers, then (a variant
+// without the prologue and not few-token) the cluster merge's receive area — unused by the RoPE
+// variants, which never split (544 bytes at one token tile).
+template <int kMTiles, bool kNorm, bool kFewTokens>
+constexpr int kTailSmemFor = static_cast<int>(
+    matmul_skinny_reduce_buffers(kMTiles, kNorm) * matmul_skinny_reduce_bytes(kMTiles) +
+    (!kNorm && !kFewTokens ? matmul_skinny_cluster_recv_bytes(kMTiles) : 0));
+// A variant's dynamic shared memory: its ring, then the tail.
 template <int kMTiles, bool kNorm, bool kFewTokens, bool kDeep = false>
 constexpr int kSmemFor = static_cast<int>(matmul_skinny_stage_rows(kMTiles, kFewTokens) *
-                                              kMatmulSkinnyRowBytes *
-                                              kStagesFor<kMTiles, kFewTokens, kDeep> +
-                                          matmul_skinny_reduce_buffers(kMTiles, kNorm) *
-                                              matmul_skinny_reduce_bytes(kMTiles));
-static_assert(kSmemFor<1, false, false> ==
-                  matmul_skinny_smem_bytes(1) + matmul_skinny_reduce_bytes(1),
+                                          kMatmulSkinnyRowBytes *
+                                          kStagesFor<kMTiles, kFewTokens, kDeep>) +
+                         kTailSmemFor<kMTiles, kNorm, kFewTokens>;
+static_assert(kSmemFor<1, false, false> == matmul_skinny_smem_bytes(1) +
+                                               matmul_skinny_reduce_bytes(1) +
+                                               matmul_skinny_cluster_recv_bytes(1),
               "the shallow ring's allocation is the variant's");
 
 // Allows the variant that much dynamic shared memory, once per process.
@@ -944,9 +980,7 @@ void launch_variant_sliced(const SkinnyArgs& args, const MatmulSkinnyLaunch& lau
   // A prologue variant's allocation whatever its layout (block copies use the first of the two
   // reduction buffers): both layouts then fit the same blocks per SM, and the plan's ring fits
   // either.
-  const int smem =
-      a.ring_stages * kStageBytes + static_cast<int>(matmul_skinny_reduce_buffers(kMTiles, kNorm) *
-                                                     matmul_skinny_reduce_bytes(kMTiles));
+  const int smem = a.ring_stages * kStageBytes + kTailSmemFor<kMTiles, kNorm, kFewTokens>;
   a.cluster_merge =
       variant_merges_in_clusters<kMTiles, kNorm, kRope, kFewTokens, kSlices, kDeep>(launch);
   cuda::launch_pdl_clustered(kKernel, dim3(static_cast<unsigned>(launch.grid)), dim3(kThreads),
