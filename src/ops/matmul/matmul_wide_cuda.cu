@@ -22,9 +22,10 @@
 // leaves its fp32 sums [64][128] in its own shared memory (the consumed ring); each block
 // finishes an equal share of the tile's m rows; after one cluster barrier every block sends each
 // other block that block's rows of its sums by a bulk copy between shared memories, and each adds
-// the parts it received to its own in split order (deterministic); a second cluster barrier keeps
-// every block's sums alive until the copies out of them have landed. Unsplit, the block finishes
-// the tile from its own sums.
+// the parts it received to its own in split order (deterministic). A block that has received every
+// part arrives on each other block's `released` mbarrier, and a block leaves only once all the
+// others have: its sums stay alive until the copies out of them have landed, and no block waits
+// for the cluster's slowest outputs. Unsplit, the block finishes the tile from its own sums.
 //
 // Numerics: products of bf16 values are exact in fp32; sums in fp32 (tensor-core order within a
 // wgmma, K order within a split, split order across splits); bias or residual added in fp32; one
@@ -70,7 +71,7 @@ constexpr int kSumBytes = kTileM * kSumStride * 4;
 // then the mbarriers.
 constexpr int kStages = kMatmulWideStages;
 constexpr int kRingBytes = kStages * kStageBytes;
-constexpr int kSmemBytes = 1024 + kRingBytes + (2 * kStages + 1) * 8;
+constexpr int kSmemBytes = 1024 + kRingBytes + (2 * kStages + 2) * 8;
 // The merge's receive area follows the sums: a slot of ceil(m / splits) rows per split, at most
 // kTileM + kMatmulWideMaxSplits - 1 rows in all.
 static_assert(kSumBytes + (kTileM + kMatmulWideMaxSplits) * kSumStride * 4 <= kRingBytes,
@@ -139,7 +140,7 @@ enum WideMark : int {
   kMarkStreamed,    // every stage multiplied, the last multiply drained
   kMarkSumsShared,  // the sums in shared memory, the (cluster) barrier passed
   kMarkOutputs,     // this block's outputs written
-  kMarkDone,        // released by the cluster's last barrier (split launches)
+  kMarkDone,        // every other split received its part of the sums (split launches)
 };
 
 __global__ void __launch_bounds__(kThreads, 1)
@@ -152,6 +153,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint64_t* full = reinterpret_cast<uint64_t*>(ring + kRingBytes);
   uint64_t* empty = full + kStages;
   uint64_t* received = empty + kStages;  // the other splits' parts of this block's rows
+  uint64_t* released = received + 1;     // the other splits hold their parts of this block's sums
   cuda::PhaseTrace trace(cuda::phase_trace_records(a));
   // Before both roles' PDL waits (the producer's and the consumers').
   cuda::touch_params(a);
@@ -169,7 +171,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       cuda::mbarrier_init(&empty[s], kConsumers / 32);
     }
     cuda::mbarrier_init(received, 1);
-    cuda::fence_mbarrier_init_cluster();  // visible to the copy engine (the async proxy)
+    cuda::mbarrier_init(released, static_cast<unsigned>(a.splits > 1 ? a.splits - 1 : 1));
+    cuda::fence_mbarrier_init_cluster();  // visible to the copy engine and the cluster's blocks
   }
   __syncthreads();
 
@@ -282,6 +285,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
     cuda::mbarrier_wait(received, 0);
+    // Every part sent here has landed, so its sender may free its sums: a receipt to each other
+    // block (the one whose rows here are empty sent nothing and gets one too), one arrival each on
+    // its `released` barrier, which it waits on before it leaves.
+    if (threadIdx.x == 0)
+      for (int i = 1; i < a.splits; ++i)
+        cuda::mbarrier_arrive_remote(released, static_cast<unsigned>((split + i) % a.splits));
   } else {
     cuda::named_barrier_sync(kConsumerBarrier, kConsumers);
   }
@@ -448,7 +457,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   }
   trace.mark(kMarkOutputs);
-  if (a.splits > 1) cuda::cluster_sync();  // no block's sums vanish while another reads them
+  // No block's sums vanish while a copy out of them may still read them: every receipt is in.
+  // (A second cluster barrier here kept every block until the cluster's last had written its
+  // outputs.)
+  if (a.splits > 1 && threadIdx.x == 0) cuda::mbarrier_wait_cluster(released, 0);
   trace.mark(kMarkDone);
   trace.finish();
 }
