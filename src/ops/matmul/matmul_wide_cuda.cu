@@ -44,6 +44,7 @@
 #include "ops/common/cuda_phase_trace.cuh"
 #include "ops/common/cuda_tensor_map.cuh"
 #include "ops/common/cuda_wgmma.cuh"
+#include "ops/common/env_switch.h"
 #include "ops/matmul/matmul_wide.h"
 
 // wgmma exists on sm_90a only (CMakePresets.json builds 90a).
@@ -92,6 +93,9 @@ struct WideArgs {
   int num_chunks;
   int chunks_per_split;
   int splits;
+  // A split launch's blocks leave on the other splits' receipts (true) or after a closing cluster
+  // barrier (false: ROOFLINE_WIDE_RECEIPTS=0, for A/B runs).
+  bool receipts;
   // The logit tile summaries of y (summary_words set): per token, the words of its summary_tiles
   // tiles of summary_tile_tokens columns (8 to 128, dividing the tile: matmul_wide_fuses_summaries)
   // and its non-finite count, in epoch *summary_epoch (logit_tiles.h).
@@ -288,7 +292,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Every part sent here has landed, so its sender may free its sums: a receipt to each other
     // block (the one whose rows here are empty sent nothing and gets one too), one arrival each on
     // its `released` barrier, which it waits on before it leaves.
-    if (threadIdx.x == 0)
+    if (a.receipts && threadIdx.x == 0)
       for (int i = 1; i < a.splits; ++i)
         cuda::mbarrier_arrive_remote(released, static_cast<unsigned>((split + i) % a.splits));
   } else {
@@ -460,7 +464,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // No block's sums vanish while a copy out of them may still read them: every receipt is in.
   // (A second cluster barrier here kept every block until the cluster's last had written its
   // outputs.)
-  if (a.splits > 1 && threadIdx.x == 0) cuda::mbarrier_wait_cluster(released, 0);
+  if (a.splits > 1 && !a.receipts) cuda::cluster_sync();
+  if (a.splits > 1 && a.receipts && threadIdx.x == 0) cuda::mbarrier_wait_cluster(released, 0);
   trace.mark(kMarkDone);
   trace.finish();
 }
@@ -540,6 +545,9 @@ void matmul_wide_cuda(const MatmulParams& p, MatmulEpilogue epilogue,
   a.num_chunks = static_cast<int>(launch.num_chunks);
   a.chunks_per_split = static_cast<int>(launch.chunks_per_split);
   a.splits = launch.splits;
+  static const bool receipts = env_switch("ROOFLINE_WIDE_RECEIPTS", "a closing cluster barrier",
+                                          "receipts between the splits");
+  a.receipts = receipts;
   const bool summarized = p.summaries.words != nullptr;
   if (summarized) {
     const char* no_summaries = matmul_summaries_epilogue_reason(p);
