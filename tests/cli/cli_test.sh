@@ -179,6 +179,10 @@ unset XDG_CACHE_HOME
 expect bench_cpu 0 "decode step .*sampled by the CPU twin" -- bench --dummy-weights llama-tiny --batch 2 --context 16 --steps 4 --breakdown
 # The CPU has no CUDA graph: no graph floor, no kernels line.
 if "$bin" bench --dummy-weights llama-tiny --batch 1 --context 8 --steps 2 2>&1 | grep -qE "^(graph floor|kernels) "; then echo "FAIL bench_cpu_no_graph_lines"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
+# The step's bytes are counted at the context the timed steps straddle: 16 prompt tokens, 3
+# warm-up steps, then 4 timed steps attending 20..23 keys, counted after the first 2 (21).
+expect bench_cpu_mid_context 0 "^step bytes .* at context 21 \(the timed steps' middle\)" -- bench --dummy-weights llama-tiny --batch 2 --context 16 --steps 4
+expect bench_cpu_mid_context_one 0 "^step bytes .* at context 20 \(" -- bench --dummy-weights llama-tiny --batch 1 --context 16 --steps 1
 expect bench_cpu_logits 0 "with logits +median" -- bench --dummy-weights llama-tiny --batch 1 --context 8 --steps 2
 expect bench_bad_steps 1 "--steps must be in \\[1, 40000\\]" -- bench --dummy-weights llama-tiny --steps 50000
 

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -476,6 +477,36 @@ StatusOr<std::vector<double>> time_decode_steps(roofline::ModelRunner& r,
   return ms;
 }
 
+// The sampled decode steps of `bench` and `bench latency`, timed as time_decode_steps does, in two
+// halves with `mid` run between them: what `mid` measures of the step (its analytic bytes, its
+// graph replayed back to back) is then at the context the timed steps straddle, as their median
+// is. Measured after the last timed step instead, a step that reads its KV cache came out slower
+// than the steps it was set against: on an H100, llama3-8b bs 64's graph floor was 0.15 ms above
+// the median step (bench/results/2026-12-06-mid-context.md), each step there reading 8.4 MB more
+// KV cache than the one before.
+StatusOr<std::vector<double>> time_sampled_steps_around(
+    roofline::ModelRunner& r, const std::vector<roofline::StepEntry>& entries, int64_t warmup,
+    int64_t steps, const std::function<Status()>& mid) {
+  const int64_t first = (steps + 1) / 2;
+  ROOFLINE_ASSIGN_OR_RETURN(std::vector<double> ms,
+                            time_decode_steps(r, entries, warmup, first, /*sampled=*/true));
+  ROOFLINE_RETURN_IF_ERROR(mid());
+  if (steps > first) {
+    ROOFLINE_ASSIGN_OR_RETURN(std::vector<double> rest,
+                              time_decode_steps(r, entries, 0, steps - first, /*sampled=*/true));
+    ms.insert(ms.end(), rest.begin(), rest.end());
+    std::sort(ms.begin(), ms.end());
+  }
+  return ms;
+}
+
+// The mean context (cached tokens) of `seqs` now: after a step, the keys that step attended.
+double mean_context(const roofline::ModelRunner& r, const std::vector<int32_t>& seqs) {
+  double total = 0;
+  for (int32_t s : seqs) total += static_cast<double>(r.sequence_length(s));
+  return seqs.empty() ? 0.0 : total / static_cast<double>(seqs.size());
+}
+
 // The same decode steps through the overlapped loop (ModelRunner::launch_step): step i + 1 is
 // launched, its tokens fed on the device from step i's sampled ones, before step i is collected.
 // A step's time is the wall time between two collects, so the host's work of a step (collect,
@@ -552,8 +583,7 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
   constexpr int64_t kWarmup = 3;
   if (steps < 1 || steps > 40000)
     return fail(roofline::invalid_argument("--steps must be in [1, 40000]"));
-  // The sequences grow by the three timed runs (sampled, overlapped, then with logits), and by one
-  // sampled step before the graph floor.
+  // The sequences grow by the three timed runs (sampled, overlapped, then with logits).
   auto setup = roofline::prepare_decode(f.model, batch, context, 3 * steps + 2 * kWarmup + 2);
   if (!setup.ok()) return fail(setup.status());
   roofline::ModelRunner& r = *setup->runner;
@@ -562,7 +592,25 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
   std::vector<float> logits;
   std::vector<roofline::StepEntry> entries;
   for (int32_t s : seqs) entries.push_back({s, {3}});
-  auto sampled_or = time_decode_steps(r, entries, kWarmup, steps, /*sampled=*/true);
+  const bool gpu = r.backend().name() != "cpu";
+  const roofline::DecodeGraphReport& graphs = r.graph_report();
+  const bool replay = gpu && graphs.graphs > 0;
+  // Between the two halves of the sampled steps, at the context they straddle: the step's
+  // analytic cost (of the sampled step's plan), and on the GPU its CUDA graph replayed back to
+  // back (the sampled step's, the tile sampler's where the step takes it) and that graph's nodes.
+  std::vector<roofline::CallCost> costs;
+  double mid_context = 0, floor_ms = 0;
+  roofline::DecodeGraphNodes nodes;
+  auto sampled_or =
+      time_sampled_steps_around(r, entries, kWarmup, steps, [&]() -> roofline::Status {
+        costs = roofline::decode_step_costs(r, seqs);
+        mid_context = mean_context(r, seqs);
+        if (!replay) return roofline::ok_status();
+        ROOFLINE_ASSIGN_OR_RETURN(floor_ms,
+                                  r.replay_last_decode_graph(std::min<int64_t>(steps, 1000)));
+        ROOFLINE_ASSIGN_OR_RETURN(nodes, r.last_decode_graph_nodes());
+        return roofline::ok_status();
+      });
   if (!sampled_or.ok()) return fail(sampled_or.status());
   const bool tile_sampled = r.tile_sampled_steps() > 0;  // runtime/tile_sampling.h
   auto overlapped_or = time_overlapped_steps(r, entries, kWarmup, steps);
@@ -573,22 +621,17 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
   const std::vector<double>& sorted = *sampled_or;
   const double median = sorted[sorted.size() / 2];
   const double logits_median = (*logits_or)[logits_or->size() / 2];
-  // Analytic cost of the last step (context grown by the timed steps).
-  const roofline::Plan& plan = *r.last_plan();
-  const std::vector<roofline::CallCost> costs = roofline::decode_step_costs(r, seqs);
   double bytes = 0, flops = 0;
   for (const auto& c : costs) {
     bytes += c.bytes;
     flops += c.flops;
   }
   constexpr double kCopyBytesPerSecond = 4.28e12;  // H200 measured, shared/docs/HARDWARE.md
-  const bool gpu = r.backend().name() != "cpu";
   const BenchCeilings own = gpu ? bench_ceilings(f.model.device) : BenchCeilings{};
   std::printf("model          %s\n", f.model.dummy_weights.empty()
                                          ? f.model.model_dir.c_str()
                                          : ("dummy " + f.model.dummy_weights).c_str());
   std::printf("device         %s\n", r.backend().name().c_str());
-  const roofline::DecodeGraphReport& graphs = r.graph_report();
   std::printf("batch %lld, context %lld, %lld timed decode steps (after %lld warm-up), %s\n",
               (long long)batch, (long long)context, (long long)steps, (long long)kWarmup,
               graphs.graphs > 0 ? "CUDA graphs" : "eager");
@@ -616,24 +659,16 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
       "with logits    median %.3f ms (the same step returning its [%lld, vocab] logits to the host "
       "as f32)\n",
       logits_median, (long long)batch);
-  if (gpu && graphs.graphs > 0) {
-    // The sampled step's graph again, back to back: what the step costs with no host between steps.
-    // One sampled step first, so the graph replayed is the sampled step's (the tile sampler's
-    // where the step takes it), not the logits step's timed last.
-    if (auto one = time_decode_steps(r, entries, 0, 1, /*sampled=*/true); !one.ok())
-      return fail(one.status());
-    auto floor_or = r.replay_last_decode_graph(std::min<int64_t>(steps, 1000));
-    if (!floor_or.ok()) return fail(floor_or.status());
+  if (replay) {
+    // The sampled step's graph replayed back to back mid-run: what the step costs with no host
+    // between steps.
     std::printf(
         "graph floor    %.3f ms a step with its CUDA graph replayed back to back (no host between "
-        "steps): the step boundary (tokens back, inputs up, launch) costs %.3f ms = %.1f%% of the "
-        "step\n",
-        *floor_or, median - *floor_or, 100.0 * (median - *floor_or) / median);
+        "steps) at context %.0f: the step boundary (tokens back, inputs up, launch) costs %.3f ms "
+        "= %.1f%% of the step\n",
+        floor_ms, mid_context, median - floor_ms, 100.0 * (median - floor_ms) / median);
     // The same graph's kernels, each a dependent handover at this GPU's cached cost (`roofline
     // profile --calibrate`) or else the H200's; the line says which.
-    auto nodes_or = r.last_decode_graph_nodes();
-    if (!nodes_or.ok()) return fail(nodes_or.status());
-    const roofline::DecodeGraphNodes& nodes = *nodes_or;
     std::string copies;
     if (nodes.memcpys > 0 || nodes.memsets > 0)
       copies = " (and " + std::to_string(nodes.memcpys) + " copies, " +
@@ -646,8 +681,10 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
                                       handover.handover_calibrated, median * 1e6)
             .c_str());
   }
-  std::printf("step bytes     %.3f GB (weights + KV + activations), %.2f GFLOP\n", bytes / 1e9,
-              flops / 1e9);
+  std::printf(
+      "step bytes     %.3f GB (weights + KV + activations), %.2f GFLOP, at context %.0f (the timed "
+      "steps' middle)\n",
+      bytes / 1e9, flops / 1e9, mid_context);
   if (gpu) {
     std::printf("roofline       %s\n",
                 roofline::bench_roofline_text(bytes, median, own.key, own.own_bytes_per_s).c_str());
@@ -657,13 +694,16 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
     Status s = r.step(entries, false, &logits);
     r.set_record_call_times(false);
     if (!s.ok()) return fail(s);
+    // This step's own plan and costs (its context is the longest of the run's).
+    const roofline::Plan& plan = *r.last_plan();
+    const std::vector<roofline::CallCost> step_costs = roofline::decode_step_costs(r, seqs);
     std::map<std::string, std::array<double, 3>> by_op;  // ms, bytes, calls
     std::vector<double> ms;
     for (const auto& t : r.last_call_times()) ms.push_back(t.end_ms - t.start_ms);
     for (size_t i = 0; i < plan.calls.size(); ++i) {
       auto& e = by_op[roofline::call_kind_name(plan.calls[i].op, plan.calls[i].attrs)];
       e[0] += ms[i];
-      e[1] += costs[i].bytes;
+      e[1] += step_costs[i].bytes;
       e[2] += 1;
     }
     double total = 0;
@@ -727,12 +767,15 @@ int run_bench_latency(const CommonFlags& flags, const std::string& batch_list, i
     if (gpu && bi == 0) own = bench_ceilings(flags.model.device);
     std::vector<roofline::StepEntry> entries;
     for (int32_t s : setup->seqs) entries.push_back({s, {3}});
-    auto ms_or = time_decode_steps(r, entries, kWarmup, steps, /*sampled=*/true);
+    // The step's analytic bytes at the context the timed steps straddle.
+    double bytes = 0;
+    auto ms_or = time_sampled_steps_around(r, entries, kWarmup, steps, [&]() -> roofline::Status {
+      for (const auto& c : roofline::decode_step_costs(r, setup->seqs)) bytes += c.bytes;
+      return roofline::ok_status();
+    });
     if (!ms_or.ok()) return fail(ms_or.status());
     const std::vector<double>& ms = *ms_or;
     const double median = ms[ms.size() / 2];
-    double bytes = 0;
-    for (const auto& c : roofline::decode_step_costs(r, setup->seqs)) bytes += c.bytes;
     const double roofline_ms = bytes / kCopyBytesPerSecond * 1e3;
     const double prefill_s = setup->prefill_ms / 1e3;
     const double prefill_tps = static_cast<double>(batch * context) / prefill_s;
