@@ -18,6 +18,30 @@ import sys
 COPIES = ("LDGSTS", "UBLKCP", "UTMALDG", "UTMAPF", "UBLKPF")
 
 
+def kernels(text):
+    """(name, [instruction text]) for each 'Function :' section of a cuobjdump -sass listing."""
+    out = []
+    for body in text.split("Function : ")[1:]:
+        name = body.split("\n", 1)[0].strip()
+        out.append((name, re.findall(r"^\s+/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;", body, re.M)))
+    return out
+
+
+def before_wait(ops):
+    """The counts of the code before the first PDL wait, or None for a kernel without one."""
+    wait = next((i for i, op in enumerate(ops) if op.split(" ", 1)[0] == "ACQBULK"), None)
+    if wait is None:
+        return None
+    opcodes = [re.sub(r"^@!?U?P\w+\s+", "", op).split(" ", 1)[0] for op in ops[:wait]]
+    base = [op.split(".")[0] for op in opcodes]
+    return {
+        "instructions": wait,
+        "copies": sum(b in COPIES for b in base),
+        "constants": sum(b in ("LDC", "ULDC") for b in base),
+        "divisions": sum(op.startswith("MUFU.RCP") for op in opcodes),
+    }
+
+
 def main():
     args = sys.argv[1:]
     kernel = None
@@ -27,28 +51,19 @@ def main():
     if len(args) != 1:
         sys.exit("usage: prologue.py FILE.sass [--kernel TEXT]")
     with open(args[0]) as f:
-        functions = f.read().split("Function : ")[1:]
-    if not functions:
+        found = kernels(f.read())
+    if not found:
         sys.exit("prologue.py: no 'Function :' sections in " + args[0])
-    shown = 0
-    for body in functions:
-        name = body.split("\n", 1)[0].strip()
-        if kernel is not None and kernel not in name:
-            continue
-        ops = re.findall(r"^\s+/\*[0-9a-f]{4,}\*/\s+(.*?);", body, re.M)
-        wait = next((i for i, op in enumerate(ops) if "ACQBULK" in op), None)
-        shown += 1
-        if wait is None:
-            print(f"{name}\n  no PDL wait")
-            continue
-        before = [re.sub(r"^@!?U?P\w+\s+", "", op) for op in ops[:wait]]
-        copies = sum(op.split(" ", 1)[0].split(".")[0] in COPIES for op in before)
-        constants = sum(op.split(" ", 1)[0].split(".")[0] in ("LDC", "ULDC") for op in before)
-        divisions = sum(op.startswith("MUFU.RCP ") for op in before)
-        print(f"{name}\n  before the wait: {wait} instructions, {copies} async copies, "
-              f"{constants} constant loads, {divisions} reciprocals")
-    if shown == 0:
+    shown = [(name, ops) for name, ops in found if kernel is None or kernel in name]
+    if not shown:
         sys.exit(f"prologue.py: no kernel name contains '{kernel}'")
+    for name, ops in shown:
+        c = before_wait(ops)
+        if c is None:
+            print(f"{name}\n  no PDL wait")
+        else:
+            print(f"{name}\n  before the wait: {c['instructions']} instructions, {c['copies']} async "
+                  f"copies, {c['constants']} constant loads, {c['divisions']} reciprocals")
 
 
 if __name__ == "__main__":
