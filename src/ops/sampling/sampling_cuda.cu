@@ -192,8 +192,8 @@ void argmax_cuda(const ArgmaxParams& p, CudaStream stream) {
 // keeps ~16 KB of a row in flight, so a batch of 1 at a 128k vocabulary took ~27 us greedy and ~60
 // us sampled on the H200, bound by DRAM latency, not bandwidth. A batch of few enough rows to give
 // each at least kSampleMinSlices slices in one wave of two blocks per SM is launched as (slices,
-// rows) blocks instead: each block runs pass 1 over its slice (an edit bitmap of its own slice's
-// tokens, every slices-th entry of the edit list), writes its counts, log-normaliser and best key
+// rows) blocks instead: each block runs pass 1 over its slice (every slices-th entry of the edit
+// list), writes its counts, log-normaliser and best key
 // to the workspace, and each thread's best keys; the row's last block to arrive (one
 // acquire-release atomic, as decode attention merges its splits) merges them into what pass 1 over
 // the whole row gives its threads: the counts and the normaliser sum exactly, a greedy row's argmax
@@ -205,8 +205,14 @@ void argmax_cuda(const ArgmaxParams& p, CudaStream stream) {
 // 64 rows 24.0 -> 21.9; bench/results/2026-12-02-sampling-slice-gather.md; the slices' thread keys
 // are stored and merged as 32-bit values, the ids dropped: batch 1 19.2 -> 17.6 us, 32 rows 19.3 ->
 // 18.7, 64 rows 21.8 -> 21.6; bench/results/2026-12-03-sampling-value-keys.md). That block then
-// checks the edit list and runs the later passes over the whole row as before (a row in error runs
-// pass 1 again, so its non-finite count stays exact whatever its edit list). Tokens, errors and
+// runs the later passes over the whole row as before (a row in error runs pass 1 again, so its
+// non-finite count stays exact whatever its edit list).
+//
+// The row's parameters, the edit list's checks and its bitmap come before the PDL wait, in every
+// block (a split row's blocks each build the whole row's bitmap), so they overlap the kernel
+// before (the LM head) instead of lying on the chain after it: the last block of a split row no
+// longer checks the list and builds the bitmap after its merge (on an H100, 1 and 64 sampled rows
+// 1.2 us faster, 256 rows 0.5 us; bench/results/2026-12-06-sampler-prewait.md). Tokens, errors and
 // logprobs are identical to the unsplit kernel's (sampling_cuda_test runs both against the CPU
 // twin).
 //
@@ -1035,11 +1041,11 @@ struct SampleLaunch {
 // other slices stop at kMarkArrived, a row in error at kMarkChecked; only the fast top-k path
 // reaches kMarkPivot and kMarkCandidates.
 enum SampleMark : int {
-  kMarkParams = 1,  // past the PDL wait, the row's parameters read
-  kMarkPass1,       // pass 1 over the block's slice done, the slice's edit bitmap included (split)
+  kMarkParams = 1,  // the row's parameters read and its edit list checked, past the PDL wait
+  kMarkPass1,       // pass 1 over the block's slice done (split)
   kMarkArrived,     // counted in at the row's arrival counter (split)
   kMarkMerged,      // the slices' results merged (split: the row's last block)
-  kMarkChecked,     // the edit list checked, pass 1 done (unsplit), the counts summed
+  kMarkChecked,     // pass 1 done (unsplit), the counts summed
   kMarkPivot,       // the top-k pivot known
   kMarkCandidates,  // the candidates gathered
   kMarkToken,       // the token chosen
@@ -1093,7 +1099,7 @@ __device__ __forceinline__ uint64_t max_two_over_slices(const uint32_t* p, int s
   return static_cast<uint64_t>(best) << sampling::kIdBits;
 }
 
-// A split launch's block over its slice of the row: pass 1 with the slice's own edit bitmap, its
+// A split launch's block over its slice of the row: pass 1 (the row's edit bitmap built), its
 // partial into the workspace, then the arrival count. Returns true in the row's last block to
 // arrive, with `merged` holding, per thread, what pass 1 over the whole row would have given the
 // block's threads for the reductions that follow: thread t < slices carries slice t's counts,
@@ -1115,16 +1121,6 @@ __device__ bool pass_one_split(const SplitWorkspace& ws, const RowView<T>& row, 
   const int64_t row_index = blockIdx.y;
   const int lo = slice * slice_tokens;
   const int hi = min(row.vocab, lo + slice_tokens);
-  if (row.num_edits > 0) {  // the slice's words of the edit bitmap
-    uint32_t* bitmap = const_cast<uint32_t*>(row.bitmap);
-    for (int w = lo / 32 + tid; w < (hi + 31) / 32; w += kSampleThreads) bitmap[w] = 0;
-    __syncthreads();
-    for (int e = tid; e < row.num_edits; e += kSampleThreads) {
-      const int token = row.edits[e].token;
-      if (token >= lo && token < hi) atomicOr(&bitmap[token >> 5], 1u << (token & 31));
-    }
-    __syncthreads();
-  }
   const Pass1 mine =
       want_top || want_lse
           ? pass_one<T, N>(row, lo / N, hi / N, slice, slices, greedy, want_top, want_lse)
@@ -1206,8 +1202,6 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
   cuda::PhaseTraceThrough trace(cuda::phase_trace_records(launch));
   cuda::touch_params(p);
   cuda::touch_params(launch);
-  cuda::pdl_wait();
-  cuda::pdl_launch_dependents();
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ uint64_t warp_tmp[32];
   __shared__ int s_index, s_count;
@@ -1224,9 +1218,12 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
   const int vocab = static_cast<int>(p.vocab_size);
   const Shared sh = carve_shared(smem, vocab);
   const int slices = launch.slices, slice_tokens = launch.slice_tokens;
-  trace.mark_after(kMarkParams, static_cast<uint32_t>(rp.top_k));
 
-  // Parameters and the edit list (the same checks as the CPU twin's).
+  // Parameters and the edit list (the same checks as the CPU twin's), and the row's edit bitmap,
+  // all before the PDL wait: the rows and edits are the host's uploads, copied before the step's
+  // first kernel, so no kernel this one may overlap writes them (only the logits come from the
+  // kernel before). Every block of a split row builds the whole row's bitmap (its slice's pass 1
+  // reads only its own words); the row's last block then needs no second build after the merge.
   uint32_t error = 0;
   const bool params_ok = sampling_row_params_valid(rp, p.max_top_logprobs);
   if (!params_ok) error |= kSamplingBadParams;
@@ -1250,19 +1247,6 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
   row.presence = rp.presence_penalty;
   row.s_max = 0.0f;
 
-  // A split launch: pass 1 over this block's slice; the row's last block goes on with the merged
-  // results, the others are done.
-  Pass1 r;
-  StripeSlices where;  // the sampled top-k gather's (split rows)
-  const bool split = slices > 1;
-  if (split) {
-    row.num_edits = params_ok ? num_edits : 0;
-    if (!pass_one_split<T, N>(launch.ws, row, sh, slices, slice_tokens, greedy, want_top, want_lse,
-                              &r, &where, trace))
-      return trace.finish();
-    trace.mark(kMarkMerged);
-  }
-
   if (tid == 0) s_bad_edit = range_ok ? 0u : 1u;
   if (num_edits > 0) {
     for (int i = tid; i < static_cast<int>(bitmap_words(vocab)); i += kSampleThreads)
@@ -1283,9 +1267,26 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
   if (s_bad_edit) error |= kSamplingBadEdits;
   row.num_edits = error == 0 ? num_edits : 0;
 
-  // Pass 1 over the whole row, unless a split's slices did it; again for a split row in error,
-  // whose slices ran before its edit list was checked (a token listed twice would count its
-  // non-finite logit twice): the row's only output then is its non-finite count, exact this way.
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
+  trace.mark_after(kMarkParams, static_cast<uint32_t>(rp.top_k));
+
+  // A split launch: pass 1 over this block's slice (a row in error streams it without edits; its
+  // last block runs pass 1 again below); the row's last block goes on with the merged results,
+  // the others are done.
+  Pass1 r;
+  StripeSlices where;  // the sampled top-k gather's (split rows)
+  const bool split = slices > 1;
+  if (split) {
+    if (!pass_one_split<T, N>(launch.ws, row, sh, slices, slice_tokens, greedy, want_top, want_lse,
+                              &r, &where, trace))
+      return trace.finish();
+    trace.mark(kMarkMerged);
+  }
+
+  // Pass 1 over the whole row, unless a split's slices did it; again for a split row in error
+  // (its slices streamed it without edits): the row's only output then is its non-finite count,
+  // exact this way.
   // A row that asks for no logprobs runs the lean pass 1, whose non-finite count is only "some":
   // such a row runs pass_one again for the exact count it reports.
   const bool lean = !want_top && !want_lse;

@@ -230,13 +230,18 @@ void run_batch(int64_t rows, DType dtype, cudaStream_t stream, [[maybe_unused]] 
       warm_ms * 1e3, static_cast<long long>(kTileSizes[1]), warm_tiles_ms * 1e3);
 #if defined(ROOFLINE_PHASE_TRACE)
   if (trace) {
-    static const std::vector<std::string> kNames = {
-        "entry",  "params read (PDL wait)", "pass 1 over the slice", "counted in",
-        "merged", "edits checked, counts",  "top-k pivot",           "candidates gathered",
-        "token"};
+    static const std::vector<std::string> kNames = {"entry",
+                                                    "params, edits checked (PDL wait)",
+                                                    "pass 1 over the slice",
+                                                    "counted in",
+                                                    "merged",
+                                                    "pass 1 (unsplit), counts",
+                                                    "top-k pivot",
+                                                    "candidates gathered",
+                                                    "token"};
     static const std::vector<std::string> kTileNames = {"entry",
-                                                        "params read (PDL wait)",
-                                                        "edits checked and marked",
+                                                        "params read, edits marked",
+                                                        "PDL wait, summary loads out",
                                                         "summaries read, dirty tiles known",
                                                         "first digit",
                                                         "pivot, tiles listed, edited values",

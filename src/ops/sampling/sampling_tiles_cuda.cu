@@ -73,8 +73,8 @@ static_assert(kTop <= kBins, "the finish's relative probabilities reuse the hist
 // The phase marks of a trace build (sampling_trace_bench; phase_trace.h), in order. A row in
 // error stops at kTileMarkRead; only a row of more than kCap candidates reaches kTileMarkExact.
 enum TileMark : int {
-  kTileMarkParams = 1,  // past the PDL wait, the row's parameters read
-  kTileMarkEdits,       // the edits checked and marked (the bitmap complete)
+  kTileMarkEdits = 1,   // the row's parameters read, its edits checked and marked (before the wait)
+  kTileMarkWait,        // past the PDL wait, the summaries' loads issued
   kTileMarkRead,        // the summaries read, the dirty tiles known, the first histogram final
   kTileMarkFirstDigit,  // the pivot's first radix digit known
   kTileMarkPivot,       // the pivot known, the tiles that may hold candidates listed, prefetched
@@ -252,8 +252,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   cuda::PhaseTraceThrough trace(cuda::phase_trace_records(launch));
   cuda::touch_params(p);
   cuda::touch_params(launch);
-  cuda::pdl_wait();
-  cuda::pdl_launch_dependents();
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ Scratch sc;
   __shared__ int s_count;
@@ -263,27 +261,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int warp = tid >> 5;
   const int64_t row = blockIdx.x;
   const int tile_tokens = launch.tile_tokens, tiles = launch.tiles;
-  // 1. The loads that depend on nothing else go out first, in flight together: the first summary
-  // words, the row's non-finite count, the epoch and the row's parameters.
-  const uint64_t* words = launch.words + row * tiles;
-  uint64_t raw[kInFlight];
-#pragma unroll
-  for (int q = 0; q < kInFlight; ++q) {
-    const int t = tid + q * kThreads;
-    raw[q] = t < tiles ? words[t] : 0u;
-  }
-  const uint64_t nonfinite_word = launch.nonfinite[row];
+  // 1. Before the PDL wait, what the host uploaded before the step's first kernel (no kernel this
+  // one may overlap writes it): the epoch, the row's parameters and its edit list, checked and
+  // marked in the bitmap. Only the summaries, the count words and the logits come from the kernel
+  // before (the LM head), so this part overlaps it instead of lying on the chain after it.
   const uint32_t epoch = *launch.epoch;
   const SamplingRowParams rp = p.rows[row];
-  trace.mark_after(kTileMarkParams, static_cast<uint32_t>(rp.top_k));
   const bool params_ok = sampling_row_params_valid(rp, p.max_top_logprobs);
   const bool range_ok = rp.edit_count >= 0 && rp.edit_begin >= 0 && rp.edit_begin <= p.num_edits &&
                         rp.edit_count <= p.num_edits - rp.edit_begin &&
                         (rp.edit_count == 0 || p.edits != nullptr);
   const int num_edits = range_ok ? rp.edit_count : 0;
   const TokenEdit* edits = p.edits + (range_ok ? rp.edit_begin : 0);
-  // The thread's first edit (j = tid), asked for before the barrier below: the only load that
-  // waits for the parameters.
+  // The thread's first edit (j = tid), asked for before the barrier below.
   TokenEdit first_edit{};
   if (tid < num_edits) first_edit = edits[tid];
   // The draw's random bits depend on the parameters alone: computed while the loads wait.
@@ -326,15 +316,29 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (bad) s_bad = 1u;
     if (j < kEditCache) sh.edit_token[j] = e.token;
   }
+  __syncthreads();  // the bitmap complete: the summaries below find their dirty tiles in it
+  trace.mark_after(kTileMarkEdits, static_cast<uint32_t>(rp.top_k));
+
+  // 2. Past the PDL wait: the LM head's outputs. The summary words and the row's non-finite count
+  // go out first, in flight together.
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
+  const uint64_t* words = launch.words + row * tiles;
+  uint64_t raw[kInFlight];
+#pragma unroll
+  for (int q = 0; q < kInFlight; ++q) {
+    const int t = tid + q * kThreads;
+    raw[q] = t < tiles ? words[t] : 0u;
+  }
+  const uint64_t nonfinite_word = launch.nonfinite[row];
   // The logit at the thread's first edited token, asked for here and used only after the pivot,
   // which does not need it: one unconditional load (of token 0 where the thread has no valid
   // edit) kept in its storage type, so that no instruction waits for it before then. (A load in
-  // the loop above, predicated into the same register in each unrolled iteration, made every
+  // the edits' loop, predicated into the same register in each unrolled iteration, made every
   // iteration wait for the one before.)
   const bool first_ok = tid < num_edits && first_edit.token >= 0 && first_edit.token < vocab;
   const typename T::Storage first_raw = x[first_ok ? first_edit.token : 0];
-  __syncthreads();  // the bitmap complete: the summaries below find their dirty tiles in it
-  trace.mark(kTileMarkEdits);
+  trace.mark(kTileMarkWait);
   auto take_summary = [&](int t, uint64_t w) {
     if (logit_tile::epoch_of(w) != epoch) {
       s_stale = 1u;

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Session 63: the sampler's row parameters, edit checks and edit bitmap moved before the PDL wait
+# (sample_rows and the tile sampler), A/B against HEAD 77ee4e7 (.ab/old, made by
+# scripts/gpu/ab_base.sh HEAD .ab/old), sampling_cuda_test on the new tree, the new tree's phase
+# traces, then the engine's sampled_step_test. Outputs in /tmp/s, packed into DEST/s.tgz after
+# every phase.
+# The traces are skipped when less than 80 s of LIMIT (default 480) is left, the engine test when
+# less than 200 s is.
+#   bash bench/results/2026-12-06-sampler-prewait/run.sh DEST [LIMIT]
+set -uo pipefail
+dest=${1:?}; limit=${2:-480}; out=/tmp/s; mkdir -p "$dest" "$out"; t0=$(date +%s)
+el() { echo $(( $(date +%s) - t0 )); }
+pack() { tar czf /tmp/s.tgz -C "$out" . && mv /tmp/s.tgz "$dest/"; }
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
+AB_TARGET=sampling_cuda_bench AB_TEST=sampling_cuda_test AB_PASSES=2 AB_ARGS="1 bf16;64 bf16;256 bf16" \
+  scripts/gpu/ab.sh .ab/old "$out/ab" > "$out/ab_table.txt" 2>&1
+echo "ab rc=$? at $(el) s"; pack
+if [ $(( limit - $(el) )) -ge 80 ]; then
+  cmake --build build/cuda -j16 --target sampling_trace_bench > "$out/build2.log" 2>&1
+  echo "build2 rc=$? at $(el) s"
+  for r in 1 64; do timeout 40 build/cuda/src/ops/sampling_trace_bench trace $r bf16 >> "$out/sampling_trace.txt" 2>&1; done
+  echo "trace at $(el) s"; pack
+fi
+if [ $(( limit - $(el) )) -ge 200 ]; then
+  cmake --build build/cuda -j16 --target sampled_step_test >> "$out/build2.log" 2>&1
+  t=$(find build/cuda -name sampled_step_test -type f -executable | head -n 1)
+  timeout 120 "$t" > "$out/sampled_step_test.txt" 2>&1; echo "sampled_step_test rc=$? at $(el) s"
+  tail -3 "$out/sampled_step_test.txt"; pack
+else
+  echo "sampled_step_test skipped at $(el) s (LIMIT $limit)"
+fi
+tail -n 30 "$out/ab_table.txt"
