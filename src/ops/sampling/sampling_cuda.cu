@@ -205,8 +205,8 @@ void argmax_cuda(const ArgmaxParams& p, CudaStream stream) {
 // 64 rows 24.0 -> 21.9; bench/results/2026-12-02-sampling-slice-gather.md; the slices' thread keys
 // are stored and merged as 32-bit values, the ids dropped: batch 1 19.2 -> 17.6 us, 32 rows 19.3 ->
 // 18.7, 64 rows 21.8 -> 21.6; bench/results/2026-12-03-sampling-value-keys.md). That block then
-// runs the later passes over the whole row as before (a row in error runs pass 1 again, so its
-// non-finite count stays exact whatever its edit list).
+// runs the later passes over the whole row as before (a row in error has its slices stream it
+// without edits, so its merged non-finite count is exact whatever its edit list).
 //
 // The row's parameters, the edit list's checks and its bitmap come before the PDL wait, in every
 // block (a split row's blocks each build the whole row's bitmap), so they overlap the kernel
@@ -1271,9 +1271,9 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
   cuda::pdl_launch_dependents();
   trace.mark_after(kMarkParams, static_cast<uint32_t>(rp.top_k));
 
-  // A split launch: pass 1 over this block's slice (a row in error streams it without edits; its
-  // last block runs pass 1 again below); the row's last block goes on with the merged results,
-  // the others are done.
+  // A split launch: pass 1 over this block's slice (a row in error streams it without edits, so
+  // the merged non-finite count is the whole row's, as pass 1 over it would give); the row's last
+  // block goes on with the merged results, the others are done.
   Pass1 r;
   StripeSlices where;  // the sampled top-k gather's (split rows)
   const bool split = slices > 1;
@@ -1284,13 +1284,11 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
     trace.mark(kMarkMerged);
   }
 
-  // Pass 1 over the whole row, unless a split's slices did it; again for a split row in error
-  // (its slices streamed it without edits): the row's only output then is its non-finite count,
-  // exact this way.
+  // Pass 1 over the whole row, unless a split's slices did it.
   // A row that asks for no logprobs runs the lean pass 1, whose non-finite count is only "some":
-  // such a row runs pass_one again for the exact count it reports.
+  // such a row runs pass_one again for the exact count it reports (a split row too).
   const bool lean = !want_top && !want_lse;
-  if (!split || error != 0)
+  if (!split)
     r = lean ? pass_one_lean<T, N>(row, sh, 0, vocab / N, 0, 1)
              : pass_one<T, N>(row, 0, vocab / N, 0, 1, greedy, want_top, want_lse);
   int nonfinite = 0, edit_nan = 0;
