@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# Prepared in session 65 and NOT YET RUN (no device machine could be started for it). (1) A/B of
-# the two-barrier-a-round pivot (pivot-two-barriers.patch: kth_key_bound with alternating bin
-# arrays and result slots, warp-aggregated atomics) against the commit it applies to, with
-# sampling_cuda_test on the patched tree; (2) the patched tree's phase traces; (3) Nsight Compute's
-# warp-stall samples of one sampled batch-64 launch of the trace build, untraced (its %clock reads
-# stay in the code, predicated off, and mark the phases' bounds in the SASS), caches and clocks
-# left alone. Outputs in /tmp/s2, packed into DEST/s2.tgz after each step; the traces are skipped
-# when less than 100 s of LIMIT (default 480) is left, ncu when less than 80 s is. Before the call:
-#   git apply bench/results/2026-12-07-cold-code/pivot-two-barriers.patch
-#   scripts/gpu/ab_base.sh HEAD .ab/old
+# Prepared in session 65 and NOT YET RUN (no device machine could be started for it). (1) A/B/C of
+# sample_rows against the commit the patches apply to ("old"): "pivot" has
+# pivot-two-barriers.patch (kth_key_bound with alternating bin arrays and result slots,
+# warp-aggregated atomics), the tree ("new") has it and draw-rel-once.patch (finish_in_warp works
+# out the candidates' relative probabilities once into shared memory), with sampling_cuda_test on
+# the tree; (2) the tree's phase traces; (3) Nsight Compute's warp-stall samples of one sampled
+# batch-64 launch of the trace build, untraced (its %clock reads stay in the code, predicated off,
+# and mark the phases' bounds in the SASS), caches and clocks left alone. Outputs in /tmp/s2,
+# packed into DEST/s2.tgz after each step; the traces are skipped when less than 100 s of LIMIT
+# (default 480) is left, ncu when less than 80 s is. Before the call, from a clean tree:
+#   d=bench/results/2026-12-07-cold-code f=src/ops/sampling/sampling_cuda.cu
+#   git apply $d/pivot-two-barriers.patch && mkdir -p .ab/pivot/$(dirname $f) &&
+#     cp $f .ab/pivot/$f && git apply $d/draw-rel-once.patch && scripts/gpu/ab_base.sh HEAD .ab/old
 # then, on the device:
 #   bash bench/results/2026-12-07-cold-code/run2.sh DEST [LIMIT]
 set -uo pipefail
@@ -18,7 +21,7 @@ left() { echo $(( limit - $(el) )); }
 pack() { tar czf /tmp/s2.tgz -C "$out" . && mv /tmp/s2.tgz "$dest/"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
 AB_TARGET=sampling_cuda_bench AB_TEST=sampling_cuda_test AB_PASSES=2 AB_ARGS="1 bf16;64 bf16;256 bf16" \
-  scripts/gpu/ab.sh .ab/old "$out/ab" > "$out/ab_table.txt" 2>&1
+  scripts/gpu/ab.sh .ab/old .ab/pivot "$out/ab" > "$out/ab_table.txt" 2>&1
 echo "ab rc=$? at $(el) s"; tail -n 12 "$out/ab_table.txt"; pack
 [ "$(left)" -ge 100 ] || { echo "traces and ncu skipped at $(el) s"; exit 0; }
 cmake --build build/cuda -j16 --target sampling_trace_bench > "$out/build_trace.log" 2>&1
