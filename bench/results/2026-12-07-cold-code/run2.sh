@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in session 65 and NOT YET RUN (no device machine could be started for it). (1) A/B/C of
+# Prepared in session 65, run in session 66 (results: bench/results/2026-12-07-pivot-barriers.md). (1) A/B/C of
 # sample_rows against the commit the patches apply to ("old"): "pivot" has
 # pivot-two-barriers.patch (kth_key_bound with alternating bin arrays and result slots,
 # warp-aggregated atomics), the tree ("new") has it and draw-rel-once.patch (finish_in_warp works

@@ -673,23 +673,31 @@ __device__ int32_t finish_on_chip(const RowView<T>& row, const Shared& sh, int n
 // A lower bound on the k-th largest of the threads' own best keys (k <= kSampleThreads): the
 // k-th key with its bits below the top 24 cleared, so at least k of the keys reach it. Three
 // radix rounds of 8 bits (a 256-bin count of the keys that share the prefix found so far, one
-// warp's scan for the bin where the running count from the top reaches k): nine barriers where
-// a bitonic sort of the 512 keys took 45 (6 µs a row on the H200).
-__device__ uint64_t kth_key_bound(const Shared& sh, uint64_t mine, int k, int* s_bin,
-                                  uint32_t* s_above) {
+// warp's scan for the bin where the running count from the top reaches k): a bitonic sort of the
+// 512 keys took 45 barriers (6 us a row on the H200). The rounds alternate two bin arrays and two
+// result slots, so a round zeroes the next one's bins while it counts and needs two barriers:
+// seven in all, was twelve. A warp's keys that fall in one bin go in as one atomic: in the first
+// round most of the 512 keys share their top 8 bits (sign and exponent).
+__device__ uint64_t kth_key_bound(const Shared& sh, uint64_t mine, int k) {
   constexpr int kBits = 8, kBins = 1 << kBits, kRounds = 3;
-  static_assert(kBins <= kMaxBins && kBins == 32 * 8, "one warp scans the bins, 8 a lane");
+  static_assert(2 * kBins <= kMaxBins && kBins == 32 * 8, "two bin arrays; 8 bins a lane");
+  __shared__ uint32_t s_result[2][2];  // per round parity: the bin found, the keys above it
   const int tid = static_cast<int>(threadIdx.x);
-  uint32_t* bins = sh.hist_count;
+  const int lane = tid & 31;
+  if (tid < kBins) sh.hist_count[tid] = 0;
+  __syncthreads();
   uint64_t prefix = 0;
   uint32_t above = 0;  // keys in the bins above the prefix's
-  int resolved = 0;
+#pragma unroll
   for (int round = 0; round < kRounds; ++round) {
+    uint32_t* bins = sh.hist_count + (round & 1) * kBins;
+    const int resolved = round * kBits;
     const int shift = sampling::kKeyBits - resolved - kBits;
-    if (tid < kBins) bins[tid] = 0;
-    __syncthreads();
-    if (resolved == 0 || (mine >> (sampling::kKeyBits - resolved)) == prefix)
-      atomicAdd(&bins[kBins - 1 - static_cast<int>((mine >> shift) & (kBins - 1))], 1u);
+    if (round + 1 < kRounds && tid < kBins) sh.hist_count[((round + 1) & 1) * kBins + tid] = 0;
+    const bool in = round == 0 || (mine >> (sampling::kKeyBits - resolved)) == prefix;
+    const uint32_t bin = kBins - 1 - static_cast<uint32_t>((mine >> shift) & (kBins - 1));
+    const unsigned peers = __match_any_sync(0xffffffffu, in ? bin : 0xffffffffu);
+    if (in && lane == __ffs(peers) - 1) atomicAdd(&bins[bin], static_cast<uint32_t>(__popc(peers)));
     __syncthreads();
     if (tid < 32) {
       uint32_t c[8], sum = 0;
@@ -708,20 +716,20 @@ __device__ uint64_t kth_key_bound(const Shared& sh, uint64_t mine, int k, int* s
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         if (run < static_cast<uint32_t>(k) && static_cast<uint32_t>(k) <= run + c[j]) {
-          *s_bin = tid * 8 + j;
-          *s_above = run;
+          s_result[round & 1][0] = static_cast<uint32_t>(tid * 8 + j);
+          s_result[round & 1][1] = run;
         }
         run += c[j];
       }
     }
+    // The result read after this barrier; its slot is written again two rounds on, past the
+    // next round's barrier, and this round's bins are zeroed again only in the round after next.
     __syncthreads();
-    const int j = *s_bin;
-    above = *s_above;
-    __syncthreads();  // bins and the result slots are rewritten next round
+    const uint32_t j = s_result[round & 1][0];
+    above = s_result[round & 1][1];
     prefix = (prefix << kBits) | static_cast<uint64_t>(kBins - 1 - j);
-    resolved += kBits;
   }
-  return prefix << (sampling::kKeyBits - resolved);
+  return prefix << (sampling::kKeyBits - kRounds * kBits);
 }
 
 // The candidates cand[0, n) (distinct keys) ranked descending: by counting, for each, the keys
@@ -747,18 +755,21 @@ __device__ const uint64_t* rank_candidates(const Shared& sh, int n) {
 
 // finish_on_chip's top-p, min-p and draw over the ranked keys[0, n) (n <= kSamplingFastTopK) by
 // one warp, without block barriers (sampling::draw_rank_in_warp): the same integer sums and
-// thresholds as finish_on_chip, so the same token. Every thread returns it.
+// thresholds as finish_on_chip, so the same token. Every thread returns it. The candidates'
+// relative probabilities are worked out once, lane-parallel, into `rel` (n floats of shared
+// memory that keys does not overlap): the draw reads each up to four times, and each is a chain
+// of a dozen dependent FMAs (sampling::exp_nonpositive).
 template <typename T>
 __device__ int32_t finish_in_warp(const RowView<T>& row, const uint64_t* keys, int n,
-                                  const RowState& st, int* s_token) {
+                                  const RowState& st, float* rel, int* s_token) {
   static_assert(kSamplingFastTopK <= 32 * 16, "runs of at most 16 candidates a lane");
   if (threadIdx.x < 32) {
+    const sampling::Philox4 bits = sampling::draw_bits(st.seed, st.step);
+    for (int i = static_cast<int>(threadIdx.x); i < n; i += 32)
+      rel[i] = sampling::relative_prob(sampling::rank_key_value(keys[i]), row.s_max);
+    __syncwarp();
     const int r = sampling::draw_rank_in_warp(
-        n,
-        [&](int i) {
-          return sampling::relative_prob(sampling::rank_key_value(keys[i]), row.s_max);
-        },
-        st.top_p, st.min_p, sampling::draw_bits(st.seed, st.step));
+        n, [&](int i) { return rel[i]; }, st.top_p, st.min_p, bits);
     if (threadIdx.x == 0) *s_token = sampling::rank_key_id(keys[r]);
   }
   __syncthreads();
@@ -1205,7 +1216,6 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ uint64_t warp_tmp[32];
   __shared__ int s_index, s_count;
-  __shared__ uint32_t s_bin_above;
   __shared__ int s_num[2];  // the stripe gather's two list counts
   __shared__ uint32_t s_bad_edit;
   __shared__ float s_red_f[32];
@@ -1366,14 +1376,15 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
       const bool top_k_on = rp.top_k > 0 && rp.top_k < vocab;
       bool done = false;
       if (top_k_on && rp.top_k <= kSamplingFastTopK) {
-        const uint64_t pivot = kth_key_bound(sh, mine, rp.top_k, &s_index, &s_bin_above);
+        const uint64_t pivot = kth_key_bound(sh, mine, rp.top_k);
         trace.mark(kMarkPivot);
         // Pass 1's stripes: the split's slices, or the whole row.
         const Stripes stripes = split ? Stripes{slices, slice_tokens / N} : Stripes{1, vocab / N};
         const int n = gather_s_keys<T, N>(row, sh, pivot, &s_count, mine, stripes, where, s_num);
         trace.mark(kMarkCandidates);
         if (n >= rp.top_k) {
-          token = finish_in_warp(row, rank_candidates(sh, n), rp.top_k, st, &s_index);
+          token = finish_in_warp(row, rank_candidates(sh, n), rp.top_k, st,
+                                 reinterpret_cast<float*>(sh.hist_count), &s_index);
           done = true;
         }
       }
@@ -1441,7 +1452,7 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
     if (p.top_ids != nullptr) {
       const int want = min(rp.num_top_logprobs, vocab);
       if (want > 0) {
-        const uint64_t pivot = kth_key_bound(sh, best_raw_key, want, &s_index, &s_bin_above);
+        const uint64_t pivot = kth_key_bound(sh, best_raw_key, want);
         if (gather_raw_keys<T, N>(row, sh, pivot, &s_count) > 0) {
           block_sort_desc(sh.cand, s_count);
         } else {
