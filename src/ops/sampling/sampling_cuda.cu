@@ -1020,6 +1020,20 @@ __device__ __forceinline__ void lse_merge(float& m, float& l, float om, float ol
   m = nm;
 }
 
+// A slice partial's reductions over the lanes [lane ^ mask for mask < 2 * first] (first a power
+// of two <= 16): counts summed, best key, log-sum-exp merged; every such lane ends with the result.
+__device__ __forceinline__ void partial_reduce_in_warp(int& nonfinite, int& edit_nan, uint64_t& key,
+                                                       float& m, float& l, int first) {
+  for (int off = first; off > 0; off >>= 1) {
+    nonfinite += __shfl_xor_sync(0xffffffffu, nonfinite, off);
+    edit_nan += __shfl_xor_sync(0xffffffffu, edit_nan, off);
+    key = max(key, __shfl_xor_sync(0xffffffffu, key, off));
+    const float om = __shfl_xor_sync(0xffffffffu, m, off);
+    const float ol = __shfl_xor_sync(0xffffffffu, l, off);
+    lse_merge(m, l, om, ol);
+  }
+}
+
 // The split's workspace (sampling.h, sample_rows_cuda_workspace_bytes).
 struct SlicePartial {
   int nonfinite;
@@ -1142,14 +1156,7 @@ __device__ bool pass_one_split(const SplitWorkspace& ws, const RowView<T>& row, 
   int nonfinite = mine.nonfinite, edit_nan = mine.edit_nan;
   float m = mine.lse_m, l = mine.lse_l;
   uint64_t key = mine.key;
-  for (int off = 16; off > 0; off >>= 1) {
-    nonfinite += __shfl_xor_sync(0xffffffffu, nonfinite, off);
-    edit_nan += __shfl_xor_sync(0xffffffffu, edit_nan, off);
-    key = max(key, __shfl_xor_sync(0xffffffffu, key, off));
-    const float om = __shfl_xor_sync(0xffffffffu, m, off);
-    const float ol = __shfl_xor_sync(0xffffffffu, l, off);
-    lse_merge(m, l, om, ol);
-  }
+  partial_reduce_in_warp(nonfinite, edit_nan, key, m, l, 16);
   if (lane == 0) {
     s_counts[0][warp] = nonfinite;
     s_counts[1][warp] = edit_nan;
@@ -1165,23 +1172,29 @@ __device__ bool pass_one_split(const SplitWorkspace& ws, const RowView<T>& row, 
     __stcg(ws.raw_keys + block * kSampleThreads + tid,
            static_cast<unsigned long long>(mine.raw_key));
   __syncthreads();
-  if (tid == 0) {
-    int total_nonfinite = 0, total_edit_nan = 0;
-    float bm = -INFINITY, bl = 0.0f;
-    uint64_t best = 0;
-    for (int w = 0; w < kSampleWarps; ++w) {
-      total_nonfinite += s_counts[0][w];
-      total_edit_nan += s_counts[1][w];
-      lse_merge(bm, bl, s_lse[0][w], s_lse[1][w]);
-      best = max(best, s_key[w]);
+  // Warp 0 merges the warps' partials, lane w taking warp w's, in log2(kSampleWarps) shuffle
+  // rounds: one thread's loop over them was a chain of kSampleWarps dependent merges (two
+  // exponentials each) that the block's other warps waited out at the barrier below.
+  static_assert(kSampleWarps <= 32 && (kSampleWarps & (kSampleWarps - 1)) == 0,
+                "one warp merges the warps' partials in shuffle rounds");
+  if (warp == 0) {
+    const bool have = lane < kSampleWarps;
+    int total_nonfinite = have ? s_counts[0][lane] : 0;
+    int total_edit_nan = have ? s_counts[1][lane] : 0;
+    float bm = have ? s_lse[0][lane] : -INFINITY, bl = have ? s_lse[1][lane] : 0.0f;
+    uint64_t best = have ? s_key[lane] : 0;
+    partial_reduce_in_warp(total_nonfinite, total_edit_nan, best, bm, bl, kSampleWarps / 2);
+    if (lane == 0) {
+      SlicePartial* out = ws.partials + block;
+      __stcg(&out->nonfinite, total_nonfinite);
+      __stcg(&out->edit_nan, total_edit_nan);
+      __stcg(&out->lse_m, bm);
+      __stcg(&out->lse_l, bl);
+      __stcg(reinterpret_cast<unsigned long long*>(&out->key),
+             static_cast<unsigned long long>(best));
+      s_last =
+          cuda::arrive_last_of(ws.counters + row_index, static_cast<unsigned>(slices)) ? 1u : 0u;
     }
-    SlicePartial* out = ws.partials + block;
-    __stcg(&out->nonfinite, total_nonfinite);
-    __stcg(&out->edit_nan, total_edit_nan);
-    __stcg(&out->lse_m, bm);
-    __stcg(&out->lse_l, bl);
-    __stcg(reinterpret_cast<unsigned long long*>(&out->key), static_cast<unsigned long long>(best));
-    s_last = cuda::arrive_last_of(ws.counters + row_index, static_cast<unsigned>(slices)) ? 1u : 0u;
   }
   __syncthreads();
   trace.mark(kMarkArrived);
