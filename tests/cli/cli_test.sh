@@ -4,25 +4,14 @@
 set -u
 bin="$1"
 model=tests/fixtures/models/llama_mha
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-passes=0
+# shellcheck source=tests/expect.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../expect.sh"
 
-# expect NAME WANT_EXIT PATTERN -- ARGS...
+# expect NAME WANT_EXIT PATTERN -- ARGS...: the CLI run with ARGS.
 expect() {
   local name=$1 want=$2 pattern=$3
   shift 4
-  local out rc
-  out=$("$bin" "$@" 2>&1)
-  rc=$?
-  if [ "$rc" -ne "$want" ] || ! grep -qE -- "$pattern" <<<"$out"; then
-    echo "FAIL $name: exit $rc (want $want), output:"
-    echo "$out" | head -20
-    failures=$((failures + 1))
-  else
-    passes=$((passes + 1))
-  fi
+  expect_run "$name" "$want" "$pattern" -- "$bin" "$@"
 }
 
 golden=$(python3 -c "import json;print(' '.join(map(str,json.load(open('$model/golden.json'))['generated_ids'][:8])))" 2>/dev/null)
