@@ -6,8 +6,8 @@
 # SECONDS (default 420) have passed since the start, so the call ends before its limit. The
 # outputs are written in a fresh folder under /tmp and packed into OUTDIR/issues.tgz after each
 # step (one file: the device tool brings back at most 8 a call, and a call stopped at its limit
-# still brings back what ran); summary.txt in it has one line a step, and the step lines and the
-# figures are printed last. The issues' goals are the H200's figures: on another GPU this
+# still brings back what ran); summary.txt in it has one line a step, printed as each step ends,
+# and the figures are printed last. The issues' goals are the H200's figures: on another GPU this
 # measures the code, not the goals.
 # Run scripts/stage_deps.sh here first and carry .staged with the call.
 #   scripts/gpu/issues_check.sh OUTDIR [SECONDS]
@@ -79,8 +79,8 @@ left "issue 6 peer" && {
 }
 pack
 
+# The step lines were printed as each step ended (note); the figures last.
 echo
-cat "$out/summary.txt"
 [ -f "$out/steps.txt" ] && grep -E "^== |median|graph floor|^roofline " "$out/steps.txt" |
   sed -E 's/ -> .*//; s/ a step with its CUDA graph.*//' | cut -c1-170
 [ -f "$out/attention.txt" ] && grep -E "B=(1|64) L=4096" "$out/attention.txt" | head -n 4
