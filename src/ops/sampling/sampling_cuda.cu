@@ -16,6 +16,7 @@
 #include <climits>
 #include <cmath>
 #include <mutex>
+#include <type_traits>
 
 #include "ops/common/cuda_async.cuh"
 #include "ops/common/cuda_barrier.cuh"
@@ -671,15 +672,21 @@ __device__ int32_t finish_on_chip(const RowView<T>& row, const Shared& sh, int n
 }
 
 // A lower bound on the k-th largest of the threads' own best keys (k <= kSampleThreads): the
-// k-th key with its bits below the top 24 cleared, so at least k of the keys reach it. Three
-// radix rounds of 8 bits (a 256-bin count of the keys that share the prefix found so far, one
-// warp's scan for the bin where the running count from the top reaches k): a bitonic sort of the
-// 512 keys took 45 barriers (6 us a row on the H200). The rounds alternate two bin arrays and two
-// result slots, so a round zeroes the next one's bins while it counts and needs two barriers:
-// seven in all, was twelve. A warp's keys that fall in one bin go in as one atomic: in the first
-// round most of the 512 keys share their top 8 bits (sign and exponent).
+// k-th key with its bits below the top 8 * kRounds cleared, so at least k of the keys reach it.
+// kRounds radix rounds of 8 bits (a 256-bin count of the keys that share the prefix found so far,
+// one warp's scan for the bin where the running count from the top reaches k): a bitonic sort of
+// the 512 keys took 45 barriers (6 us a row on the H200). The rounds alternate two bin arrays and
+// two result slots, so a round zeroes the next one's bins while it counts and needs two barriers
+// (seven in three rounds, was twelve). A warp's keys that fall in one bin go in as one atomic: in
+// the first round most of the 512 keys share their top 8 bits (sign and exponent). Any kRounds
+// gives a bound; fewer rounds a looser one, so the gather may keep more candidates than k. The
+// top 16 bits of a key are the order key's sign, exponent and 7 mantissa bits: all of a bf16
+// value's bits, so for bf16 logits two rounds give the same bound as three, except where an
+// edited value (bias, penalties) falls within the k-th key's bf16 step.
+template <int kRounds>
 __device__ uint64_t kth_key_bound(const Shared& sh, uint64_t mine, int k) {
-  constexpr int kBits = 8, kBins = 1 << kBits, kRounds = 3;
+  static_assert(kRounds >= 1 && kRounds * 8 <= 32, "the rounds resolve the order key's bits");
+  constexpr int kBits = 8, kBins = 1 << kBits;
   static_assert(2 * kBins <= kMaxBins && kBins == 32 * 8, "two bin arrays; 8 bins a lane");
   __shared__ uint32_t s_result[2][2];  // per round parity: the bin found, the keys above it
   const int tid = static_cast<int>(threadIdx.x);
@@ -1241,6 +1248,8 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
   const int vocab = static_cast<int>(p.vocab_size);
   const Shared sh = carve_shared(smem, vocab);
   const int slices = launch.slices, slice_tokens = launch.slice_tokens;
+  // The top-k pivot's radix rounds: bf16 values are exact in a key's top 16 bits (kth_key_bound).
+  constexpr int kPivotRounds = std::is_same_v<T, cuda::Bf16> ? 2 : 3;
 
   // Parameters and the edit list (the same checks as the CPU twin's), and the row's edit bitmap,
   // all before the PDL wait: the rows and edits are the host's uploads, copied before the step's
@@ -1389,7 +1398,7 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
       const bool top_k_on = rp.top_k > 0 && rp.top_k < vocab;
       bool done = false;
       if (top_k_on && rp.top_k <= kSamplingFastTopK) {
-        const uint64_t pivot = kth_key_bound(sh, mine, rp.top_k);
+        const uint64_t pivot = kth_key_bound<kPivotRounds>(sh, mine, rp.top_k);
         trace.mark(kMarkPivot);
         // Pass 1's stripes: the split's slices, or the whole row.
         const Stripes stripes = split ? Stripes{slices, slice_tokens / N} : Stripes{1, vocab / N};
@@ -1465,7 +1474,7 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
     if (p.top_ids != nullptr) {
       const int want = min(rp.num_top_logprobs, vocab);
       if (want > 0) {
-        const uint64_t pivot = kth_key_bound(sh, best_raw_key, want);
+        const uint64_t pivot = kth_key_bound<kPivotRounds>(sh, best_raw_key, want);
         if (gather_raw_keys<T, N>(row, sh, pivot, &s_count) > 0) {
           block_sort_desc(sh.cand, s_count);
         } else {

@@ -543,6 +543,74 @@ TEST(SampleRowsCudaTest, EditListsLongerThanABlock) {
   }
 }
 
+// The fast top-k path's pivot resolves only a key's top 16 bits for bf16 logits (all of a bf16
+// value's bits), so edited values within the k-th value's bf16 step, above and below it, reach
+// the candidates and must be ranked exactly. Rows of positive and of negative logits (whose order
+// keys are inverted), top-k 50 and 200, edits biased to land a fraction of a step around the k-th
+// largest raw value, and a few tied with it; many steps (new uniforms each), split across slices
+// and one block per row, each against the twin. f32 rows run the same edits through three rounds.
+TEST(SampleRowsCudaTest, EditedValuesWithinTheKthValuesBf16Step) {
+  ROOFLINE_SKIP_WITHOUT_GPU();
+  constexpr int64_t kVocab = 32000, kRows = 12;
+  constexpr int kSteps = 24;
+  auto rng = make_rng(12);
+  for (const DType dtype : {DType::kBF16, DType::kF32}) {
+    std::vector<float> logits;
+    std::vector<SamplingRowParams> rows;
+    std::vector<TokenEdit> edits;
+    for (int64_t r = 0; r < kRows; ++r) {
+      const bool negative = r % 2 == 1;
+      std::vector<float> row = round_to(
+          random_vector(kVocab, rng, negative ? -14.0f : 1.0f, negative ? -1.0f : 14.0f), dtype);
+      SamplingRowParams p;
+      p.temperature = 0.7f + 0.1f * static_cast<float>(r % 3);
+      p.top_k = r % 3 == 2 ? 200 : 50;
+      p.seed = rng();
+      p.edit_begin = static_cast<int64_t>(edits.size());
+      // The k-th largest raw value and its bf16 step (ulp).
+      std::vector<float> sorted = row;
+      std::nth_element(sorted.begin(), sorted.begin() + (p.top_k - 1), sorted.end(),
+                       std::greater<float>());
+      const float v_k = sorted[static_cast<size_t>(p.top_k - 1)];
+      int exp = 0;
+      std::frexp(v_k, &exp);
+      const float step = std::ldexp(1.0f, exp - 8);  // 8 significant bits in bf16
+      // Edited tokens from below the k-th value: biased to v_k + f * step, f in (-1, 1), and
+      // two to v_k exactly (ties with the k-th, ranked by id).
+      const float fractions[] = {-0.9f, -0.6f, -0.3f, -0.05f, 0.0f, 0.0f, 0.05f, 0.3f, 0.6f, 0.9f};
+      std::set<int32_t> used;
+      std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(kVocab - 1));
+      for (const float f : fractions) {
+        int32_t t = tok(rng);
+        while (row[static_cast<size_t>(t)] >= v_k || !used.insert(t).second) t = tok(rng);
+        const float target = v_k + f * step;
+        edits.push_back(TokenEdit{t, target - row[static_cast<size_t>(t)], 0, 0});
+      }
+      p.edit_count = static_cast<int32_t>(std::size(fractions));
+      rows.push_back(p);
+      logits.insert(logits.end(), row.begin(), row.end());
+    }
+    DeviceBatch batch(logits, kVocab, dtype, rows, edits);
+    for (int step = 0; step < kSteps; ++step) {
+      for (auto& r : rows) r.step = step;
+      ROOFLINE_CUDA_CHECK(cudaMemcpy(batch.rows.get(), rows.data(),
+                                     rows.size() * sizeof(SamplingRowParams),
+                                     cudaMemcpyHostToDevice));
+      const GpuRows cpu = run_cpu(logits, kVocab, rows, edits);
+      const std::string what = std::string(dtype_name(dtype)) + " step " + std::to_string(step);
+      batch.p.workspace = batch.workspace.get();
+      batch.tokens.poison();
+      sample_rows_cuda(batch.p, nullptr);
+      expect_same(batch.results(), cpu, rows, what + ", split");
+      batch.p.workspace = nullptr;
+      batch.tokens.poison();
+      sample_rows_cuda(batch.p, nullptr);
+      expect_same(batch.results(), cpu, rows, what + ", one block per row");
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
 // Captured once, replayed with new row parameters (a memcpy into the same device buffer before
 // each replay, as a runtime updates its fixed buffers): the graph reads them at replay time.
 TEST(SampleRowsCudaTest, InsideACudaGraph) {
