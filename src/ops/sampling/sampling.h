@@ -149,7 +149,14 @@ struct SampleRowsParams {
 // the pass that reads the logits from DRAM; the last block of a row to finish merges their partial
 // results and runs the rest of the chain. A pure function of the batch, the vocabulary and the
 // GPU's SM count, tested on the CPU.
-inline constexpr int64_t kSampleMaxSlices = 64;
+// At most 16 slices: the row's last block folds every slice's 512 thread keys (slices loads a
+// thread, in batches of 8 round trips to L2), and that merge outgrew what more slices save in
+// pass 1. Swept on an H100 at a 128k vocabulary, bf16, top-k 50 + top-p 0.9 + penalties, µs a
+// launch at 1 / 2 / 4 / 8 rows (bench/results/2026-12-07-sampler-slices.md): 62-33 slices (the
+// old cap of 64) 14.9 / 15.4 / 16.4 / 15.1, 32 slices 12.8 / 13.0 / 13.2 / 14.2, 16 slices
+// 12.3 / 12.4 / 12.5 / 12.8, 8 slices 12.5 / 12.6 / 12.7 / 13.0. Greedy rows (no key merge) gain
+// from more slices: 5.1 us at 1 row with 32-62 slices, 5.5 with 16.
+inline constexpr int64_t kSampleMaxSlices = 16;
 inline constexpr int64_t kSampleMinSliceTokens = 2048;  // below it a slice is all fixed cost
 // Fewer slices than this and one block per row is as fast or faster: the merge's chain costs more
 // than the stream saves. Measured on the H200 at a 128k vocabulary, bf16, µs a step split / one

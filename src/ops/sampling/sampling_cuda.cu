@@ -369,7 +369,7 @@ struct StripeSlices {
 // dozen of the 512 stripes qualify; the whole block loads their packs together, item by item,
 // so the row is not walked again and the loads are in flight at once. A split row's stripe whose
 // second best slice (`where`) is below `floor` is read in its best slice only: its packs of one
-// slice instead of all of them (at batch 1, 1 pack instead of 62). Uses hist_count.
+// slice instead of all of them (at batch 1, 2 packs instead of 32). Uses hist_count.
 template <typename T, int N, typename F>
 __device__ void for_each_token_reaching_in_stripes(const RowView<T>& row, const Shared& sh,
                                                    float floor, uint64_t mine, Stripes stripes,
@@ -1084,9 +1084,11 @@ enum SampleMark : int {
 };
 
 // Calls fold(key, slice) for p[0], p[kSampleThreads], ... (one key per slice) in slice order,
-// eight loads in flight (the last slices % 8 in a loop the compiler unrolls by 4: 62 slices take
-// ~10 L2 round trips; 16-key batches, 6 round trips, measured only 0.4 µs faster a row and slowed
-// greedy rows, bench/results/2026-12-03-sampling-value-keys.md): with the greedy / top-logprobs
+// eight loads in flight (the last slices % 8 in a loop the compiler unrolls by 4). At most 16
+// slices (kSampleMaxSlices) take two L2 round trips; when a row had 62, its ~10 round trips made
+// the merge the largest phase, and 16-key batches (6 round trips) measured only 0.4 µs faster a
+// row and slowed greedy rows (bench/results/2026-12-03-sampling-value-keys.md; fewer slices won:
+// 2026-12-07-sampler-slices.md). With the greedy / top-logprobs
 // tests inside one loop each load sat in its own branch and waited for the one before (~7 µs for
 // a row of 62 slices on the H200). A predicated last batch and a branch-free fold measured slower
 // (their register allocation moved spills into the row loops;
@@ -1115,8 +1117,8 @@ __device__ __forceinline__ uint64_t max_over_slices(const unsigned long long* p,
 
 // The largest of the slices' value keys (Pass1::key >> kIdBits) as a rank key with id bits 0,
 // its slice and the second largest (StripeSlices; of another slice's thread; 0: none). 32-bit
-// keys: a 62-slice row's last block folds 31,744 of them (the 64-bit keys took ~20 instructions
-// a key, +1.9 µs over a plain max on the H200).
+// keys: a 62-slice row's last block folded 31,744 of them (16 slices now: 8,192), and the 64-bit
+// keys took ~20 instructions a key, +1.9 µs over a plain max on the H200.
 __device__ __forceinline__ uint64_t max_two_over_slices(const uint32_t* p, int slices,
                                                         StripeSlices* where) {
   uint32_t best = 0, second = 0;

@@ -728,10 +728,14 @@ TEST(SampleRowsSplit, SlicesFillOneWaveOfSmallBatches) {
   EXPECT_EQ(sample_rows_split(89, 128256, kSms, true).slices, 1);
   EXPECT_EQ(sample_rows_split(67, 128256, kSms, true).slices, 1);
   EXPECT_EQ(sample_rows_split(66, 128256, kSms, true).slices, 4);
-  // Batch 1: 62 slices of 2080 tokens (at least 2048 each; 264 would fill the GPU).
+  // Batch 1: the cap of 16 slices, of 8032 tokens (264 would fill the GPU, but the last block's
+  // merge grows with the slices); batch 8 too (33 would fit); batch 17: 15.
   const SampleSplit one = sample_rows_split(1, 128256, kSms, true);
-  EXPECT_EQ(one.slices, 62);
-  EXPECT_EQ(one.slice_tokens, 2080);
+  EXPECT_EQ(one.slices, kSampleMaxSlices);
+  EXPECT_EQ(kSampleMaxSlices, 16);
+  EXPECT_EQ(one.slice_tokens, 8032);
+  EXPECT_EQ(sample_rows_split(8, 128256, kSms, true).slices, 16);
+  EXPECT_EQ(sample_rows_split(17, 128256, kSms, true).slices, 15);
   // Batch 64: 4 slices (256 blocks within 264 slots); batch 3 at qwen's vocabulary: the cap.
   EXPECT_EQ(sample_rows_split(64, 128256, kSms, true).slices, 4);
   EXPECT_EQ(sample_rows_split(3, 151936, kSms, true).slices, kSampleMaxSlices);
