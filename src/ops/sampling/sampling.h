@@ -158,13 +158,17 @@ struct SampleRowsParams {
 // from more slices: 5.1 us at 1 row with 32-62 slices, 5.5 with 16.
 inline constexpr int64_t kSampleMaxSlices = 16;
 inline constexpr int64_t kSampleMinSliceTokens = 2048;  // below it a slice is all fixed cost
-// Fewer slices than this and one block per row is as fast or faster: the merge's chain costs more
-// than the stream saves. Measured on the H200 at a 128k vocabulary, bf16, µs a step split / one
-// block per row (bench/results/2026-12-02-sampling-pass-one-addresses.md): 2 slices (96-132
-// rows) sampled 28.9-29.5 / 24.4-25.4, greedy 17.6-18.3 / 15.7-16.6; 3 slices (72-88 rows)
-// sampled 26.2 / 24.0-24.3, greedy 14.6-14.7 / 15.2-15.5; 4 slices (64-66 rows) sampled 24.0-24.1
-// / 23.9-24.0, greedy 13.0-13.1 / 15.1-15.2.
+// A vocabulary of fewer than kSampleMinSlices slices of kSampleMinSliceTokens is never split.
 inline constexpr int64_t kSampleMinSlices = 4;
+// One block per SM: a split launch has at most as many blocks as the GPU has SMs, so each row's
+// last block runs its chain on an SM of its own. Swept on an H100 (bench/results/
+// 2026-12-07-sampler-slices.md, run 3), µs a launch sampled / greedy: 64 rows in 2 slices (128
+// blocks) 20.1 / 12.8, in 4 (256 blocks, two an SM) 20.9 / 12.9, unsplit 23.0 / 14.8; 32 rows
+// in 4 slices 16.4 / 9.3, in 8 17.0 / 9.8; 96 and 128 rows in 2 slices (two blocks an SM on some
+// SMs) slower than unsplit. On the H200 2 slices at 96-132 rows had also measured slower
+// (2026-12-02-sampling-pass-one-addresses.md), and so had 3 at 72-88 rows (216-264 blocks).
+// At 1 to 8 rows the cap of 16 slices binds first. A/B against two blocks per SM (run 4, H100):
+// 32 rows 17.0 -> 16.3 us, 64 rows 20.7 -> 20.1, 1 and 256 rows level, 64 f32 rows +0.1.
 // Blocks of one split launch, at most (two resident per SM on 132 SMs is 264): sizes the workspace.
 inline constexpr int64_t kSampleSplitMaxBlocks = 512;
 inline constexpr int64_t kSampleThreadsPerBlock = 512;  // the kernel's block
@@ -174,19 +178,19 @@ struct SampleSplit {
   int64_t slice_tokens = 0;  // tokens per slice (the last may be shorter); the vocab when 1 slice
 };
 
-// As many slices as keep the batch within one wave of two blocks per SM, each at least
-// kSampleMinSliceTokens, at most kSampleMaxSlices; 1 without a workspace, when the rows alone
-// fill the GPU, or when that leaves fewer than kSampleMinSlices slices.
+// As many slices as keep the batch within one block per SM, each at least kSampleMinSliceTokens,
+// at most kSampleMaxSlices; 1 without a workspace, when that leaves fewer than 2 slices (rows
+// past half the SMs), or for a vocabulary of fewer than kSampleMinSlices slices.
 inline SampleSplit sample_rows_split(int64_t num_rows, int64_t vocab, int num_sms,
                                      bool has_workspace) {
   SampleSplit s;
   s.slice_tokens = vocab;
   if (!has_workspace || num_rows < 1 || vocab < 1 || num_sms < 1) return s;
-  int64_t slices = 2 * int64_t{num_sms} / num_rows;
+  int64_t slices = int64_t{num_sms} / num_rows;
   slices = std::min(slices, kSampleMaxSlices);
   slices = std::min(slices, vocab / kSampleMinSliceTokens);
   slices = std::min(slices, kSampleSplitMaxBlocks / num_rows);
-  if (slices < kSampleMinSlices) return s;
+  if (slices < 2 || vocab / kSampleMinSliceTokens < kSampleMinSlices) return s;
   s.slice_tokens = ((vocab + slices - 1) / slices + 31) / 32 * 32;
   s.slices = (vocab + s.slice_tokens - 1) / s.slice_tokens;
   return s;

@@ -192,8 +192,8 @@ void argmax_cuda(const ArgmaxParams& p, CudaStream stream) {
 // Split of small batches (sampling.h, sample_rows_split; needs p.workspace): one block per row
 // keeps ~16 KB of a row in flight, so a batch of 1 at a 128k vocabulary took ~27 us greedy and ~60
 // us sampled on the H200, bound by DRAM latency, not bandwidth. A batch of few enough rows to give
-// each at least kSampleMinSlices slices in one wave of two blocks per SM is launched as (slices,
-// rows) blocks instead: each block runs pass 1 over its slice (every slices-th entry of the edit
+// each at least 2 slices within one block per SM (sample_rows_split) is launched as (slices, rows)
+// blocks instead: each block runs pass 1 over its slice (every slices-th entry of the edit
 // list), writes its counts, log-normaliser and best key
 // to the workspace, and each thread's best keys; the row's last block to arrive (one
 // acquire-release atomic, as decode attention merges its splits) merges them into what pass 1 over

@@ -723,21 +723,23 @@ TEST(SampleRowsSplit, SlicesFillOneWaveOfSmallBatches) {
   EXPECT_EQ(sample_rows_split(1, 128256, kSms, false).slice_tokens, 128256);
   EXPECT_EQ(sample_rows_split(133, 128256, kSms, true).slices, 1);
   EXPECT_EQ(sample_rows_split(256, 128256, kSms, true).slices, 1);
-  // Rows that would get 2 or 3 slices run one block per row (faster on the H200).
+  // At most one block per SM: rows past half the SMs run one block per row.
   EXPECT_EQ(sample_rows_split(132, 128256, kSms, true).slices, 1);
   EXPECT_EQ(sample_rows_split(89, 128256, kSms, true).slices, 1);
   EXPECT_EQ(sample_rows_split(67, 128256, kSms, true).slices, 1);
-  EXPECT_EQ(sample_rows_split(66, 128256, kSms, true).slices, 4);
-  // Batch 1: the cap of 16 slices, of 8032 tokens (264 would fill the GPU, but the last block's
-  // merge grows with the slices); batch 8 too (33 would fit); batch 17: 15.
+  EXPECT_EQ(sample_rows_split(66, 128256, kSms, true).slices, 2);
+  EXPECT_EQ(sample_rows_split(44, 128256, kSms, true).slices, 3);
+  EXPECT_EQ(sample_rows_split(32, 128256, kSms, true).slices, 4);
+  // Batch 1: the cap of 16 slices, of 8032 tokens (132 would fill the SMs, but the last block's
+  // merge grows with the slices); batch 8 too (128 blocks); batch 17: 7 (119 blocks).
   const SampleSplit one = sample_rows_split(1, 128256, kSms, true);
   EXPECT_EQ(one.slices, kSampleMaxSlices);
   EXPECT_EQ(kSampleMaxSlices, 16);
   EXPECT_EQ(one.slice_tokens, 8032);
   EXPECT_EQ(sample_rows_split(8, 128256, kSms, true).slices, 16);
-  EXPECT_EQ(sample_rows_split(17, 128256, kSms, true).slices, 15);
-  // Batch 64: 4 slices (256 blocks within 264 slots); batch 3 at qwen's vocabulary: the cap.
-  EXPECT_EQ(sample_rows_split(64, 128256, kSms, true).slices, 4);
+  EXPECT_EQ(sample_rows_split(17, 128256, kSms, true).slices, 7);
+  // Batch 64: 2 slices (128 blocks on 132 SMs); batch 3 at qwen's vocabulary: the cap.
+  EXPECT_EQ(sample_rows_split(64, 128256, kSms, true).slices, 2);
   EXPECT_EQ(sample_rows_split(3, 151936, kSms, true).slices, kSampleMaxSlices);
   // Vocabularies too small to be worth a slice.
   EXPECT_EQ(sample_rows_split(1, 1000, kSms, true).slices, 1);
@@ -760,11 +762,12 @@ TEST(SampleRowsSplit, InvariantsHoldForEveryShape) {
         ASSERT_LT((s.slices - 1) * s.slice_tokens, vocab) << what;
         ASSERT_GE(s.slices * s.slice_tokens, vocab) << what;
         if (s.slices == 1) continue;
-        ASSERT_GE(s.slices, kSampleMinSlices) << what;
+        ASSERT_GE(s.slices, 2) << what;
+        ASSERT_GE(vocab, kSampleMinSlices * kSampleMinSliceTokens) << what;
         ASSERT_EQ(s.slice_tokens % 32, 0) << what;  // whole words of the edit bitmap
         ASSERT_GE(s.slice_tokens, kSampleMinSliceTokens) << what;
         ASSERT_LE(s.slices * rows, kSampleSplitMaxBlocks) << what;  // within the workspace
-        ASSERT_LE(s.slices * rows, 2 * int64_t{sms}) << what;       // one wave
+        ASSERT_LE(s.slices * rows, int64_t{sms}) << what;           // a block per SM
       }
     }
   }
