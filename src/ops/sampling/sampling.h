@@ -169,7 +169,8 @@ inline constexpr int64_t kSampleMinSlices = 4;
 // (2026-12-02-sampling-pass-one-addresses.md), and so had 3 at 72-88 rows (216-264 blocks).
 // At 1 to 8 rows the cap of 16 slices binds first. A/B against two blocks per SM (run 4, H100):
 // 32 rows 17.0 -> 16.3 us, 64 rows 20.7 -> 20.1, 1 and 256 rows level, 64 f32 rows +0.1.
-// Blocks of one split launch, at most (two resident per SM on 132 SMs is 264): sizes the workspace.
+// Blocks of one split launch, at most: sizes the workspace (the rule above keeps a launch within
+// the SM count, 132 on the H100 and H200; this caps a GPU of more SMs).
 inline constexpr int64_t kSampleSplitMaxBlocks = 512;
 inline constexpr int64_t kSampleThreadsPerBlock = 512;  // the kernel's block
 
