@@ -760,6 +760,23 @@ __device__ const uint64_t* rank_candidates(const Shared& sh, int n) {
   return out;
 }
 
+// The phase marks of a trace build (sampling_trace_bench; phase_trace.h), in order. A split row's
+// other slices stop at kMarkArrived, a row in error at kMarkChecked; only the fast top-k path
+// reaches kMarkPivot to kMarkDrawn.
+enum SampleMark : int {
+  kMarkParams = 1,  // the row's parameters read and its edit list checked, past the PDL wait
+  kMarkPass1,       // pass 1 over the block's slice done (split)
+  kMarkArrived,     // counted in at the row's arrival counter (split)
+  kMarkMerged,      // the slices' results merged (split: the row's last block)
+  kMarkChecked,     // pass 1 done (unsplit), the counts summed
+  kMarkPivot,       // the top-k pivot known
+  kMarkCandidates,  // the candidates gathered
+  kMarkRanked,      // the candidates ranked (fast top-k path)
+  kMarkRelative,    // their relative probabilities worked out (finish_in_warp's warp)
+  kMarkDrawn,       // top-p, min-p and the draw done (finish_in_warp's warp)
+  kMarkToken,       // the token chosen
+};
+
 // finish_on_chip's top-p, min-p and draw over the ranked keys[0, n) (n <= kSamplingFastTopK) by
 // one warp, without block barriers (sampling::draw_rank_in_warp): the same integer sums and
 // thresholds as finish_on_chip, so the same token. Every thread returns it. The candidates'
@@ -768,16 +785,19 @@ __device__ const uint64_t* rank_candidates(const Shared& sh, int n) {
 // of a dozen dependent FMAs (sampling::exp_nonpositive).
 template <typename T>
 __device__ int32_t finish_in_warp(const RowView<T>& row, const uint64_t* keys, int n,
-                                  const RowState& st, float* rel, int* s_token) {
+                                  const RowState& st, float* rel, int* s_token,
+                                  cuda::PhaseTraceThrough& trace) {
   static_assert(kSamplingFastTopK <= 32 * 16, "runs of at most 16 candidates a lane");
   if (threadIdx.x < 32) {
     const sampling::Philox4 bits = sampling::draw_bits(st.seed, st.step);
     for (int i = static_cast<int>(threadIdx.x); i < n; i += 32)
       rel[i] = sampling::relative_prob(sampling::rank_key_value(keys[i]), row.s_max);
     __syncwarp();
+    trace.mark(kMarkRelative);
     const int r = sampling::draw_rank_in_warp(
         n, [&](int i) { return rel[i]; }, st.top_p, st.min_p, bits);
     if (threadIdx.x == 0) *s_token = sampling::rank_key_id(keys[r]);
+    trace.mark(kMarkDrawn);
   }
   __syncthreads();
   const int32_t token = *s_token;
@@ -1067,20 +1087,6 @@ struct SampleLaunch {
 #if defined(ROOFLINE_PHASE_TRACE)
   uint64_t* trace;  // the launch's phase records, or nullptr
 #endif
-};
-
-// The phase marks of a trace build (sampling_trace_bench; phase_trace.h), in order. A split row's
-// other slices stop at kMarkArrived, a row in error at kMarkChecked; only the fast top-k path
-// reaches kMarkPivot and kMarkCandidates.
-enum SampleMark : int {
-  kMarkParams = 1,  // the row's parameters read and its edit list checked, past the PDL wait
-  kMarkPass1,       // pass 1 over the block's slice done (split)
-  kMarkArrived,     // counted in at the row's arrival counter (split)
-  kMarkMerged,      // the slices' results merged (split: the row's last block)
-  kMarkChecked,     // pass 1 done (unsplit), the counts summed
-  kMarkPivot,       // the top-k pivot known
-  kMarkCandidates,  // the candidates gathered
-  kMarkToken,       // the token chosen
 };
 
 // Calls fold(key, slice) for p[0], p[kSampleThreads], ... (one key per slice) in slice order,
@@ -1407,8 +1413,10 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
         const int n = gather_s_keys<T, N>(row, sh, pivot, &s_count, mine, stripes, where, s_num);
         trace.mark(kMarkCandidates);
         if (n >= rp.top_k) {
-          token = finish_in_warp(row, rank_candidates(sh, n), rp.top_k, st,
-                                 reinterpret_cast<float*>(sh.hist_count), &s_index);
+          const uint64_t* ranked = rank_candidates(sh, n);
+          trace.mark(kMarkRanked);
+          token = finish_in_warp(row, ranked, rp.top_k, st, reinterpret_cast<float*>(sh.hist_count),
+                                 &s_index, trace);
           done = true;
         }
       }

@@ -238,6 +238,9 @@ void run_batch(int64_t rows, DType dtype, cudaStream_t stream, [[maybe_unused]] 
                                                     "pass 1 (unsplit), counts",
                                                     "top-k pivot",
                                                     "candidates gathered",
+                                                    "candidates ranked",
+                                                    "relative probabilities",
+                                                    "top-p, min-p, draw",
                                                     "token"};
     static const std::vector<std::string> kTileNames = {"entry",
                                                         "params read, edits marked",
