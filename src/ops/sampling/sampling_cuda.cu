@@ -170,8 +170,10 @@ void argmax_cuda(const ArgmaxParams& p, CudaStream stream) {
 //   dozen; the division only for x within rounding of v or above), reading again only the
 //   stripes of pass 1 whose best reaches v (a stripe is the packs one thread read; a few dozen of
 //   512), all their packs in flight at once; in a split row, only the stripe's best slice unless
-//   its second best slice reaches v too (StripeSlices). The candidates are ranked by counting (or
-//   the bitonic sort above 256), and top-p, min-p and the draw run in one warp over the first k.
+//   its second best slice reaches v too, in an unsplit row only the pack that held the stripe's
+//   best unless another of its packs reaches v (StripeSlices). The candidates are ranked by
+//   counting (or the bitonic sort above 256), and top-p, min-p and the draw run in one warp over
+//   the first k.
 // - Otherwise (no top-k, a large k, or a pivot that lets more than kCap tokens through): radix
 //   selection on the 50-bit rank key, 11/11/10/9/9 bits per level. One pass per level builds a
 //   histogram of token counts and integer weights of the tokens that share the key prefix found
@@ -352,14 +354,21 @@ struct Stripes {
   int slice_packs;
 };
 
-// Where in a split row's stripe its best tokens can lie, per thread: of the t-th threads' best keys
-// over the slices (pass 1's, each an upper bound on the unedited tokens of its slice's packs of the
-// stripe), the largest one's slice and the second largest key (0: none). A stripe whose second
-// key is below a floor holds tokens that reach the floor only in that one slice. Unsplit rows:
-// slice 0 and no second key.
+// Where in a row's stripe its best tokens can lie, per thread. Split rows: of the t-th threads'
+// best keys over the slices (pass 1's, each an upper bound on the unedited tokens of its slice's
+// packs of the stripe), the largest one's slice and the second largest key (0: none); a stripe
+// whose second key is below a floor holds tokens that reach the floor only in that one slice.
+// Unsplit rows: slice 0, no second key, and the pack that held the thread's best streamed x and
+// the largest x of the stripe's other packs (the lean pass 1's Pass1::stripe_pack and
+// stripe_second; -1 / +inf: unknown); with that below the floor, only the one pack holds tokens
+// that reach it. (Split rows would need a workspace word per thread and slice for the same: the
+// gather then measured 0.4 us shorter at 64 rows but the launch no faster, and 1 row 0.7 us
+// slower; bench/results/2026-12-07-best-pack.md.)
 struct StripeSlices {
   int best_slice = 0;
   uint64_t second = 0;
+  int pack = -1;
+  float pack_second = INFINITY;
 };
 
 // Thread t's edit t of the row (the first for_each_edit(row, 0, 1, f) gives it), read ahead of
@@ -390,8 +399,11 @@ __device__ __forceinline__ EditAhead read_edit_ahead(const RowView<T>& row) {
 // dozen of the 512 stripes qualify; the whole block loads their packs together, item by item,
 // so the row is not walked again and the loads are in flight at once. A split row's stripe whose
 // second best slice (`where`) is below `floor` is read in its best slice only: its packs of one
-// slice instead of all of them (at batch 1, 2 packs instead of 32). The edits come last, the
-// thread's first from `ahead` (its logit loaded before the list is built). Uses hist_count.
+// slice instead of all of them (at batch 1, 2 packs instead of 32). An unsplit row's stripe whose
+// other packs stay below `floor` (where.pack_second) is read in its best pack only (where.pack):
+// at top-k 50 most stripes, so at 256 rows ~60 packs instead of ~1,600, one round trip to DRAM
+// instead of three (−5.1 us a launch on an H100). The edits come last, the thread's first from
+// `ahead` (its logit loaded before the list is built). Uses hist_count.
 template <typename T, int N, typename F>
 __device__ void for_each_token_reaching_in_stripes(const RowView<T>& row, const Shared& sh,
                                                    float floor, uint64_t mine, Stripes stripes,
@@ -401,50 +413,64 @@ __device__ void for_each_token_reaching_in_stripes(const RowView<T>& row, const 
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = tid & 31;
   const float ahead_raw = ahead.has ? T::to_f32(row.x[ahead.ed.token]) : 0.0f;
-  // Two lists in hist_count: stripes read in one slice (thread | slice << 16) from 0, stripes read
-  // in every slice from kSampleThreads; s_num[0] and s_num[1] count them.
+  // Three lists in hist_count: stripes read in one slice (thread | slice << 16) from 0, stripes
+  // read in every slice from kSampleThreads, single packs (their index; unsplit rows only) from
+  // 2 kSampleThreads; s_num[0..2] count them.
+  static_assert(3 * kSampleThreads <= kMaxBins, "the gather's lists fit hist_count");
   int* list = reinterpret_cast<int*>(sh.hist_count);
-  if (tid < 2) s_num[tid] = 0;
+  if (tid < 3) s_num[tid] = 0;
   __syncthreads();
   const bool active = mine != 0 && sampling::rank_key_value(mine) >= floor;
   const bool whole = where.second != 0 && sampling::rank_key_value(where.second) >= floor;
+  // `<`: an unknown pack_second (+inf) or a NaN reads the slice's whole stripe.
+  const bool one = !whole && where.pack >= 0 && where.pack_second < floor;
+  const int kind = whole ? 1 : one ? 2 : 0;
 #pragma unroll
-  for (int which = 0; which < 2; ++which) {
-    const bool mine_here = active && whole == (which == 1);
+  for (int which = 0; which < 3; ++which) {
+    const bool mine_here = active && kind == which;
     const unsigned ballot = __ballot_sync(0xffffffffu, mine_here);
     int base = 0;
     if (lane == 0 && ballot != 0u) base = atomicAdd(&s_num[which], __popc(ballot));
     base = __shfl_sync(0xffffffffu, base, 0);
     if (mine_here)
       list[which * kSampleThreads + base + __popc(ballot & ((1u << lane) - 1u))] =
-          which == 1 ? tid : tid | (where.best_slice << 16);
+          which == 2   ? where.pack
+          : which == 1 ? tid
+                       : tid | (where.best_slice << 16);
   }
   __syncthreads();
-  const int num_single = s_num[0], num_whole = s_num[1];
+  const int num_single = s_num[0], num_whole = s_num[1], num_one = s_num[2];
   const int packs = row.vocab / N;
   const int per_slice = (stripes.slice_packs + kSampleThreads - 1) / kSampleThreads;
   const int per_stripe = stripes.slices * per_slice;
   const int single_items = num_single * per_slice;
-  const int items = single_items + num_whole * per_stripe;
+  const int items = num_one + single_items + num_whole * per_stripe;
   const bool edited = row.num_edits > 0;
   // One pack at a time: batches of two or four measured slower (spills under the 64-register
-  // cap; run 6 of bench/results/2026-12-01-sampling-lean-passes.md).
+  // cap; run 6 of bench/results/2026-12-01-sampling-lean-passes.md). The single packs first.
   for (int i = tid; i < items; i += kSampleThreads) {
-    int slice, local;
-    if (i < single_items) {
-      const int entry = i / per_slice;
-      const int packed = list[entry];
-      slice = packed >> 16;
-      local = (packed & 0xffff) + (i - entry * per_slice) * kSampleThreads;
+    int p;
+    if (i < num_one) {
+      p = list[2 * kSampleThreads + i];
     } else {
-      const int j = i - single_items;
-      const int stripe = j / per_stripe;
-      const int rem = j - stripe * per_stripe;
-      slice = rem / per_slice;
-      local = list[kSampleThreads + stripe] + (rem - slice * per_slice) * kSampleThreads;
+      int slice, local;
+      const int j = i - num_one;
+      if (j < single_items) {
+        const int entry = j / per_slice;
+        const int packed = list[entry];
+        slice = packed >> 16;
+        local = (packed & 0xffff) + (j - entry * per_slice) * kSampleThreads;
+      } else {
+        const int w = j - single_items;
+        const int stripe = w / per_stripe;
+        const int rem = w - stripe * per_stripe;
+        slice = rem / per_slice;
+        local = list[kSampleThreads + stripe] + (rem - slice * per_slice) * kSampleThreads;
+      }
+      if (local >= stripes.slice_packs) continue;
+      p = slice * stripes.slice_packs + local;
     }
-    const int p = slice * stripes.slice_packs + local;
-    if (local >= stripes.slice_packs || p >= packs) continue;
+    if (p >= packs) continue;
     const P pk = reinterpret_cast<const P*>(row.x)[p];
     float m = -INFINITY;
 #pragma unroll
@@ -895,6 +921,11 @@ struct Pass1 {
                          // best rank key of the edited x; 0: no token seen
   uint64_t raw_key = 0;  // the best raw key (top logprobs)
   float lse_m = -INFINITY, lse_l = 0.0f;  // the raw log-normaliser's running max and sum
+  // The lean pass only (pass_one_lean; the others leave -1 / +inf, which the gather reads as
+  // "unknown"): the pack of the thread's stripe that holds its best streamed x, and the largest
+  // streamed x of the stripe's other packs (edited tokens excluded; -inf: none).
+  int stripe_pack = -1;
+  float stripe_second = INFINITY;
 };
 
 // Pass 1 over packs [pack_lo, pack_hi) and the edits edit_first + k·edit_step: counts, keys and
@@ -958,6 +989,10 @@ __device__ Pass1 pass_one_lean(const RowView<T>& row, const Shared& sh, int pack
   int32_t best_id = INT32_MAX;  // < 0: -(pack + 1), the pack held in best_pack
   P best_pack{};
   float poison = 0.0f;
+  // The largest pack maximum but the best pack's: max(second, min(m, best_x)) before best_x
+  // takes m keeps it (two instructions a pack). The stripe gather then reads only the best pack
+  // of a stripe whose other packs all stay below its floor (Pass1::stripe_pack).
+  float second = -INFINITY;
   // skip: the pack's bits of the edit bitmap (0 when the row has no edits).
   auto visit = [&](const P& pk, int p, uint32_t skip) {
     const int first = p * N;
@@ -969,6 +1004,7 @@ __device__ Pass1 pass_one_lean(const RowView<T>& row, const Shared& sh, int pack
         m = fmaxf(m, v);
         poison = __fmaf_rn(v, 0.0f, poison);
       }
+      second = fmaxf(second, fminf(m, best_x));
       // Strictly greater: on a tie the earlier pack, whose ids are lower, keeps the lead.
       if (m > best_x) {
         best_x = m;
@@ -976,16 +1012,20 @@ __device__ Pass1 pass_one_lean(const RowView<T>& row, const Shared& sh, int pack
         best_pack = pk;
       }
     } else {
+      const float before = best_x;
+      float m = -INFINITY;  // of the pack's unedited tokens
 #pragma unroll
       for (int i = 0; i < N; ++i) {
         if ((skip >> i) & 1u) continue;
         const float v = T::to_f32(pk.v[i]);
         if (!sampling::is_finite(v)) ++r.nonfinite;
+        m = fmaxf(m, v);
         if (v > best_x) {
           best_x = v;
           best_id = first + i;
         }
       }
+      second = fmaxf(second, fminf(m, before));
     }
   };
   const P* x = reinterpret_cast<const P*>(row.x);
@@ -1042,6 +1082,9 @@ __device__ Pass1 pass_one_lean(const RowView<T>& row, const Shared& sh, int pack
       visit(pk, p, edited ? (row.bitmap[first >> 5] >> (first & 31)) & kPackBits : 0u);
     });
   }
+  // The stripe's best pack before the edits below may take the lead (they lie in no stripe).
+  r.stripe_pack = best_id == INT32_MAX ? -1 : best_id >= 0 ? best_id / N : -best_id - 1;
+  r.stripe_second = second;
   for (int e = edit_first + tid * edit_step; e < row.num_edits; e += kSampleThreads * edit_step) {
     const TokenEdit ed = row.edits[e];
     if (ed.token < 0 || ed.token >= row.vocab) continue;
@@ -1273,7 +1316,7 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ uint64_t warp_tmp[32];
   __shared__ int s_index, s_count;
-  __shared__ int s_num[2];  // the stripe gather's two list counts
+  __shared__ int s_num[3];  // the stripe gather's three list counts
   __shared__ uint32_t s_bad_edit;
   __shared__ float s_red_f[32];
   __shared__ int s_red_i[32];
@@ -1357,9 +1400,12 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
   // A row that asks for no logprobs runs the lean pass 1, whose non-finite count is only "some":
   // such a row runs pass_one again for the exact count it reports (a split row too).
   const bool lean = !want_top && !want_lse;
-  if (!split)
+  if (!split) {
     r = lean ? pass_one_lean<T, N>(row, sh, 0, vocab / N, 0, 1)
              : pass_one<T, N>(row, 0, vocab / N, 0, 1, greedy, want_top, want_lse);
+    where.pack = r.stripe_pack;
+    where.pack_second = r.stripe_second;
+  }
   int nonfinite = 0, edit_nan = 0;
   // Block sums of the counts.
   auto sum_counts = [&] {

@@ -611,6 +611,72 @@ TEST(SampleRowsCudaTest, EditedValuesWithinTheKthValuesBf16Step) {
   }
 }
 
+// Pass 1 leaves each stripe (the packs one thread streams) its best pack and the largest maximum
+// of its other packs, and the fast top-k gather reads only that one pack of a stripe whose other
+// packs stay below the pivot's floor. Here the top tokens come in pairs two packs of one stripe
+// apart (packs t and t + 512 lie in the first slice of every split used here, in one thread's
+// stripe), some tied with their pair and some with an edit in the first pack (which pass 1 then
+// reads token by token): a gather that read one pack of such a stripe would miss half of the top
+// tokens. Batches of 1 (16 slices), 64 (2) and 256 (unsplit), top-k 50 below the 80 planted
+// tokens, several steps (new uniforms each), split and one block per row, against the twin.
+TEST(SampleRowsCudaTest, TopTokensInSeveralPacksOfAStripe) {
+  ROOFLINE_SKIP_WITHOUT_GPU();
+  constexpr int64_t kVocab = 128256;
+  constexpr int kPairs = 40, kSteps = 4;
+  auto rng = make_rng(13);
+  for (const DType dtype : {DType::kBF16, DType::kF32}) {
+    const int64_t n = 16 / dtype_size_bytes(dtype);  // tokens of a 16-byte pack
+    for (const int64_t num_rows : {int64_t{1}, int64_t{64}, int64_t{256}}) {
+      std::vector<float> logits;
+      std::vector<SamplingRowParams> rows;
+      std::vector<TokenEdit> edits;
+      std::uniform_real_distribution<float> high(2.0f, 3.0f);
+      for (int64_t r = 0; r < num_rows; ++r) {
+        std::vector<float> row = random_vector(kVocab, rng, -12.0f, -10.0f);
+        SamplingRowParams p;
+        p.temperature = 0.8f;
+        p.top_k = 50;
+        p.repetition_penalty = 1.2f;
+        p.seed = rng();
+        p.edit_begin = static_cast<int64_t>(edits.size());
+        // Stripes shift + j: below 472, so packs t and t + 512 share the first slice of 16 (1004
+        // bf16 packs, 2008 f32) and of 2.
+        const int64_t shift = r % 400;
+        for (int j = 0; j < kPairs; ++j) {
+          const int64_t t = shift + j;
+          const int64_t a = t * n + j % n, b = (t + 512) * n + (3 * j) % n;
+          row[static_cast<size_t>(a)] = high(rng);
+          row[static_cast<size_t>(b)] = j % 7 == 3 ? row[static_cast<size_t>(a)] : high(rng);
+          if (j % 5 == 0) edits.push_back(TokenEdit{static_cast<int32_t>(a), 0.5f, 1, 0});
+        }
+        p.edit_count = static_cast<int32_t>(static_cast<int64_t>(edits.size()) - p.edit_begin);
+        rows.push_back(p);
+        row = round_to(row, dtype);
+        logits.insert(logits.end(), row.begin(), row.end());
+      }
+      DeviceBatch batch(logits, kVocab, dtype, rows, edits);
+      for (int step = 0; step < kSteps; ++step) {
+        for (auto& r : rows) r.step = step;
+        ROOFLINE_CUDA_CHECK(cudaMemcpy(batch.rows.get(), rows.data(),
+                                       rows.size() * sizeof(SamplingRowParams),
+                                       cudaMemcpyHostToDevice));
+        const GpuRows cpu = run_cpu(logits, kVocab, rows, edits);
+        const std::string what = std::string(dtype_name(dtype)) + " batch " +
+                                 std::to_string(num_rows) + " step " + std::to_string(step);
+        batch.p.workspace = batch.workspace.get();
+        batch.tokens.poison();
+        sample_rows_cuda(batch.p, nullptr);
+        expect_same(batch.results(), cpu, rows, what + ", split");
+        batch.p.workspace = nullptr;
+        batch.tokens.poison();
+        sample_rows_cuda(batch.p, nullptr);
+        expect_same(batch.results(), cpu, rows, what + ", one block per row");
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
 // Captured once, replayed with new row parameters (a memcpy into the same device buffer before
 // each replay, as a runtime updates its fixed buffers): the graph reads them at replay time.
 TEST(SampleRowsCudaTest, InsideACudaGraph) {
