@@ -284,6 +284,17 @@ struct RowView {
   const uint32_t* bitmap;
   float temperature, repetition, frequency, presence;
   float s_max;
+
+  // Whether an edit's token lies in the row: a split's slices run before the edit list is
+  // checked, so they skip the others (such a row ends in error). Written as the negation of the
+  // loops' former test, so their SASS stayed the same.
+  __device__ __forceinline__ bool holds(const TokenEdit& ed) const {
+    return !(ed.token < 0 || ed.token >= vocab);
+  }
+  // The row's penalties and bias applied to an edited token whose logit is v.
+  __device__ __forceinline__ float edited(float v, const TokenEdit& ed) const {
+    return sampling::apply_edit(v, ed, repetition, frequency, presence);
+  }
 };
 
 // Calls visit(pack, p) for this thread's packs p of [pack_lo, pack_hi): pack_lo + threadIdx.x,
@@ -311,16 +322,15 @@ __device__ __forceinline__ void for_each_pack(const RowView<T>& row, int pack_lo
 }
 
 // Calls f(raw, edited, id) for edits first, first + step, ... of the row's edit list, shared out
-// over the block's threads. Edits of tokens outside the row are skipped: a split's slices run
-// before the list is checked, and such a row ends in error.
+// over the block's threads, skipping those outside the row (RowView::holds).
 template <typename T, typename F>
 __device__ __forceinline__ void for_each_edit(const RowView<T>& row, int first, int step, F&& f) {
   const int tid = static_cast<int>(threadIdx.x);
   for (int e = first + tid * step; e < row.num_edits; e += kSampleThreads * step) {
     const TokenEdit ed = row.edits[e];
-    if (ed.token < 0 || ed.token >= row.vocab) continue;
+    if (!row.holds(ed)) continue;
     const float v = T::to_f32(row.x[ed.token]);
-    f(v, sampling::apply_edit(v, ed, row.repetition, row.frequency, row.presence), ed.token);
+    f(v, row.edited(v, ed), ed.token);
   }
 }
 
@@ -387,7 +397,7 @@ __device__ __forceinline__ EditAhead read_edit_ahead(const RowView<T>& row) {
   const int e = static_cast<int>(threadIdx.x);
   if (e < row.num_edits) {
     a.ed = row.edits[e];
-    a.has = a.ed.token >= 0 && a.ed.token < row.vocab;
+    a.has = row.holds(a.ed);
   }
   return a;
 }
@@ -485,10 +495,7 @@ __device__ void for_each_token_reaching_in_stripes(const RowView<T>& row, const 
       f(v, v, first + k);
     }
   }
-  if (ahead.has)
-    f(ahead_raw,
-      sampling::apply_edit(ahead_raw, ahead.ed, row.repetition, row.frequency, row.presence),
-      ahead.ed.token);
+  if (ahead.has) f(ahead_raw, row.edited(ahead_raw, ahead.ed), ahead.ed.token);
   for_each_edit(row, kSampleThreads, 1, f);  // past the first kSampleThreads edits
   __syncthreads();                           // the list is hist_count's storage
 }
@@ -1085,12 +1092,14 @@ __device__ Pass1 pass_one_lean(const RowView<T>& row, const Shared& sh, int pack
   // The stripe's best pack before the edits below may take the lead (they lie in no stripe).
   r.stripe_pack = best_id == INT32_MAX ? -1 : best_id >= 0 ? best_id / N : -best_id - 1;
   r.stripe_second = second;
+  // for_each_edit's loop, written out: through its lambda nvcc laid the kernels out anew (f32
+  // rows, one value a pack: 24,904 -> 25,144 instructions), a change that would want its own A/B.
   for (int e = edit_first + tid * edit_step; e < row.num_edits; e += kSampleThreads * edit_step) {
     const TokenEdit ed = row.edits[e];
-    if (ed.token < 0 || ed.token >= row.vocab) continue;
+    if (!row.holds(ed)) continue;
     const float v = T::to_f32(row.x[ed.token]);
     if (!sampling::is_finite(v)) ++r.nonfinite;
-    const float x = sampling::apply_edit(v, ed, row.repetition, row.frequency, row.presence);
+    const float x = row.edited(v, ed);
     if (x != x) ++r.edit_nan;
     // The lowest id the current best may have: a pack's first (an edited token is never in a
     // pack that went the fast way), or the token itself.
