@@ -270,6 +270,39 @@ void expect_same(const GpuRows& gpu, const GpuRows& cpu, const std::vector<Sampl
   }
 }
 
+// Launches the batch split across vocabulary slices (with its workspace), then one block per
+// row (without), every output poisoned before each launch, and checks both against the twin.
+void expect_split_and_unsplit_same(DeviceBatch& batch, const GpuRows& cpu,
+                                   const std::vector<SamplingRowParams>& rows,
+                                   const std::string& what) {
+  for (void* workspace : {batch.workspace.get(), static_cast<void*>(nullptr)}) {
+    for (DeviceBuffer* b : {&batch.tokens, &batch.errors, &batch.nonfinite, &batch.logprobs,
+                            &batch.top_ids, &batch.top_logprobs})
+      b->poison();
+    batch.p.workspace = workspace;
+    sample_rows_cuda(batch.p, nullptr);
+    expect_same(batch.results(), cpu, rows,
+                what + (workspace != nullptr ? ", split" : ", one block per row"));
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+// Steps 0 .. steps - 1 of the batch (new uniforms each), uploaded into its row buffer, each
+// split and one block per row against the twin.
+void expect_steps_same(DeviceBatch& batch, const std::vector<float>& logits, int64_t vocab,
+                       std::vector<SamplingRowParams>& rows, const std::vector<TokenEdit>& edits,
+                       int steps, const std::string& what) {
+  for (int step = 0; step < steps; ++step) {
+    for (auto& r : rows) r.step = step;
+    ROOFLINE_CUDA_CHECK(cudaMemcpy(batch.rows.get(), rows.data(),
+                                   rows.size() * sizeof(SamplingRowParams),
+                                   cudaMemcpyHostToDevice));
+    expect_split_and_unsplit_same(batch, run_cpu(logits, vocab, rows, edits), rows,
+                                  what + " step " + std::to_string(step));
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
 // A row's parameters from a list that reaches every path of the kernel.
 SamplingRowParams row_config(int which, std::mt19937_64& rng, int64_t vocab) {
   SamplingRowParams r;
@@ -426,14 +459,7 @@ TEST_P(SampleRowsCudaTest, SameTokensAsTheCpuTwin) {
   // Rows split across vocabulary slices where the shape allows (every batch here is small enough
   // at a vocabulary of 8192 and up), then one block per row, each against the twin.
   ASSERT_EQ(sample_rows_split(num_rows, vocab, 132, true).slices > 1, vocab >= 8192);
-  sample_rows_cuda(batch.p, nullptr);
-  expect_same(batch.results(), cpu, rows, std::string(dtype_name(dtype)) + " split");
-  for (DeviceBuffer* b : {&batch.tokens, &batch.errors, &batch.nonfinite, &batch.logprobs,
-                          &batch.top_ids, &batch.top_logprobs})
-    b->poison();
-  batch.p.workspace = nullptr;
-  sample_rows_cuda(batch.p, nullptr);
-  expect_same(batch.results(), cpu, rows, std::string(dtype_name(dtype)) + " one block per row");
+  expect_split_and_unsplit_same(batch, cpu, rows, dtype_name(dtype));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, SampleRowsCudaTest,
@@ -532,14 +558,9 @@ TEST(SampleRowsCudaTest, EditListsLongerThanABlock) {
       rows.push_back(row);
     }
     DeviceBatch batch(logits, kVocab, dtype, rows, edits);
-    const GpuRows cpu = run_cpu(logits, kVocab, rows, edits);
-    sample_rows_cuda(batch.p, nullptr);
-    expect_same(batch.results(), cpu, rows, std::string(dtype_name(dtype)) + " split, long edits");
-    batch.tokens.poison();
-    batch.p.workspace = nullptr;
-    sample_rows_cuda(batch.p, nullptr);
-    expect_same(batch.results(), cpu, rows,
-                std::string(dtype_name(dtype)) + " one block per row, long edits");
+    expect_split_and_unsplit_same(batch, run_cpu(logits, kVocab, rows, edits), rows,
+                                  std::string(dtype_name(dtype)) + " long edits");
+    if (::testing::Test::HasFatalFailure()) return;
   }
 }
 
@@ -591,23 +612,8 @@ TEST(SampleRowsCudaTest, EditedValuesWithinTheKthValuesBf16Step) {
       logits.insert(logits.end(), row.begin(), row.end());
     }
     DeviceBatch batch(logits, kVocab, dtype, rows, edits);
-    for (int step = 0; step < kSteps; ++step) {
-      for (auto& r : rows) r.step = step;
-      ROOFLINE_CUDA_CHECK(cudaMemcpy(batch.rows.get(), rows.data(),
-                                     rows.size() * sizeof(SamplingRowParams),
-                                     cudaMemcpyHostToDevice));
-      const GpuRows cpu = run_cpu(logits, kVocab, rows, edits);
-      const std::string what = std::string(dtype_name(dtype)) + " step " + std::to_string(step);
-      batch.p.workspace = batch.workspace.get();
-      batch.tokens.poison();
-      sample_rows_cuda(batch.p, nullptr);
-      expect_same(batch.results(), cpu, rows, what + ", split");
-      batch.p.workspace = nullptr;
-      batch.tokens.poison();
-      sample_rows_cuda(batch.p, nullptr);
-      expect_same(batch.results(), cpu, rows, what + ", one block per row");
-      if (::testing::Test::HasFatalFailure()) return;
-    }
+    expect_steps_same(batch, logits, kVocab, rows, edits, kSteps, dtype_name(dtype));
+    if (::testing::Test::HasFatalFailure()) return;
   }
 }
 
@@ -655,24 +661,9 @@ TEST(SampleRowsCudaTest, TopTokensInSeveralPacksOfAStripe) {
         logits.insert(logits.end(), row.begin(), row.end());
       }
       DeviceBatch batch(logits, kVocab, dtype, rows, edits);
-      for (int step = 0; step < kSteps; ++step) {
-        for (auto& r : rows) r.step = step;
-        ROOFLINE_CUDA_CHECK(cudaMemcpy(batch.rows.get(), rows.data(),
-                                       rows.size() * sizeof(SamplingRowParams),
-                                       cudaMemcpyHostToDevice));
-        const GpuRows cpu = run_cpu(logits, kVocab, rows, edits);
-        const std::string what = std::string(dtype_name(dtype)) + " batch " +
-                                 std::to_string(num_rows) + " step " + std::to_string(step);
-        batch.p.workspace = batch.workspace.get();
-        batch.tokens.poison();
-        sample_rows_cuda(batch.p, nullptr);
-        expect_same(batch.results(), cpu, rows, what + ", split");
-        batch.p.workspace = nullptr;
-        batch.tokens.poison();
-        sample_rows_cuda(batch.p, nullptr);
-        expect_same(batch.results(), cpu, rows, what + ", one block per row");
-        if (::testing::Test::HasFatalFailure()) return;
-      }
+      expect_steps_same(batch, logits, kVocab, rows, edits, kSteps,
+                        std::string(dtype_name(dtype)) + " batch " + std::to_string(num_rows));
+      if (::testing::Test::HasFatalFailure()) return;
     }
   }
 }
