@@ -12,6 +12,11 @@ expect_run issues_three_args 2 "usage:" -- scripts/gpu/issues_check.sh "$tmp/o" 
 expect_run issues_seconds_word 2 "SECONDS must be a whole number of at least 60, got 'soon'" -- \
   scripts/gpu/issues_check.sh "$tmp/o" soon
 expect_run issues_seconds_small 2 "at least 60, got '59'" -- scripts/gpu/issues_check.sh "$tmp/o" 59
+expect_run session_no_args 2 "usage: scripts/gpu/session_check.sh OUTDIR" -- scripts/gpu/session_check.sh
+expect_run session_three_args 2 "usage:" -- scripts/gpu/session_check.sh "$tmp/o" 300 extra
+expect_run session_seconds_word 2 "SECONDS must be a whole number of at least 150, got 'all'" -- \
+  scripts/gpu/session_check.sh "$tmp/o" all
+expect_run session_seconds_small 2 "at least 150, got '90'" -- scripts/gpu/session_check.sh "$tmp/o" 90
 expect_run ab_base_not_a_commit 2 "'no-such-rev' is not a commit" -- \
   scripts/gpu/ab_base.sh no-such-rev "$tmp/base"
 mkdir -p "$tmp/full" && touch "$tmp/full/x"

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The run a session owes the GPU host when it may get either card and little device time: the
+# open issues' figures (scripts/gpu/issues_check.sh) and the whole tree's tests
+# (scripts/gpu/check.sh without its benchmark sections), both within SECONDS in all (default
+# 490). On an H200, whose figures the issues' goals are, the figures run first; on any other GPU,
+# which can only measure the code, the tests run first. Whichever runs second gets the time that
+# is left, and is skipped when that is under a minute.
+# Run scripts/stage_deps.sh here first and carry .staged with the call.
+#   scripts/gpu/session_check.sh OUTDIR [SECONDS]
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 2
+usage="usage: scripts/gpu/session_check.sh OUTDIR [SECONDS]"
+[ $# -ge 1 ] && [ $# -le 2 ] || { echo "$usage" >&2; exit 2; }
+limit=${2:-490}
+[[ $limit =~ ^[0-9]+$ ]] && [ "$limit" -ge 150 ] ||
+  { echo "session_check: SECONDS must be a whole number of at least 150, got '$limit'" >&2; exit 2; }
+dest=$1
+mkdir -p "$dest" || exit 2
+start=$(date +%s)
+elapsed() { echo $(($(date +%s) - start)); }
+gpu=$(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>&1)
+echo "$gpu" | tee "$dest/gpu.txt"
+
+tests() {  # $1: seconds
+  CHECK_SKIP=ops,peers,engine,profile,compare timeout "$1" scripts/gpu/check.sh "$dest/check" \
+    > "$dest/check_stdout.txt" 2>&1
+  echo "session_check: tests rc=$? at $(elapsed) s"
+  tail -n 28 "$dest/check_stdout.txt"
+}
+figures() {  # $1: seconds
+  scripts/gpu/issues_check.sh "$dest" "$1" > "$dest/issues_stdout.txt" 2>&1
+  echo "session_check: figures rc=$? at $(elapsed) s"
+  tail -n 30 "$dest/issues_stdout.txt"
+}
+second() {  # $1: the function to run in the time left
+  local left=$((limit - $(elapsed)))
+  if [ "$left" -ge 60 ]; then "$1" "$left"; else echo "session_check: $1 skipped: ${left} s left"; fi
+}
+# issues_check.sh stops starting steps past its SECONDS, so it may run a step's length beyond.
+if [[ $gpu == *H200* ]]; then
+  figures $((limit * 42 / 100))
+  second tests
+else
+  tests $((limit * 60 / 100))
+  second figures
+fi
+echo "session_check: done at $(elapsed) s"
