@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
 #include <utility>
 
 #include "engine/loaded_model.h"
@@ -11,7 +12,9 @@ namespace roofline {
 
 StatusOr<DecodeSetup> prepare_decode(ModelOptions& model, int64_t batch, int64_t context,
                                      int64_t steps) {
-  if (batch < 1 || batch > 4096) return invalid_argument("batch (--batch) must be in [1, 4096]");
+  if (batch < 1 || batch > kMaxDecodeBatch)
+    return invalid_argument("batch (--batch) must be in [1, " + std::to_string(kMaxDecodeBatch) +
+                            "]");
   if (context < 1) return invalid_argument("context (--context) must be positive");
   if (steps < 1 || steps > 100000)
     return invalid_argument("steps (--steps) must be in [1, 100000]");

@@ -14,6 +14,9 @@
 
 namespace roofline {
 
+// The largest batch a decode measurement (bench, bench latency, profile) sets up.
+inline constexpr int64_t kMaxDecodeBatch = 4096;
+
 struct DecodeSetup {
   std::unique_ptr<ModelRunner> runner;
   std::vector<int32_t> seqs;
@@ -23,8 +26,8 @@ struct DecodeSetup {
 
 // Sizes `model` (max_seqs, step tokens, model length, KV cache) for `batch` sequences of `context`
 // tokens plus `steps` decode steps and a few more, creates the runner and prefills the sequences
-// (in chunks of max_step_tokens). InvalidArgument for a batch outside [1, 4096], a context below
-// 1 or steps outside [1, 100000]; the runner's errors with the model named.
+// (in chunks of max_step_tokens). InvalidArgument for a batch outside [1, kMaxDecodeBatch], a
+// context below 1 or steps outside [1, 100000]; the runner's errors with the model named.
 StatusOr<DecodeSetup> prepare_decode(ModelOptions& model, int64_t batch, int64_t context,
                                      int64_t steps);
 

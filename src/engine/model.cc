@@ -72,7 +72,7 @@ StatusOr<std::vector<int32_t>> Model::generate(const std::vector<int32_t>& promp
                                                GenerateStats* stats) {
   ROOFLINE_RETURN_IF_ERROR(check_prompt(prompt));
   if (o.max_new_tokens < 0) return invalid_argument("--max-tokens must not be negative");
-  if (o.top_p <= 0.0f || o.top_p > 1.0f) return invalid_argument("--top-p must be in (0, 1]");
+  if (!(o.top_p > 0.0f && o.top_p <= 1.0f)) return invalid_argument("--top-p must be in (0, 1]");
   if (o.top_k < 0) return invalid_argument("--top-k must not be negative");
   if (!(o.temperature >= 0.0f) || std::isinf(o.temperature))
     return invalid_argument("--temperature must be finite and not negative");

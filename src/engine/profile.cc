@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdio>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -180,8 +181,9 @@ StatusOr<SampledWindow> trace_sampled(ModelRunner& r, GreedyStep& greedy, CuptiT
 
 StatusOr<ProfileResult> profile_decode(const ProfileOptions& o) {
   constexpr int64_t kWarmup = 3;
-  if (o.batch < 1 || o.batch > 4096)
-    return invalid_argument("batch (--batch) must be in [1, 4096]");
+  if (o.batch < 1 || o.batch > kMaxDecodeBatch)
+    return invalid_argument("batch (--batch) must be in [1, " + std::to_string(kMaxDecodeBatch) +
+                            "]");
   if (o.context < 1) return invalid_argument("context (--context) must be positive");
   if (o.steps < 1 || o.steps > 100000) return invalid_argument("--steps must be in [1, 100000]");
   if (o.bandwidth_gbps < 0 || o.peak_tflops < 0)

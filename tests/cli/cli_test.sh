@@ -90,6 +90,19 @@ expect bench_latency_json_kernels 0 "\"decode_graph_kernels\": 0" -- bench laten
 # The CPU prices no handover of its own: the JSON's is the H200's, not calibrated.
 expect bench_latency_json_handover 0 "\"handover_calibrated\": false" -- bench latency --dummy-weights llama-tiny --batch 1 --context 8 --steps 1 --json -
 expect bench_latency_bad 1 "comma-separated sizes" -- bench latency --dummy-weights llama-tiny --batch 1,x
+expect bench_latency_empty_size 1 "'' in '1,,2' is not one" -- bench latency --dummy-weights llama-tiny --batch 1,,2
+# A bad size at the end of the list stops the command before the first size is measured.
+expect bench_latency_bad_late 1 "'0' in '1,0' is not one" -- bench latency --dummy-weights llama-tiny --batch 1,0 --context 8 --steps 1
+expect_run bench_latency_bad_late_measures_nothing 1 "^0$" -- bash -c \
+  '"$1" bench latency --dummy-weights llama-tiny --batch 1,0 --context 8 --steps 1 2>&1 | grep -c "of 2"' _ "$bin"
+# Integer flags are decimal whole numbers within 64 bits, of the option's sign: CLI11 alone would
+# saturate the first, wrap the second to 2^64 - 1, take 0x10 as 16 and 010 as octal 8.
+expect int_flag_overflow 2 "--max-tokens: must fit in 64 bits, got '99999999999999999999'" -- generate --dummy-weights llama-tiny --prompt-ids 1 --max-tokens 99999999999999999999
+expect unsigned_flag_negative 2 "--seed: must not be negative, got '-1'" -- generate --dummy-weights llama-tiny --prompt-ids 1 --seed -1
+expect int_flag_hex 2 "--max-tokens: must be a whole number in decimal digits, got '0x10'" -- generate --dummy-weights llama-tiny --prompt-ids 1 --max-tokens 0x10
+expect int_flag_leading_zero 0 "10 tokens generated" -- generate --dummy-weights llama-tiny --prompt-ids 1 --max-tokens 010 --ignore-eos
+expect int_flag_subcommand 2 "--requests: must be a whole number in decimal digits, got '1.5'" -- bench throughput --dummy-weights llama-tiny --requests 1.5
+expect unsigned_flag_max 0 "3 tokens generated" -- generate --dummy-weights llama-tiny --prompt-ids 1 --max-tokens 3 --temperature 1 --seed 18446744073709551615
 # Benchmarks: throughput (synthetic requests, percentiles, JSON) and cold start (phases).
 expect bench_throughput 0 "time to first token +p50" -- bench throughput --dummy-weights llama-tiny --requests 20 --prompt-len 4:40 --output-len 2:16 --max-num-seqs 8
 expect bench_throughput_json 0 "\"output_tokens_per_s\"" -- bench throughput --dummy-weights llama-tiny --requests 5 --prompt-len 4:8 --output-len 2:4 --json -
@@ -130,6 +143,11 @@ printf '{"prompt_ids": [1], "temprature": 1}\n' > "$tmp/bad3.jsonl"
 expect batch_unknown_field 1 "line 1: unknown field 'temprature'" -- generate --model $model --input "$tmp/bad3.jsonl" --output "$tmp/o.jsonl"
 expect batch_missing_file 1 "cannot read" -- generate --model $model --input "$tmp/nope.jsonl" --output "$tmp/o.jsonl"
 expect batch_needs_output 2 "needs --output" -- generate --model $model --input "$tmp/in.jsonl"
+# A bad sampling flag is the flag's fault, not the first request's.
+expect batch_bad_flag 2 "the sampling flags \\(every request's defaults\\): sampling param 'min_p' must be in \\[0, 1\\], got nan" -- generate --model $model --input "$tmp/in.jsonl" --output "$tmp/o.jsonl" --min-p nan
+# One prompt cannot apply the batch-only flags: refused, not ignored.
+expect batch_only_flag 2 "--repetition-penalty requires --input" -- generate --model $model --prompt-ids 1 --repetition-penalty 1.2
+expect top_p_nan 1 "--top-p must be in \\(0, 1\\]" -- generate --model $model --prompt-ids 1 --temperature 1 --top-p nan
 expect batch_output_is_input 1 "is the --input file" -- generate --model $model --input "$tmp/in.jsonl" --output "$tmp/in.jsonl"
 if ! grep -q '"prompt_ids"' "$tmp/in.jsonl"; then echo "FAIL batch_output_is_input: the input was overwritten"; failures=$((failures + 1)); fi
 expect batch_output_is_dir 1 "is a directory" -- generate --model $model --input "$tmp/in.jsonl" --output "$tmp"

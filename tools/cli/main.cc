@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -93,6 +94,40 @@ roofline::Status resolve_model(CommonFlags& f) {
   if (!f.model.model_dir.empty() || !f.model.dummy_weights.empty()) return roofline::ok_status();
   ROOFLINE_ASSIGN_OR_RETURN(f.model.model_dir, default_model_path());
   return roofline::ok_status();
+}
+
+// CLI11 2.1 reads an integer option with strtoll / strtoull in base 0 and does not look at errno:
+// a number past 64 bits saturates (`--max-tokens 99999999999999999999` became 2^63 - 1), a
+// negative number wraps into a 64-bit unsigned option (`--seed -1` became 2^64 - 1), and 010 reads
+// as octal 8. So every integer option of `app` and of its subcommands first reads its text as a
+// decimal whole number within 64 bits, of the option's sign, and hands CLI11 that number's plain
+// digits; CLI11 itself refuses values too large for a narrower type, and each command checks its
+// own ranges.
+void check_whole_numbers(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    const std::string type = opt->get_type_name();
+    if (type != "INT" && type != "UINT") continue;
+    const bool is_unsigned = type == "UINT";
+    opt->transform(CLI::Validator(
+        [is_unsigned](std::string& text) -> std::string {
+          const char* first = text.data();
+          const char* last = first + text.size();
+          if (is_unsigned && text.starts_with('-'))
+            return "must not be negative, got '" + text + "'";
+          uint64_t u = 0;
+          int64_t i = 0;
+          const std::from_chars_result r =
+              is_unsigned ? std::from_chars(first, last, u) : std::from_chars(first, last, i);
+          if (r.ec == std::errc::result_out_of_range)
+            return "must fit in 64 bits, got '" + text + "'";
+          if (r.ec != std::errc() || r.ptr != last)
+            return "must be a whole number in decimal digits, got '" + text + "'";
+          text = is_unsigned ? std::to_string(u) : std::to_string(i);
+          return {};
+        },
+        "", "whole number"));
+  }
+  for (CLI::App* sub : app.get_subcommands({})) check_whole_numbers(*sub);
 }
 
 void print_progress(int64_t done, int64_t total, int64_t tokens, double seconds) {
@@ -728,21 +763,24 @@ int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, boo
 int run_bench_latency(const CommonFlags& flags, const std::string& batch_list, int64_t context,
                       int64_t steps, const std::string& json_path,
                       const std::string& markdown_path) {
+  // Every size is checked before the first is measured, so a typo at the end of the list does
+  // not cost the measurements before it.
   std::vector<int64_t> batches;
-  {
-    std::string text = batch_list;
-    for (char& c : text) c = c == ',' ? ' ' : c;
-    std::istringstream in(text);
-    std::string item;
-    while (in >> item) {
-      if (item.find_first_not_of("0123456789") != std::string::npos || item.size() > 5)
-        return fail(roofline::invalid_argument(
-            "--batch must be comma-separated sizes in [1, 4096], e.g. 1,8,32,64; got '" +
-            batch_list + "'"));
-      batches.push_back(std::stoll(item));
-    }
-    if (batches.empty())
-      return fail(roofline::invalid_argument("--batch is empty: give e.g. 1,8,32,64"));
+  if (batch_list.empty())
+    return fail(roofline::invalid_argument("--batch is empty: give e.g. 1,8,32,64"));
+  for (size_t at = 0; at <= batch_list.size();) {
+    const size_t comma = std::min(batch_list.find(',', at), batch_list.size());
+    const std::string item = batch_list.substr(at, comma - at);
+    int64_t batch = 0;
+    const auto r = std::from_chars(item.data(), item.data() + item.size(), batch);
+    if (item.empty() || r.ec != std::errc() || r.ptr != item.data() + item.size() || batch < 1 ||
+        batch > roofline::kMaxDecodeBatch)
+      return fail(roofline::invalid_argument("--batch must be comma-separated sizes in [1, " +
+                                             std::to_string(roofline::kMaxDecodeBatch) +
+                                             "], e.g. 1,8,32,64; '" + item + "' in '" + batch_list +
+                                             "' is not one"));
+    batches.push_back(batch);
+    at = comma + 1;
   }
   constexpr int64_t kWarmup = 3;
   constexpr double kCopyBytesPerSecond = 4.28e12,
@@ -1022,10 +1060,13 @@ int main(int argc, char** argv) {
   g->add_option("--top-p", gen.top_p, "Nucleus sampling mass")->capture_default_str();
   g->add_option("--seed", gen.seed, "Random seed for sampling");
   g->add_flag("--ignore-eos", ignore_eos, "Keep generating past end-of-sequence tokens");
+  // One prompt samples through Model::generate, which has neither: refused, not ignored.
   g->add_option("--min-p", batch_defaults.min_p,
-                "Batch mode: drop tokens below min_p x the best one's probability");
+                "Batch mode: drop tokens below min_p x the best one's probability")
+      ->needs(input_opt);
   g->add_option("--repetition-penalty", batch_defaults.repetition_penalty,
-                "Batch mode: HF repetition penalty");
+                "Batch mode: HF repetition penalty")
+      ->needs(input_opt);
 
   CLI::App* l = app.add_subcommand("logits", "Write prefill + greedy-decode logits to a .npy file");
   logit_flags.add(l);
@@ -1187,6 +1228,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  roofline::cli::check_whole_numbers(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -1215,6 +1257,12 @@ int main(int argc, char** argv) {
       batch_defaults.max_tokens = gen.max_new_tokens;
       batch_defaults.ignore_eos = ignore_eos;
       if (g->count("--seed") > 0) batch_defaults.seed = gen.seed;
+      // Checked here, so that a bad flag is not reported as the first request's field.
+      if (Status s = roofline::validate_sampling_params(batch_defaults, int64_t{1} << 31);
+          !s.ok()) {
+        fail(s.with_context("the sampling flags (every request's defaults)"));
+        return 2;
+      }
       return run_batch(gen_flags, batch_input, batch_output, batch_defaults, batch_max_seqs);
     }
     if (ids_opt->count() == 0) {
