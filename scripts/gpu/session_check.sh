@@ -7,8 +7,11 @@
 # the Hugging Face check took ~330 s on an H100). Whichever runs second gets the time that is left,
 # and is skipped when that is under a minute. The tests' folder is packed into OUTDIR/check.tgz
 # (the device tool brings back at most 8 files a call; check.sh writes more).
+# SESSION_CHECK_ONLY_ON=TEXT runs nothing unless the GPU's name holds TEXT (e.g. H200): on another
+# card it exits 3 at once, so a call made for the issues' own card, once this card's run is
+# recorded, costs only the machine's start.
 # Run scripts/stage_deps.sh here first and carry .staged with the call.
-#   scripts/gpu/session_check.sh OUTDIR [SECONDS]
+#   [SESSION_CHECK_ONLY_ON=H200] scripts/gpu/session_check.sh OUTDIR [SECONDS]
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 usage="usage: scripts/gpu/session_check.sh OUTDIR [SECONDS]"
@@ -22,6 +25,9 @@ start=$(date +%s)
 elapsed() { echo $(($(date +%s) - start)); }
 gpu=$(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>&1)
 echo "$gpu" | tee "$dest/gpu.txt"
+only=${SESSION_CHECK_ONLY_ON:-}
+[ -z "$only" ] || [[ $gpu == *"$only"* ]] ||
+  { echo "session_check: the GPU is not an $only (SESSION_CHECK_ONLY_ON): nothing run" >&2; exit 3; }
 
 tests() {  # $1: seconds
   CHECK_SKIP=ops,peers,engine,profile,compare timeout "$1" scripts/gpu/check.sh "$dest/check" \

@@ -17,6 +17,9 @@ expect_run session_three_args 2 "usage:" -- scripts/gpu/session_check.sh "$tmp/o
 expect_run session_seconds_word 2 "SECONDS must be a whole number of at least 150, got 'all'" -- \
   scripts/gpu/session_check.sh "$tmp/o" all
 expect_run session_seconds_small 2 "at least 150, got '90'" -- scripts/gpu/session_check.sh "$tmp/o" 90
+# This machine has no H200 (nor any GPU): the card check stops the script before anything runs.
+expect_run session_only_on_other_card 3 "the GPU is not an H200 \\(SESSION_CHECK_ONLY_ON\\): nothing run" -- \
+  env SESSION_CHECK_ONLY_ON=H200 scripts/gpu/session_check.sh "$tmp/o"
 expect_run ab_base_not_a_commit 2 "'no-such-rev' is not a commit" -- \
   scripts/gpu/ab_base.sh no-such-rev "$tmp/base"
 mkdir -p "$tmp/full" && touch "$tmp/full/x"
