@@ -813,9 +813,8 @@ EngineStats Engine::stats() const {
 Status Engine::start_profile(int64_t steps, double bandwidth_gbps, double peak_tflops) {
   if (steps < 1 || steps > 10000)
     return invalid_argument("profile steps must be in [1, 10000], got " + std::to_string(steps));
-  if (bandwidth_gbps < 0 || peak_tflops < 0)
-    return invalid_argument(
-        "the profile's bandwidth and peak overrides must be positive (0: none)");
+  ROOFLINE_RETURN_IF_ERROR(
+      check_ceiling_overrides(bandwidth_gbps, peak_tflops, {"bandwidth_gbps", "peak_tflops"}));
   ROOFLINE_ASSIGN_OR_RETURN(auto ceilings, profile_ceilings(impl_->model.runner->options().device,
                                                             false, bandwidth_gbps, peak_tflops));
   // Its events are plan calls timed whole, not kernels: no kernel count, no handover floor.

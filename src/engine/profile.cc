@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -19,6 +20,19 @@
 #include "runtime/calibration.h"
 
 namespace roofline {
+
+Status check_ceiling_overrides(double bandwidth_gbps, double peak_tflops,
+                               CeilingOverrideNames names) {
+  for (const auto& [name, v] :
+       {std::pair{names.bandwidth, bandwidth_gbps}, std::pair{names.peak, peak_tflops}})
+    if (!(v >= 0) || std::isinf(v)) {
+      char got[32];
+      std::snprintf(got, sizeof got, "%g", v);
+      return invalid_argument(std::string(name) +
+                              " must be finite and not negative (0: none), got " + got);
+    }
+  return ok_status();
+}
 
 // The ceilings a profile measures against: --calibrate measures this machine now (and caches the
 // result), else the cached calibration of this device, else the H200's measured defaults; explicit
@@ -186,8 +200,7 @@ StatusOr<ProfileResult> profile_decode(const ProfileOptions& o) {
                             "]");
   if (o.context < 1) return invalid_argument("context (--context) must be positive");
   if (o.steps < 1 || o.steps > 100000) return invalid_argument("--steps must be in [1, 100000]");
-  if (o.bandwidth_gbps < 0 || o.peak_tflops < 0)
-    return invalid_argument("the bandwidth and peak overrides must be positive (0: none)");
+  ROOFLINE_RETURN_IF_ERROR(check_ceiling_overrides(o.bandwidth_gbps, o.peak_tflops));
   if (!(o.overhead_budget >= 0 && o.overhead_budget <= 1))
     return invalid_argument(
         "--overhead-budget must be in [0, 100] percent (0: trace consecutive steps)");

@@ -14,6 +14,16 @@
 
 namespace roofline {
 
+// InvalidArgument, naming the override as `names` spell them (the flags, or the server's fields),
+// unless both are finite and not negative (0: none). NaN would otherwise pass a "< 0" test and be
+// dropped unsaid, and infinity makes every roofline 0.
+struct CeilingOverrideNames {
+  const char* bandwidth = "--bandwidth-gbps";
+  const char* peak = "--peak-tflops";
+};
+Status check_ceiling_overrides(double bandwidth_gbps, double peak_tflops,
+                               CeilingOverrideNames names = {});
+
 // The ceilings and a line saying where they came from: calibrate measures this machine now (and
 // caches it), else the cached calibration of `device`, else the H200's measured ones; a positive
 // bandwidth_gbps / peak_tflops overrides either.

@@ -172,6 +172,7 @@ fi
 expect profile_cpu 0 "of the speed of light" -- profile --dummy-weights llama-tiny --batch 2 --context 16 --steps 3 --trace "$tmp/trace.json" --bandwidth-gbps 10 --peak-tflops 0.1
 if ! python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert len(d['traceEvents']) > 0" "$tmp/trace.json"; then echo "FAIL profile trace json"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
 expect profile_bad_steps 1 "--steps must be in" -- profile --dummy-weights llama-tiny --steps 0
+expect profile_nan_bandwidth 1 "--bandwidth-gbps must be finite and not negative \\(0: none\\), got nan" -- profile --dummy-weights llama-tiny --steps 1 --bandwidth-gbps nan
 expect profile_bad_budget 1 "--overhead-budget must be in \[0, 100\]" -- profile --dummy-weights llama-tiny --steps 1 --overhead-budget 101
 expect profile_bad_trace 1 "cannot write the trace" -- profile --dummy-weights llama-tiny --steps 1 --context 4 --trace /nonexistent/dir/t.json
 # --calibrate measures this machine and caches it, the next profile uses the cache, a corrupt cache

@@ -9,7 +9,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -649,6 +651,13 @@ TEST(EngineProfile, BadStepsOrCeilingsAreInvalidArguments) {
   EXPECT_EQ(e->start_profile(0).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(e->start_profile(10001).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(e->start_profile(3, -1).code(), StatusCode::kInvalidArgument);
+  // NaN passes a "< 0" test, and an infinite ceiling makes every roofline 0.
+  const Status nan = e->start_profile(3, std::nan(""));
+  EXPECT_EQ(nan.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(nan.message().find("bandwidth_gbps must be finite"), std::string::npos)
+      << nan.message();
+  EXPECT_EQ(e->start_profile(3, 0, std::numeric_limits<double>::infinity()).code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST(EngineProfile, CancelledBeforeItsStepsNothingComesBack) {
