@@ -36,10 +36,10 @@ tests() {  # $1: seconds
   # check.sh packs its outputs as it ends; stopped by the timeout it has not, so pack them here
   # (without the Hugging Face check's scratch checkpoints).
   if [ -f "$dest/check/check.tgz" ]; then
-    mv "$dest/check/check.tgz" "$dest/check.tgz" && rm -rf "$dest/check"
+    mv "$dest/check/check.tgz" "$dest/check.tgz"
   else
-    tar czf "$dest/check.tgz" -C "$dest" --exclude=hf_e2e_models check && rm -rf "$dest/check"
-  fi
+    tar czf "$dest/check.tgz" -C "$dest" --exclude=hf_e2e_models check
+  fi && rm -rf "$dest/check"
   tail -n 28 "$dest/check_stdout.txt"
 }
 figures() {  # $1: seconds

@@ -10,11 +10,16 @@
 
 namespace roofline {
 
-StatusOr<DecodeSetup> prepare_decode(ModelOptions& model, int64_t batch, int64_t context,
-                                     int64_t steps) {
+Status check_decode_batch(int64_t batch) {
   if (batch < 1 || batch > kMaxDecodeBatch)
     return invalid_argument("batch (--batch) must be in [1, " + std::to_string(kMaxDecodeBatch) +
                             "]");
+  return ok_status();
+}
+
+StatusOr<DecodeSetup> prepare_decode(ModelOptions& model, int64_t batch, int64_t context,
+                                     int64_t steps) {
+  ROOFLINE_RETURN_IF_ERROR(check_decode_batch(batch));
   if (context < 1) return invalid_argument("context (--context) must be positive");
   if (steps < 1 || steps > 100000)
     return invalid_argument("steps (--steps) must be in [1, 100000]");

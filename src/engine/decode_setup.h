@@ -14,8 +14,10 @@
 
 namespace roofline {
 
-// The largest batch a decode measurement (bench, bench latency, profile) sets up.
+// The largest batch a decode measurement (bench, bench latency, profile) sets up, and the check
+// that names --batch when `batch` is outside [1, kMaxDecodeBatch].
 inline constexpr int64_t kMaxDecodeBatch = 4096;
+Status check_decode_batch(int64_t batch);
 
 struct DecodeSetup {
   std::unique_ptr<ModelRunner> runner;

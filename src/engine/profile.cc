@@ -195,9 +195,7 @@ StatusOr<SampledWindow> trace_sampled(ModelRunner& r, GreedyStep& greedy, CuptiT
 
 StatusOr<ProfileResult> profile_decode(const ProfileOptions& o) {
   constexpr int64_t kWarmup = 3;
-  if (o.batch < 1 || o.batch > kMaxDecodeBatch)
-    return invalid_argument("batch (--batch) must be in [1, " + std::to_string(kMaxDecodeBatch) +
-                            "]");
+  ROOFLINE_RETURN_IF_ERROR(check_decode_batch(o.batch));
   if (o.context < 1) return invalid_argument("context (--context) must be positive");
   if (o.steps < 1 || o.steps > 100000) return invalid_argument("--steps must be in [1, 100000]");
   ROOFLINE_RETURN_IF_ERROR(check_ceiling_overrides(o.bandwidth_gbps, o.peak_tflops));

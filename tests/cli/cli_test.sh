@@ -171,6 +171,8 @@ if [ -f .models/SmolLM2-135M-Instruct.Q4_1.gguf ]; then
 fi
 expect profile_cpu 0 "of the speed of light" -- profile --dummy-weights llama-tiny --batch 2 --context 16 --steps 3 --trace "$tmp/trace.json" --bandwidth-gbps 10 --peak-tflops 0.1
 if ! python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert len(d['traceEvents']) > 0" "$tmp/trace.json"; then echo "FAIL profile trace json"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
+expect profile_bad_batch 1 "batch \\(--batch\\) must be in \\[1, 4096\\]" -- profile --dummy-weights llama-tiny --batch 0
+expect bench_bad_batch 1 "batch \\(--batch\\) must be in \\[1, 4096\\]" -- bench --dummy-weights llama-tiny --batch 4097
 expect profile_bad_steps 1 "--steps must be in" -- profile --dummy-weights llama-tiny --steps 0
 expect profile_nan_bandwidth 1 "--bandwidth-gbps must be finite and not negative \\(0: none\\), got nan" -- profile --dummy-weights llama-tiny --steps 1 --bandwidth-gbps nan
 expect profile_bad_budget 1 "--overhead-budget must be in \[0, 100\]" -- profile --dummy-weights llama-tiny --steps 1 --overhead-budget 101
