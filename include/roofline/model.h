@@ -37,6 +37,11 @@ struct ModelOptions {
   bool cuda_graphs = true;  // CUDA: replay each decode step as a CUDA graph (per batch bucket)
 };
 
+// The options' own ranges and spelling (device, sizes, the KV-cache budget, threads), each error
+// naming its flag: what Model::load refuses before it opens a file. A caller can check them before
+// anything slow; what needs the model (e.g. max_model_len against its limit) is checked on load.
+Status check_model_options(const ModelOptions& options);
+
 struct ModelInfo {
   std::string architecture;  // e.g. "LlamaForCausalLM"
   int64_t vocab_size = 0;
@@ -59,6 +64,10 @@ struct GenerateOptions {
   uint64_t seed = 0;
   bool stop_at_eos = true;
 };
+
+// InvalidArgument, naming the flag, for a negative max_new_tokens or top_k, a top_p outside
+// (0, 1] or a temperature that is negative or not finite. Model::generate checks them first.
+Status check_generate_options(const GenerateOptions& options);
 
 // Why generation ended.
 enum class GenerateEnd {

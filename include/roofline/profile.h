@@ -80,7 +80,11 @@ struct ProfileResult {
   std::string timeline_svg;       // the last step
 };
 
-// InvalidArgument for options out of range; the model's and the device's errors otherwise.
+// InvalidArgument, naming the flag, for options out of range (the model options' own ranges
+// included: check_model_options): what profile_decode refuses before it loads anything.
+Status check_profile_options(const ProfileOptions& options);
+
+// check_profile_options' errors; the model's and the device's otherwise.
 StatusOr<ProfileResult> profile_decode(const ProfileOptions& options);
 
 }  // namespace roofline

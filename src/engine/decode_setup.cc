@@ -10,6 +10,11 @@
 
 namespace roofline {
 
+namespace {
+constexpr int64_t kExtraSteps = 8;  // warm-up and breakdown steps beyond the timed ones
+constexpr int64_t kMaxModelLen = int64_t{1} << 24;  // the longest model length roofline plans
+}  // namespace
+
 Status check_decode_batch(int64_t batch) {
   if (batch < 1 || batch > kMaxDecodeBatch)
     return invalid_argument("batch (--batch) must be in [1, " + std::to_string(kMaxDecodeBatch) +
@@ -17,20 +22,22 @@ Status check_decode_batch(int64_t batch) {
   return ok_status();
 }
 
-StatusOr<DecodeSetup> prepare_decode(ModelOptions& model, int64_t batch, int64_t context,
-                                     int64_t steps) {
+Status check_decode_shape(int64_t batch, int64_t context, int64_t steps) {
   ROOFLINE_RETURN_IF_ERROR(check_decode_batch(batch));
   if (context < 1) return invalid_argument("context (--context) must be positive");
-  if (steps < 1 || steps > 100000)
-    return invalid_argument("steps (--steps) must be in [1, 100000]");
-  constexpr int64_t kExtraSteps = 8;  // warm-up and breakdown steps beyond the timed ones
-  constexpr int64_t kMaxModelLen = int64_t{1} << 24;  // the longest model length roofline plans
+  if (steps < 1 || steps > 100000) return invalid_argument("--steps must be in [1, 100000]");
   if (context > kMaxModelLen - steps - kExtraSteps)
     return invalid_argument("--context " + std::to_string(context) + " leaves no room for the " +
                             std::to_string(steps + kExtraSteps) + " decode steps within " +
                             std::to_string(kMaxModelLen) +
                             " tokens a sequence, the longest model length roofline plans: lower "
                             "--context");
+  return ok_status();
+}
+
+StatusOr<DecodeSetup> prepare_decode(ModelOptions& model, int64_t batch, int64_t context,
+                                     int64_t steps) {
+  ROOFLINE_RETURN_IF_ERROR(check_decode_shape(batch, context, steps));
   model.max_seqs = std::max<int64_t>(model.max_seqs, batch);
   model.max_step_tokens = std::max<int64_t>(model.max_step_tokens, batch);
   // Every sequence grows by the warm-up, timed and breakdown steps; whole blocks per sequence.

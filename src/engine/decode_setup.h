@@ -18,6 +18,10 @@ namespace roofline {
 // that names --batch when `batch` is outside [1, kMaxDecodeBatch].
 inline constexpr int64_t kMaxDecodeBatch = 4096;
 Status check_decode_batch(int64_t batch);
+// check_decode_batch, then InvalidArgument naming the flag for a context below 1, steps outside
+// [1, 100000], or a context that leaves no room for the steps within the longest model length
+// roofline plans. What prepare_decode refuses before it loads anything.
+Status check_decode_shape(int64_t batch, int64_t context, int64_t steps);
 
 struct DecodeSetup {
   std::unique_ptr<ModelRunner> runner;
@@ -28,8 +32,7 @@ struct DecodeSetup {
 
 // Sizes `model` (max_seqs, step tokens, model length, KV cache) for `batch` sequences of `context`
 // tokens plus `steps` decode steps and a few more, creates the runner and prefills the sequences
-// (in chunks of max_step_tokens). InvalidArgument for a batch outside [1, kMaxDecodeBatch], a
-// context below 1 or steps outside [1, 100000]; the runner's errors with the model named.
+// (in chunks of max_step_tokens). check_decode_shape's errors; the runner's with the model named.
 StatusOr<DecodeSetup> prepare_decode(ModelOptions& model, int64_t batch, int64_t context,
                                      int64_t steps);
 

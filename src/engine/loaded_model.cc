@@ -62,9 +62,14 @@ RunnerOptions runner_options(const ModelOptions& o) {
   return ro;
 }
 
-StatusOr<LoadedModel> load_model(const ModelOptions& o, bool enable_prefix_cache) {
+Status check_model_options(const ModelOptions& o) {
   if (o.num_threads < 0 || o.num_threads > 1024)
     return invalid_argument("--threads must be in [0, 1024], got " + std::to_string(o.num_threads));
+  return check_runner_options(runner_options(o));
+}
+
+StatusOr<LoadedModel> load_model(const ModelOptions& o, bool enable_prefix_cache) {
+  ROOFLINE_RETURN_IF_ERROR(check_model_options(o));
   if (o.num_threads > 0) ThreadPool::set_default_num_threads(o.num_threads);
   RunnerOptions ro = runner_options(o);
   ro.enable_prefix_cache = enable_prefix_cache;

@@ -66,16 +66,21 @@ Status check_prompt(const std::vector<int32_t>& prompt) {
 
 }  // namespace
 
-StatusOr<std::vector<int32_t>> Model::generate(const std::vector<int32_t>& prompt,
-                                               const GenerateOptions& o,
-                                               const std::function<bool(int32_t)>& on_token,
-                                               GenerateStats* stats) {
-  ROOFLINE_RETURN_IF_ERROR(check_prompt(prompt));
+Status check_generate_options(const GenerateOptions& o) {
   if (o.max_new_tokens < 0) return invalid_argument("--max-tokens must not be negative");
   if (!(o.top_p > 0.0f && o.top_p <= 1.0f)) return invalid_argument("--top-p must be in (0, 1]");
   if (o.top_k < 0) return invalid_argument("--top-k must not be negative");
   if (!(o.temperature >= 0.0f) || std::isinf(o.temperature))
     return invalid_argument("--temperature must be finite and not negative");
+  return ok_status();
+}
+
+StatusOr<std::vector<int32_t>> Model::generate(const std::vector<int32_t>& prompt,
+                                               const GenerateOptions& o,
+                                               const std::function<bool(int32_t)>& on_token,
+                                               GenerateStats* stats) {
+  ROOFLINE_RETURN_IF_ERROR(check_prompt(prompt));
+  ROOFLINE_RETURN_IF_ERROR(check_generate_options(o));
   ModelRunner& runner = *impl_->m.runner;
   const int64_t max_len = runner.options().max_model_len;
   if (o.max_new_tokens > 0 && static_cast<int64_t>(prompt.size()) >= max_len)

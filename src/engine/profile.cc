@@ -193,15 +193,19 @@ StatusOr<SampledWindow> trace_sampled(ModelRunner& r, GreedyStep& greedy, CuptiT
 
 }  // namespace
 
-StatusOr<ProfileResult> profile_decode(const ProfileOptions& o) {
-  constexpr int64_t kWarmup = 3;
-  ROOFLINE_RETURN_IF_ERROR(check_decode_batch(o.batch));
-  if (o.context < 1) return invalid_argument("context (--context) must be positive");
-  if (o.steps < 1 || o.steps > 100000) return invalid_argument("--steps must be in [1, 100000]");
+Status check_profile_options(const ProfileOptions& o) {
+  ROOFLINE_RETURN_IF_ERROR(check_model_options(o.model));
+  ROOFLINE_RETURN_IF_ERROR(check_decode_shape(o.batch, o.context, o.steps));
   ROOFLINE_RETURN_IF_ERROR(check_ceiling_overrides(o.bandwidth_gbps, o.peak_tflops));
   if (!(o.overhead_budget >= 0 && o.overhead_budget <= 1))
     return invalid_argument(
         "--overhead-budget must be in [0, 100] percent (0: trace consecutive steps)");
+  return ok_status();
+}
+
+StatusOr<ProfileResult> profile_decode(const ProfileOptions& o) {
+  constexpr int64_t kWarmup = 3;
+  ROOFLINE_RETURN_IF_ERROR(check_profile_options(o));
   ModelOptions model = o.model;
   const bool gpu = model.device.rfind("cuda", 0) == 0;
   // Before the model loads: a calibration needs a few GiB of the device for a moment.

@@ -178,6 +178,11 @@ class Backend {
 };
 
 std::unique_ptr<Backend> create_cpu_backend();
+// The N of "cuda" (0) or "cuda:N" (up to three digits); InvalidArgument naming --device for any
+// other text. Only the spelling: whether that GPU exists is create_cuda_backend's to say.
+StatusOr<int> cuda_device_index(const std::string& device);
+// OK for "cpu" and for a device cuda_device_index accepts.
+Status check_device_name(const std::string& device);
 // "cuda" or "cuda:N". Unimplemented in a CPU-only build, NotFound without a GPU.
 StatusOr<std::unique_ptr<Backend>> create_cuda_backend(const std::string& device);
 // "cpu", "cuda", "cuda:N".

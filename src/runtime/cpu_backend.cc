@@ -137,10 +137,23 @@ class CpuBackend final : public Backend {
 
 std::unique_ptr<Backend> create_cpu_backend() { return std::make_unique<CpuBackend>(); }
 
+StatusOr<int> cuda_device_index(const std::string& device) {
+  if (device == "cuda") return 0;
+  const std::string num = device.rfind("cuda:", 0) == 0 ? device.substr(5) : std::string();
+  if (num.empty() || num.size() > 3 || num.find_first_not_of("0123456789") != std::string::npos)
+    return invalid_argument("--device must be 'cpu', 'cuda' or 'cuda:N', got '" + device + "'");
+  return std::stoi(num);
+}
+
+Status check_device_name(const std::string& device) {
+  if (device == "cpu") return ok_status();
+  return cuda_device_index(device).status();
+}
+
 StatusOr<std::unique_ptr<Backend>> create_backend(const std::string& device) {
+  ROOFLINE_RETURN_IF_ERROR(check_device_name(device));
   if (device == "cpu") return create_cpu_backend();
-  if (device == "cuda" || device.rfind("cuda:", 0) == 0) return create_cuda_backend(device);
-  return invalid_argument("--device must be 'cpu', 'cuda' or 'cuda:N', got '" + device + "'");
+  return create_cuda_backend(device);
 }
 
 }  // namespace roofline

@@ -1049,13 +1049,7 @@ class CudaBackend final : public Backend {
 }  // namespace
 
 StatusOr<std::unique_ptr<Backend>> create_cuda_backend(const std::string& device) {
-  int index = 0;
-  if (device != "cuda") {
-    const std::string num = device.substr(5);
-    if (num.empty() || num.size() > 3 || num.find_first_not_of("0123456789") != std::string::npos)
-      return invalid_argument("--device must be 'cuda' or 'cuda:N', got '" + device + "'");
-    index = std::stoi(num);
-  }
+  ROOFLINE_ASSIGN_OR_RETURN(const int index, cuda_device_index(device));
   return CudaBackend::create(index);
 }
 

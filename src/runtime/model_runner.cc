@@ -3,13 +3,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <unordered_set>
 
 #include "core/check.h"
 #include "core/log.h"
 #include "graph/passes.h"
 #include "models/dense_decoder.h"
+#include "models/dummy_models.h"
 #include "models/rope.h"
 #include "runtime/model_source.h"
 
@@ -28,6 +31,12 @@ Status check_range(const char* flag, int64_t v, int64_t lo, int64_t hi) {
   return ok_status();
 }
 
+std::string short_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
+
 }  // namespace
 
 std::vector<int64_t> token_buckets(int64_t max_step_tokens) {
@@ -44,11 +53,17 @@ ModelRunner::ModelRunner(const RunnerOptions& options, ModelConfig config,
       weights_(std::move(weights)),
       backend_(std::move(backend)) {}
 
-StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(const RunnerOptions& opts_in) {
-  RunnerOptions opts = opts_in;
+Status check_runner_options(const RunnerOptions& opts) {
+  if (!opts.model_dir.empty() && !opts.dummy_weights.empty())
+    return invalid_argument("give either --model PATH or --dummy-weights NAME (exactly one)");
+  if (!opts.dummy_weights.empty())
+    ROOFLINE_RETURN_IF_ERROR(dummy_model_config(opts.dummy_weights).status());
+  ROOFLINE_RETURN_IF_ERROR(check_device_name(opts.device));
   ROOFLINE_RETURN_IF_ERROR(check_range("--kv-block-size", opts.kv_block_size, 1, 4096));
   ROOFLINE_RETURN_IF_ERROR(check_range("--max-step-tokens", opts.max_step_tokens, 1, 1 << 20));
   ROOFLINE_RETURN_IF_ERROR(check_range("--max-seqs", opts.max_seqs, 1, 4096));
+  ROOFLINE_RETURN_IF_ERROR(check_range("--max-model-len", opts.max_model_len, 0, 1 << 24));
+  ROOFLINE_RETURN_IF_ERROR(check_range("--kv-cache-tokens", opts.kv_cache_tokens, 0, 1ll << 32));
   if ((opts.kv_cache_tokens != 0) + (opts.kv_memory_bytes != 0) + (opts.kv_memory_fraction != 0) >
       1)
     return invalid_argument(
@@ -56,7 +71,13 @@ StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(const RunnerOptions& 
   if (opts.kv_memory_bytes < 0) return invalid_argument("--kv-memory must be positive");
   if (!(opts.kv_memory_fraction >= 0 && opts.kv_memory_fraction <= 0.95))
     return invalid_argument("--kv-memory-fraction must be in (0, 0.95], got " +
-                            std::to_string(opts.kv_memory_fraction));
+                            short_number(opts.kv_memory_fraction));
+  return ok_status();
+}
+
+StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::create(const RunnerOptions& opts_in) {
+  RunnerOptions opts = opts_in;
+  ROOFLINE_RETURN_IF_ERROR(check_runner_options(opts));
   if (opts.max_seqs > opts.max_step_tokens)
     return invalid_argument("--max-seqs (" + std::to_string(opts.max_seqs) +
                             ") cannot exceed --max-step-tokens (" +

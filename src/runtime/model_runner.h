@@ -55,6 +55,11 @@ struct KvStats {
   int64_t evictions = 0;           // cached blocks reused for new data (LRU)
 };
 
+// The options' own ranges and spelling (one model source, a known dummy shape, the device's name,
+// sizes, the KV-cache budget), each error naming its flag: what can be refused before any model
+// file is opened. ModelRunner::create checks them first, then what needs the model.
+Status check_runner_options(const RunnerOptions& options);
+
 struct StepEntry {
   int32_t seq = -1;
   std::vector<int32_t> tokens;  // appended to the sequence in this step; at least one

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -644,20 +645,28 @@ void accept_loop(State& s, int listen_fd) {
 
 }  // namespace
 
-Status serve(const ServerOptions& options,
-             const std::function<StatusOr<std::unique_ptr<Engine>>()>& load,
-             const std::function<void(int port)>& on_listening) {
+Status check_server_options(const ServerOptions& options) {
   if (options.port < 0 || options.port > 65535)
     return invalid_argument("--port must be in [0, 65535], got " + std::to_string(options.port));
   if (options.max_waiting < 0) return invalid_argument("--max-waiting must not be negative");
-  if (!(options.shutdown_grace_s >= 0 && options.shutdown_grace_s <= 3600))
+  if (!(options.shutdown_grace_s >= 0 && options.shutdown_grace_s <= 3600)) {
+    char got[32];
+    std::snprintf(got, sizeof(got), "%g", options.shutdown_grace_s);
     return invalid_argument("--shutdown-grace must be in [0, 3600] seconds, got " +
-                            std::to_string(options.shutdown_grace_s));
+                            std::string(got));
+  }
   // A key goes in an HTTP header: visible ASCII only, or no request could ever match it.
   for (char ch : options.api_key)
     if (ch <= ' ' || ch > '~')
       return invalid_argument(
           "--api-key may hold only visible ASCII characters (no spaces or control characters)");
+  return ok_status();
+}
+
+Status serve(const ServerOptions& options,
+             const std::function<StatusOr<std::unique_ptr<Engine>>()>& load,
+             const std::function<void(int port)>& on_listening) {
+  ROOFLINE_RETURN_IF_ERROR(check_server_options(options));
   // SIGTERM and SIGINT are taken with sigtimedwait below: block them in every thread.
   sigset_t signals;
   sigemptyset(&signals);

@@ -41,9 +41,14 @@ struct ServerOptions {
   HttpLimits limits;
 };
 
+// InvalidArgument, naming the flag, for a port outside [0, 65535], a negative --max-waiting, a
+// shutdown grace outside [0, 3600] s, or an API key with characters an HTTP header cannot carry.
+Status check_server_options(const ServerOptions& options);
+
 // Loads the engine with `load` (while /health answers 503), serves until SIGTERM or SIGINT, then
 // shuts down gracefully. `on_listening(port)` runs once the socket accepts connections.
-// Returns an error when the socket cannot be opened or the model cannot be loaded.
+// Returns check_server_options' errors, or an error when the socket cannot be opened or the model
+// cannot be loaded.
 Status serve(const ServerOptions& options,
              const std::function<StatusOr<std::unique_ptr<Engine>>()>& load,
              const std::function<void(int port)>& on_listening);

@@ -21,13 +21,13 @@ expect logits_writes 0 "wrote 15 x 512 logits" -- logits --model $model --prompt
 size=$(stat -c %s "$tmp/l.npy" 2>/dev/null || echo 0)
 if [ "$size" -ne $((128 + 15 * 512 * 4)) ]; then echo "FAIL logits file size $size"; failures=$((failures + 1)); fi
 expect info 0 "LlamaForCausalLM" -- info --model $model --dump-plan
-expect bad_ids 1 "not one" -- generate --model $model --prompt-ids 1,x,3
-expect empty_ids 1 "is empty" -- generate --model $model --prompt-ids ""
+expect bad_ids 2 "not one" -- generate --model $model --prompt-ids 1,x,3
+expect empty_ids 2 "is empty" -- generate --model $model --prompt-ids ""
 expect id_out_of_vocab 1 "out of range for this model's vocabulary" -- generate --model $model --prompt-ids 1,999
-expect negative_tokens 1 "must not be negative" -- generate --model $model --prompt-ids 1 --max-tokens -1
-expect bad_top_p 1 "top-p" -- generate --model $model --prompt-ids 1 --temperature 1 --top-p 2
+expect negative_tokens 2 "must not be negative" -- generate --model $model --prompt-ids 1 --max-tokens -1
+expect bad_top_p 2 "top-p" -- generate --model $model --prompt-ids 1 --temperature 1 --top-p 2
 expect no_model 1 "does not exist" -- generate --model /nonexistent --prompt-ids 1
-expect bad_block 1 "kv-block-size" -- generate --model $model --prompt-ids 1 --kv-block-size 0
+expect bad_block 2 "kv-block-size" -- generate --model $model --prompt-ids 1 --kv-block-size 0
 expect unknown_flag 2 "--frobnicate" -- generate --model $model --prompt-ids 1 --frobnicate
 expect no_subcommand 2 "subcommand" --
 expect bad_out_dir 1 "cannot write" -- logits --model $model --prompt-ids 1 --out /nonexistent/dir/x.npy
@@ -68,9 +68,9 @@ expect model_length_stop 0 "6 tokens generated.*stopped at the model length of 2
 expect logits_past_model_length 1 "the prompt \\(2 tokens\\) \\+ --decode-steps \\(255\\) exceed the model length of 256" -- logits --dummy-weights llama-tiny --prompt-ids 1,2 --decode-steps 255 --out "$tmp/l.npy"
 expect logits_at_model_length 0 "wrote 256 x 512 logits" -- logits --dummy-weights llama-tiny --prompt-ids 1,2 --decode-steps 254 --out "$tmp/l.npy"
 expect model_length_full 1 "leaves no room to generate within the model length of 256" -- generate --dummy-weights llama-tiny --prompt-ids "$ids256" --max-tokens 1
-expect dummy_unknown 1 "known: llama3-8b" -- generate --dummy-weights gpt5 --prompt-ids 1
-expect both_sources 1 "exactly one" -- generate --dummy-weights llama-tiny --model $model --prompt-ids 1
-expect bad_device 1 "--device must be" -- generate --model $model --prompt-ids 1 --device tpu
+expect dummy_unknown 2 "known: llama3-8b" -- generate --dummy-weights gpt5 --prompt-ids 1
+expect both_sources 2 "exactly one" -- generate --dummy-weights llama-tiny --model $model --prompt-ids 1
+expect bad_device 2 "--device must be" -- generate --model $model --prompt-ids 1 --device tpu
 # Profile exports: pictures and JSON.
 expect profile_svg 0 "pictures:" -- profile --dummy-weights llama-tiny --context 8 --steps 2 --svg "$tmp/prof" --bandwidth-gbps 20 --peak-tflops 0.2
 for f in "$tmp/prof.roofline.svg" "$tmp/prof.timeline.svg"; do
@@ -80,19 +80,19 @@ expect profile_json 0 "\"speed_of_light_fraction\"" -- profile --dummy-weights l
 expect profile_json_capture 0 "\"method\": \"host clock\"" -- profile --dummy-weights llama-tiny --context 8 --steps 2 --json -
 expect profile_bad_svg 1 "cannot write the roofline chart" -- profile --dummy-weights llama-tiny --context 8 --steps 1 --svg /nonexistent/dir/p
 expect serve_empty_api_key 2 "--api-key is empty" -- serve --dummy-weights llama-tiny --port 0 --api-key ""
-expect serve_api_key_space 1 "--api-key may hold only visible ASCII" -- serve --dummy-weights llama-tiny --port 0 --api-key "my key"
-expect serve_negative_grace 1 "--shutdown-grace must be in \\[0, 3600\\] seconds" -- serve --dummy-weights llama-tiny --port 0 --shutdown-grace -5
-expect bench_context_too_long 1 "--context 99999999 leaves no room for the [0-9]+ decode steps within 16777216 tokens" -- bench --dummy-weights llama-tiny --context 99999999
+expect serve_api_key_space 2 "--api-key may hold only visible ASCII" -- serve --dummy-weights llama-tiny --port 0 --api-key "my key"
+expect serve_negative_grace 2 "--shutdown-grace must be in \\[0, 3600\\] seconds" -- serve --dummy-weights llama-tiny --port 0 --shutdown-grace -5
+expect bench_context_too_long 2 "--context 99999999 leaves no room for the [0-9]+ decode steps within 16777216 tokens" -- bench --dummy-weights llama-tiny --context 99999999
 expect bench_latency 0 "decode t/s" -- bench latency --dummy-weights llama-tiny --batch 1,3 --context 16 --steps 2
 expect bench_latency_json 0 "\"prefill_mfu\"" -- bench latency --dummy-weights llama-tiny --batch 2 --context 8 --steps 1 --json -
 # No CUDA graph on the CPU: no graph kernels to count.
 expect bench_latency_json_kernels 0 "\"decode_graph_kernels\": 0" -- bench latency --dummy-weights llama-tiny --batch 1 --context 8 --steps 1 --json -
 # The CPU prices no handover of its own: the JSON's is the H200's, not calibrated.
 expect bench_latency_json_handover 0 "\"handover_calibrated\": false" -- bench latency --dummy-weights llama-tiny --batch 1 --context 8 --steps 1 --json -
-expect bench_latency_bad 1 "comma-separated sizes" -- bench latency --dummy-weights llama-tiny --batch 1,x
-expect bench_latency_empty_size 1 "'' in '1,,2' is not one" -- bench latency --dummy-weights llama-tiny --batch 1,,2
+expect bench_latency_bad 2 "comma-separated sizes" -- bench latency --dummy-weights llama-tiny --batch 1,x
+expect bench_latency_empty_size 2 "'' in '1,,2' is not one" -- bench latency --dummy-weights llama-tiny --batch 1,,2
 # A bad size at the end of the list stops the command before the first size is measured.
-expect bench_latency_bad_late 1 "'0' in '1,0' is not one" -- bench latency --dummy-weights llama-tiny --batch 1,0 --context 8 --steps 1
+expect bench_latency_bad_late 2 "'0' in '1,0' is not one" -- bench latency --dummy-weights llama-tiny --batch 1,0 --context 8 --steps 1
 expect_run bench_latency_bad_late_measures_nothing 1 "^0$" -- bash -c \
   '"$1" bench latency --dummy-weights llama-tiny --batch 1,0 --context 8 --steps 1 2>&1 | grep -c "of 2"' _ "$bin"
 # Integer flags are decimal whole numbers within 64 bits, of the option's sign: CLI11 alone would
@@ -106,7 +106,7 @@ expect unsigned_flag_max 0 "3 tokens generated" -- generate --dummy-weights llam
 # Benchmarks: throughput (synthetic requests, percentiles, JSON) and cold start (phases).
 expect bench_throughput 0 "time to first token +p50" -- bench throughput --dummy-weights llama-tiny --requests 20 --prompt-len 4:40 --output-len 2:16 --max-num-seqs 8
 expect bench_throughput_json 0 "\"output_tokens_per_s\"" -- bench throughput --dummy-weights llama-tiny --requests 5 --prompt-len 4:8 --output-len 2:4 --json -
-expect bench_throughput_range 1 "must be LO:HI" -- bench throughput --dummy-weights llama-tiny --prompt-len 9:3
+expect bench_throughput_range 2 "must be LO:HI" -- bench throughput --dummy-weights llama-tiny --prompt-len 9:3
 expect bench_throughput_too_long 1 "exceed the model length" -- bench throughput --dummy-weights llama-tiny --prompt-len 200:250 --output-len 100:100
 # --input: the requests of a JSONL file (generate --input's format), with their own sampling fields.
 printf '{"prompt_ids": [1, 2, 3], "max_tokens": 4, "ignore_eos": true}\n\n{"prompt_ids": [5, 6], "max_tokens": 3, "temperature": 0.7, "seed": 1, "ignore_eos": true}\n' > "$tmp/requests.jsonl"
@@ -120,10 +120,10 @@ if ! grep -q "bench coldstart" "$tmp/cold.md" 2>/dev/null; then echo "FAIL colds
 expect kv_memory 0 "tok/s" -- generate --dummy-weights llama-tiny --prompt-ids 1,2,3 --max-tokens 3 --kv-memory 1MiB
 expect kv_memory_fraction 0 "tok/s" -- generate --dummy-weights llama-tiny --prompt-ids 1,2,3 --max-tokens 3 --kv-memory-fraction 0.01
 expect kv_memory_bad_unit 2 "not a byte size.*8GiB" -- generate --dummy-weights llama-tiny --prompt-ids 1 --kv-memory 8XB
-expect kv_memory_two_ways 1 "at most one of" -- generate --dummy-weights llama-tiny --prompt-ids 1 --kv-memory 1MiB --kv-cache-tokens 64
+expect kv_memory_two_ways 2 "at most one of" -- generate --dummy-weights llama-tiny --prompt-ids 1 --kv-memory 1MiB --kv-cache-tokens 64
 expect kv_memory_too_small 1 "less than one KV block" -- generate --dummy-weights llama-tiny --prompt-ids 1 --kv-memory 100
 expect kv_memory_too_big 1 "are free on cpu" -- generate --dummy-weights llama-tiny --prompt-ids 1 --kv-memory 100TiB
-expect kv_fraction_range 1 "kv-memory-fraction must be in" -- generate --dummy-weights llama-tiny --prompt-ids 1 --kv-memory-fraction 1.5
+expect kv_fraction_range 2 "kv-memory-fraction must be in" -- generate --dummy-weights llama-tiny --prompt-ids 1 --kv-memory-fraction 1.5
 expect cuda_device 1 "cuda" -- generate --model $model --prompt-ids 1 --device cuda:99
 # Batch mode: a JSONL file in, a JSONL file out in input order.
 printf '{"prompt_ids": [1,17,250,3,99,42,7,300,128,5,64], "max_tokens": 8, "ignore_eos": true}\n\n{"prompt_ids": [1,2,3], "max_tokens": 3, "temperature": 0.7, "seed": 5}\n' > "$tmp/in.jsonl"
@@ -147,8 +147,8 @@ expect batch_needs_output 2 "needs --output" -- generate --model $model --input 
 expect batch_bad_flag 2 "the sampling flags \\(every request's defaults\\): sampling param 'min_p' must be in \\[0, 1\\], got nan" -- generate --model $model --input "$tmp/in.jsonl" --output "$tmp/o.jsonl" --min-p nan
 # One prompt cannot apply the batch-only flags: refused, not ignored.
 expect batch_only_flag 2 "--repetition-penalty requires --input" -- generate --model $model --prompt-ids 1 --repetition-penalty 1.2
-expect top_p_nan 1 "--top-p must be in \\(0, 1\\]" -- generate --model $model --prompt-ids 1 --temperature 1 --top-p nan
-expect batch_output_is_input 1 "is the --input file" -- generate --model $model --input "$tmp/in.jsonl" --output "$tmp/in.jsonl"
+expect top_p_nan 2 "--top-p must be in \\(0, 1\\]" -- generate --model $model --prompt-ids 1 --temperature 1 --top-p nan
+expect batch_output_is_input 2 "is the --input file" -- generate --model $model --input "$tmp/in.jsonl" --output "$tmp/in.jsonl"
 if ! grep -q '"prompt_ids"' "$tmp/in.jsonl"; then echo "FAIL batch_output_is_input: the input was overwritten"; failures=$((failures + 1)); fi
 expect batch_output_is_dir 1 "is a directory" -- generate --model $model --input "$tmp/in.jsonl" --output "$tmp"
 # A run whose line fails the model's checks keeps an earlier output file and leaves no partial one.
@@ -171,11 +171,11 @@ if [ -f .models/SmolLM2-135M-Instruct.Q4_1.gguf ]; then
 fi
 expect profile_cpu 0 "of the speed of light" -- profile --dummy-weights llama-tiny --batch 2 --context 16 --steps 3 --trace "$tmp/trace.json" --bandwidth-gbps 10 --peak-tflops 0.1
 if ! python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert len(d['traceEvents']) > 0" "$tmp/trace.json"; then echo "FAIL profile trace json"; failures=$((failures + 1)); else passes=$((passes + 1)); fi
-expect profile_bad_batch 1 "batch \\(--batch\\) must be in \\[1, 4096\\]" -- profile --dummy-weights llama-tiny --batch 0
-expect bench_bad_batch 1 "batch \\(--batch\\) must be in \\[1, 4096\\]" -- bench --dummy-weights llama-tiny --batch 4097
-expect profile_bad_steps 1 "--steps must be in" -- profile --dummy-weights llama-tiny --steps 0
-expect profile_nan_bandwidth 1 "--bandwidth-gbps must be finite and not negative \\(0: none\\), got nan" -- profile --dummy-weights llama-tiny --steps 1 --bandwidth-gbps nan
-expect profile_bad_budget 1 "--overhead-budget must be in \[0, 100\]" -- profile --dummy-weights llama-tiny --steps 1 --overhead-budget 101
+expect profile_bad_batch 2 "batch \\(--batch\\) must be in \\[1, 4096\\]" -- profile --dummy-weights llama-tiny --batch 0
+expect bench_bad_batch 2 "batch \\(--batch\\) must be in \\[1, 4096\\]" -- bench --dummy-weights llama-tiny --batch 4097
+expect profile_bad_steps 2 "--steps must be in" -- profile --dummy-weights llama-tiny --steps 0
+expect profile_nan_bandwidth 2 "--bandwidth-gbps must be finite and not negative \\(0: none\\), got nan" -- profile --dummy-weights llama-tiny --steps 1 --bandwidth-gbps nan
+expect profile_bad_budget 2 "--overhead-budget must be in \[0, 100\]" -- profile --dummy-weights llama-tiny --steps 1 --overhead-budget 101
 expect profile_bad_trace 1 "cannot write the trace" -- profile --dummy-weights llama-tiny --steps 1 --context 4 --trace /nonexistent/dir/t.json
 # --calibrate measures this machine and caches it, the next profile uses the cache, a corrupt cache
 # is an error that names the file.
@@ -194,7 +194,29 @@ if "$bin" bench --dummy-weights llama-tiny --batch 1 --context 8 --steps 2 2>&1 
 expect bench_cpu_mid_context 0 "^step bytes .* at context 21 \(the timed steps' middle\)" -- bench --dummy-weights llama-tiny --batch 2 --context 16 --steps 4
 expect bench_cpu_mid_context_one 0 "^step bytes .* at context 20 \(" -- bench --dummy-weights llama-tiny --batch 1 --context 16 --steps 1
 expect bench_cpu_logits 0 "with logits +median" -- bench --dummy-weights llama-tiny --batch 1 --context 8 --steps 2
-expect bench_bad_steps 1 "--steps must be in \\[1, 40000\\]" -- bench --dummy-weights llama-tiny --steps 50000
+expect bench_bad_steps 2 "--steps must be in \\[1, 40000\\]" -- bench --dummy-weights llama-tiny --steps 50000
+
+# A flag's value out of its range is a bad command line (exit 2), refused before anything loads:
+# with a model path that does not exist, the flag is what the message names.
+nomodel=(--model /nonexistent)
+expect early_temperature 2 "--temperature must be finite and not negative" -- generate "${nomodel[@]}" --prompt-ids 1 --temperature -1
+expect early_decode_steps 2 "--decode-steps must not be negative" -- logits "${nomodel[@]}" --prompt-ids 1 --decode-steps -1 --out "$tmp/e.npy"
+expect early_run_top_p 2 "--top-p must be in \\(0, 1\\]" -- run "${nomodel[@]}" --top-p 0 hello
+expect early_chat_top_k 2 "--top-k must not be negative" -- chat "${nomodel[@]}" --top-k -3
+expect early_threads 2 "--threads must be in \\[0, 1024\\], got 5000" -- generate "${nomodel[@]}" --prompt-ids 1 --threads 5000
+expect early_model_len 2 "--max-model-len must be in \\[0, 16777216\\]" -- generate "${nomodel[@]}" --prompt-ids 1 --max-model-len 99999999
+expect early_device 2 "--device must be 'cpu', 'cuda' or 'cuda:N', got 'cuda:x'" -- generate "${nomodel[@]}" --prompt-ids 1 --device cuda:x
+expect early_port 2 "--port must be in \\[0, 65535\\], got 70000" -- serve "${nomodel[@]}" --port 70000
+expect early_grace 2 "--shutdown-grace must be in \\[0, 3600\\] seconds, got -5$" -- serve "${nomodel[@]}" --shutdown-grace -5
+expect early_bench_batch 2 "batch \\(--batch\\) must be in" -- bench "${nomodel[@]}" --batch 0
+expect early_latency_context 2 "context \\(--context\\) must be positive" -- bench latency "${nomodel[@]}" --batch 1,2 --context 0
+expect early_profile_budget 2 "--overhead-budget must be in" -- profile "${nomodel[@]}" --overhead-budget nan
+expect early_tput_requests 2 "--requests must be in" -- bench throughput "${nomodel[@]}" --requests 0
+expect early_coldstart 2 "--prompt-tokens must be in" -- bench coldstart "${nomodel[@]}" --prompt-tokens 0
+printf '{"prompt_ids":[1,2],"max_tokens":3}\n{"prompt_ids":[3],"max_tokens":2}\n' > "$tmp/two.jsonl"
+expect batch_max_seqs_range 2 "--max-num-seqs must be in \\[1, 4096\\]" -- generate --dummy-weights llama-tiny --input "$tmp/two.jsonl" --output "$tmp/o.jsonl" --max-num-seqs 0
+# More requests at once than the default 512 tokens a step: the step grows to hold them (as serve).
+expect batch_max_seqs_above_step 0 "2 requests in" -- generate --dummy-weights llama-tiny --input "$tmp/two.jsonl" --output "$tmp/o.jsonl" --max-num-seqs 1000
 
 echo "$passes passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -187,6 +187,51 @@ TEST(ModelLoad, BadOptions) {
   EXPECT_NE(r.status().message().find("--max-seqs"), std::string::npos);
 }
 
+// What check_runner_options refuses needs no model file: each error names its flag, and the
+// public check_model_options (what the CLI runs before loading) says the same.
+TEST(ModelLoad, OptionsAreCheckedBeforeAnyFile) {
+  auto refused = [](const RunnerOptions& o, const std::string& flag) {
+    const Status s = check_runner_options(o);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << flag;
+    EXPECT_NE(s.message().find(flag), std::string::npos) << s.to_string();
+  };
+  RunnerOptions o;
+  o.model_dir = "/nonexistent";
+  EXPECT_TRUE(check_runner_options(o).ok());  // the path is the loader's to find missing
+  o.dummy_weights = "llama-tiny";
+  refused(o, "exactly one");
+  o.model_dir.clear();
+  o.dummy_weights = "gpt5";
+  refused(o, "--dummy-weights 'gpt5'");
+  o.dummy_weights = "llama-tiny";
+  for (const char* bad : {"tpu", "cuda:", "cuda:x", "cuda:1234", "CUDA"}) {
+    o.device = bad;
+    refused(o, "--device");
+  }
+  for (const char* good : {"cpu", "cuda", "cuda:0", "cuda:123"}) {
+    o.device = good;
+    EXPECT_TRUE(check_runner_options(o).ok()) << good;
+  }
+  o.device = "cpu";
+  o.max_model_len = (1 << 24) + 1;
+  refused(o, "--max-model-len");
+  o.max_model_len = 0;
+  o.kv_cache_tokens = -1;
+  refused(o, "--kv-cache-tokens");
+  o.kv_cache_tokens = 0;
+  o.kv_memory_fraction = 1.5;
+  refused(o, "--kv-memory-fraction must be in (0, 0.95], got 1.5");
+
+  ModelOptions m;
+  m.dummy_weights = "llama-tiny";
+  EXPECT_TRUE(check_model_options(m).ok());
+  m.num_threads = 5000;
+  EXPECT_NE(check_model_options(m).message().find("--threads"), std::string::npos);
+  m.num_threads = 0;
+  m.device = "tpu";
+  EXPECT_NE(check_model_options(m).message().find("--device"), std::string::npos);
+}
+
 // `roofline bench`'s graph floor and kernel count need the CUDA backend's decode graphs: on the
 // CPU backend, even after a decode step, replaying or counting one is Unimplemented (the bench
 // then prints neither).

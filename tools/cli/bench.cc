@@ -92,13 +92,13 @@ Status emit(const json& result, const std::string& json_path, const std::string&
 
 int run_bench_throughput(CommonFlags& f, const ThroughputFlags& t) {
   if (t.requests < 1 || t.requests > 1000000)
-    return fail(invalid_argument("--requests must be in [1, 1000000]"));
+    return usage_error(invalid_argument("--requests must be in [1, 1000000]"));
   if (t.max_num_seqs < 1 || t.max_num_seqs > 4096)
-    return fail(invalid_argument("--max-num-seqs must be in [1, 4096]"));
+    return usage_error(invalid_argument("--max-num-seqs must be in [1, 4096]"));
   auto prompt_range = parse_range("--prompt-len", t.prompt_len);
-  if (!prompt_range.ok()) return fail(prompt_range.status());
+  if (!prompt_range.ok()) return usage_error(prompt_range.status());
   auto output_range = parse_range("--output-len", t.output_len);
-  if (!output_range.ok()) return fail(output_range.status());
+  if (!output_range.ok()) return usage_error(output_range.status());
   // Requests from a file: every line read and checked before the model loads (and again against
   // it once loaded); their own sampling fields apply (greedy by default).
   std::vector<BatchItem> items;
@@ -255,7 +255,7 @@ int run_bench_throughput(CommonFlags& f, const ThroughputFlags& t) {
 
 int run_bench_coldstart(CommonFlags& f, const ColdstartFlags& c) {
   if (c.prompt_tokens < 1 || c.prompt_tokens > 65536)
-    return fail(invalid_argument("--prompt-tokens must be in [1, 65536]"));
+    return usage_error(invalid_argument("--prompt-tokens must be in [1, 65536]"));
   if (Status s = resolve_model(f); !s.ok()) return fail(s);
   const auto entered = Clock::now();
   auto runner = create_runner(f);

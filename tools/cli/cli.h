@@ -20,16 +20,18 @@ struct CommonFlags {
   roofline::ModelOptions model;
   bool verbose = false;
   bool overlap_steps = false;  // EngineOptions::overlap_steps (--overlap)
-  std::string kv_memory;      // --kv-memory as typed; parsed by resolve()
-  // Turns the flags that need parsing into model options.
+  std::string kv_memory;       // --kv-memory as typed; parsed by resolve()
+  // Turns the flags that need parsing into model options, then checks the model options' own
+  // ranges (roofline::check_model_options), so a bad value is refused before anything loads.
   roofline::Status resolve() {
-    if (kv_memory.empty()) return roofline::ok_status();
-    auto bytes = roofline::parse_byte_size(kv_memory);
-    if (!bytes.ok()) return bytes.status().with_context("--kv-memory");
-    if (*bytes <= 0)
-      return roofline::invalid_argument("--kv-memory must be positive, got '" + kv_memory + "'");
-    model.kv_memory_bytes = *bytes;
-    return roofline::ok_status();
+    if (!kv_memory.empty()) {
+      auto bytes = roofline::parse_byte_size(kv_memory);
+      if (!bytes.ok()) return bytes.status().with_context("--kv-memory");
+      if (*bytes <= 0)
+        return roofline::invalid_argument("--kv-memory must be positive, got '" + kv_memory + "'");
+      model.kv_memory_bytes = *bytes;
+    }
+    return roofline::check_model_options(model);
   }
   void add(CLI::App* cmd) {
     cmd->add_option("--model", model.model_dir,
@@ -65,6 +67,9 @@ struct CommonFlags {
 
 // Prints "roofline: <status>" to stderr; returns 1 (the exit status of a failed request).
 int fail(const roofline::Status& s);
+// The same for a command line refused before any work began (a flag's value out of its range):
+// returns 2, the exit status of a bad command line.
+int usage_error(const roofline::Status& s);
 // The default model when neither --model nor --dummy-weights was given.
 roofline::Status resolve_model(CommonFlags& f);
 roofline::StatusOr<std::unique_ptr<roofline::ModelRunner>> create_runner(const CommonFlags& f);

@@ -79,6 +79,11 @@ int fail(const Status& s) {
   return 1;
 }
 
+int usage_error(const Status& s) {
+  fail(s);
+  return 2;
+}
+
 roofline::StatusOr<std::unique_ptr<roofline::ModelRunner>> create_runner(const CommonFlags& f) {
   roofline::RunnerOptions ro = roofline::runner_options(f.model);
   auto runner = roofline::ModelRunner::create(ro);
@@ -157,6 +162,7 @@ using roofline::cli::create_runner;
 using roofline::cli::fail;
 using roofline::cli::print_progress;
 using roofline::cli::resolve_model;
+using roofline::cli::usage_error;
 
 StatusOr<std::vector<int32_t>> parse_ids(const std::string& text) {
   std::vector<int32_t> ids;
@@ -192,7 +198,8 @@ std::string model_length_note(const roofline::GenerateStats& s) {
 
 int run_generate(CommonFlags& f, const std::string& ids_text, roofline::GenerateOptions& g) {
   auto ids = parse_ids(ids_text);
-  if (!ids.ok()) return fail(ids.status());
+  if (!ids.ok()) return usage_error(ids.status());
+  if (Status s = roofline::check_generate_options(g); !s.ok()) return usage_error(s);
   auto model = roofline::Model::load(f.model);
   if (!model.ok()) return fail(model.status());
   roofline::GenerateStats stats;
@@ -222,7 +229,9 @@ int run_generate(CommonFlags& f, const std::string& ids_text, roofline::Generate
 int run_logits(CommonFlags& f, const std::string& ids_text, int64_t steps,
                const std::string& out_path) {
   auto ids = parse_ids(ids_text);
-  if (!ids.ok()) return fail(ids.status());
+  if (!ids.ok()) return usage_error(ids.status());
+  if (steps < 0)
+    return usage_error(roofline::invalid_argument("--decode-steps must not be negative"));
   auto model = roofline::Model::load(f.model);
   if (!model.ok()) return fail(model.status());
   std::vector<int32_t> greedy;
@@ -276,6 +285,7 @@ void print_text_stats(const roofline::GenerateStats& s) {
 // One question, one streamed answer (through the chat template unless --raw).
 int run_text(CommonFlags& f, const std::string& question, const std::string& system, bool raw,
              const roofline::GenerateOptions& g) {
+  if (Status c = roofline::check_generate_options(g); !c.ok()) return usage_error(c);
   Status s = resolve_model(f);
   if (!s.ok()) return fail(s);
   auto model = roofline::Model::load(f.model);
@@ -309,6 +319,7 @@ int run_text(CommonFlags& f, const std::string& question, const std::string& sys
 
 // An interactive conversation on stdin/stdout; "/reset" starts over, "/exit" or end of input quits.
 int run_chat(CommonFlags& f, const std::string& system, const roofline::GenerateOptions& g) {
+  if (Status c = roofline::check_generate_options(g); !c.ok()) return usage_error(c);
   Status s = resolve_model(f);
   if (!s.ok()) return fail(s);
   auto model = roofline::Model::load(f.model);
@@ -400,7 +411,7 @@ int run_batch(CommonFlags& f, const std::string& input, const std::string& outpu
               const roofline::SamplingParams& defaults, int64_t max_num_seqs) {
   std::error_code same_ec;
   if (std::filesystem::equivalent(input, output, same_ec))
-    return fail(
+    return usage_error(
         roofline::invalid_argument("--output '" + output + "' is the --input file: the " +
                                    "results would replace the requests; name another file"));
   auto items = roofline::cli::read_batch(input, defaults);
@@ -616,9 +627,12 @@ BenchCeilings bench_ceilings(const std::string& device) {
 int run_bench(CommonFlags& f, int64_t batch, int64_t context, int64_t steps, bool breakdown) {
   constexpr int64_t kWarmup = 3;
   if (steps < 1 || steps > 40000)
-    return fail(roofline::invalid_argument("--steps must be in [1, 40000]"));
+    return usage_error(roofline::invalid_argument("--steps must be in [1, 40000]"));
   // The sequences grow by the three timed runs (sampled, overlapped, then with logits).
-  auto setup = roofline::prepare_decode(f.model, batch, context, 3 * steps + 2 * kWarmup + 2);
+  const int64_t grown = 3 * steps + 2 * kWarmup + 2;
+  if (Status s = roofline::check_decode_shape(batch, context, grown); !s.ok())
+    return usage_error(s);
+  auto setup = roofline::prepare_decode(f.model, batch, context, grown);
   if (!setup.ok()) return fail(setup.status());
   roofline::ModelRunner& r = *setup->runner;
   const std::vector<int32_t>& seqs = setup->seqs;
@@ -766,7 +780,7 @@ int run_bench_latency(const CommonFlags& flags, const std::string& batch_list, i
   // not cost the measurements before it.
   std::vector<int64_t> batches;
   if (batch_list.empty())
-    return fail(roofline::invalid_argument("--batch is empty: give e.g. 1,8,32,64"));
+    return usage_error(roofline::invalid_argument("--batch is empty: give e.g. 1,8,32,64"));
   for (size_t at = 0; at <= batch_list.size();) {
     const size_t comma = std::min(batch_list.find(',', at), batch_list.size());
     const std::string item = batch_list.substr(at, comma - at);
@@ -774,10 +788,12 @@ int run_bench_latency(const CommonFlags& flags, const std::string& batch_list, i
     const auto r = std::from_chars(item.data(), item.data() + item.size(), batch);
     if (item.empty() || r.ec != std::errc() || r.ptr != item.data() + item.size() || batch < 1 ||
         batch > roofline::kMaxDecodeBatch)
-      return fail(roofline::invalid_argument("--batch must be comma-separated sizes in [1, " +
-                                             std::to_string(roofline::kMaxDecodeBatch) +
-                                             "], e.g. 1,8,32,64; '" + item + "' in '" + batch_list +
-                                             "' is not one"));
+      return usage_error(roofline::invalid_argument(
+          "--batch must be comma-separated sizes in [1, " +
+          std::to_string(roofline::kMaxDecodeBatch) + "], e.g. 1,8,32,64; '" + item + "' in '" +
+          batch_list + "' is not one"));
+    if (Status s = roofline::check_decode_shape(batch, context, steps); !s.ok())
+      return usage_error(s);
     batches.push_back(batch);
     at = comma + 1;
   }
@@ -916,13 +932,9 @@ struct ProfileOutputs {
 
 int run_profile(CommonFlags& f, roofline::ProfileOptions o, double overhead_budget_pct,
                 const ProfileOutputs& outputs) {
-  if (o.steps < 1 || o.steps > 100000)
-    return fail(roofline::invalid_argument("--steps must be in [1, 100000]"));
-  if (!(overhead_budget_pct >= 0 && overhead_budget_pct <= 100))
-    return fail(roofline::invalid_argument(
-        "--overhead-budget must be in [0, 100] percent (0: trace consecutive steps)"));
   o.model = f.model;
-  o.overhead_budget = overhead_budget_pct / 100.0;
+  o.overhead_budget = overhead_budget_pct / 100.0;  // NaN stays NaN, and is refused
+  if (Status s = roofline::check_profile_options(o); !s.ok()) return usage_error(s);
   const int64_t batch = o.batch, context = o.context, steps = o.steps;
   // (profile_decode says "calibrating ..." itself when o.calibrate is set.)
   auto result = roofline::profile_decode(o);
@@ -1001,6 +1013,7 @@ int run_profile(CommonFlags& f, roofline::ProfileOptions o, double overhead_budg
 
 // `roofline serve`: the OpenAI-compatible server (src/server/server.h) on the engine.
 int run_serve(CommonFlags& f, roofline::ServerOptions so, int64_t max_num_seqs) {
+  if (Status s = roofline::check_server_options(so); !s.ok()) return usage_error(s);
   if (Status s = resolve_model(f); !s.ok()) return fail(s);
   namespace fs = std::filesystem;
   so.max_num_seqs = max_num_seqs;
@@ -1237,11 +1250,7 @@ int main(int argc, char** argv) {
        {&gen_flags, &logit_flags, &info_flags, &bench_flags, &run_flags, &chat_flags,
         &profile_flags, &serve_flags, &tput_flags, &cold_flags, &lat_flags}) {
     if (f->verbose) roofline::set_log_level(roofline::LogLevel::kInfo);
-    Status s = f->resolve();
-    if (!s.ok()) {
-      fail(s);
-      return 2;  // a bad command line
-    }
+    if (Status s = f->resolve(); !s.ok()) return usage_error(s);
   }
   if (g->parsed()) {
     gen.stop_at_eos = !ignore_eos;
@@ -1257,11 +1266,13 @@ int main(int argc, char** argv) {
       batch_defaults.ignore_eos = ignore_eos;
       if (g->count("--seed") > 0) batch_defaults.seed = gen.seed;
       // Checked here, so that a bad flag is not reported as the first request's field.
-      if (Status s = roofline::validate_sampling_params(batch_defaults, int64_t{1} << 31);
-          !s.ok()) {
-        fail(s.with_context("the sampling flags (every request's defaults)"));
-        return 2;
-      }
+      if (Status s = roofline::validate_sampling_params(batch_defaults, int64_t{1} << 31); !s.ok())
+        return usage_error(s.with_context("the sampling flags (every request's defaults)"));
+      if (batch_max_seqs < 1 || batch_max_seqs > 4096)
+        return usage_error(roofline::invalid_argument("--max-num-seqs must be in [1, 4096]"));
+      // Every running request decodes a token a step (as in serve).
+      gen_flags.model.max_step_tokens =
+          std::max<int64_t>(gen_flags.model.max_step_tokens, batch_max_seqs);
       return run_batch(gen_flags, batch_input, batch_output, batch_defaults, batch_max_seqs);
     }
     if (ids_opt->count() == 0) {
