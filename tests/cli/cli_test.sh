@@ -98,6 +98,9 @@ expect_run bench_latency_bad_late_measures_nothing 1 "^0$" -- bash -c \
 # Integer flags are decimal whole numbers within 64 bits, of the option's sign: CLI11 alone would
 # saturate the first, wrap the second to 2^64 - 1, take 0x10 as 16 and 010 as octal 8.
 expect int_flag_overflow 2 "--max-tokens: must fit in 64 bits, got '99999999999999999999'" -- generate --dummy-weights llama-tiny --prompt-ids 1 --max-tokens 99999999999999999999
+expect int_flag_narrow 2 "^roofline: --top-k: 99999999999 is out of range for this flag$" -- generate --dummy-weights llama-tiny --prompt-ids 1 --top-k 99999999999
+expect int_flag_narrow_negative 2 "^roofline: --port: -99999999999 is out of range for this flag$" -- serve --dummy-weights llama-tiny --port -99999999999
+expect float_flag_not_number 2 "Could not convert: --top-p = abc" -- generate --dummy-weights llama-tiny --prompt-ids 1 --top-p abc
 expect unsigned_flag_negative 2 "--seed: must not be negative, got '-1'" -- generate --dummy-weights llama-tiny --prompt-ids 1 --seed -1
 expect int_flag_hex 2 "--max-tokens: must be a whole number in decimal digits, got '0x10'" -- generate --dummy-weights llama-tiny --prompt-ids 1 --max-tokens 0x10
 expect int_flag_leading_zero 0 "10 tokens generated" -- generate --dummy-weights llama-tiny --prompt-ids 1 --max-tokens 010 --ignore-eos

@@ -134,6 +134,21 @@ void check_whole_numbers(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands({})) check_whole_numbers(*sub);
 }
 
+// CLI11's "Could not convert: --top-k = 99999999999": once check_whole_numbers has passed the
+// text, a whole number that still does not convert is outside a narrower option's type (int32 and
+// the like). Says so, naming the flag; "" for any other conversion error (CLI11's message stands).
+std::string narrow_integer_message(const std::string& what) {
+  const std::string head = "Could not convert: ";
+  const size_t eq = what.find(" = ");
+  if (what.rfind(head, 0) != 0 || eq == std::string::npos) return {};
+  const std::string name = what.substr(head.size(), eq - head.size());
+  const std::string value = what.substr(eq + 3);
+  const size_t digits = value.starts_with('-') ? 1 : 0;
+  if (value.size() == digits || value.find_first_not_of("0123456789", digits) != std::string::npos)
+    return {};
+  return name + ": " + value + " is out of range for this flag";
+}
+
 void print_progress(int64_t done, int64_t total, int64_t tokens, double seconds) {
   constexpr int kWidth = 30;
   const int filled = total > 0 ? static_cast<int>(kWidth * done / total) : kWidth;
@@ -1243,6 +1258,13 @@ int main(int argc, char** argv) {
   roofline::cli::check_whole_numbers(app);
   try {
     app.parse(argc, argv);
+  } catch (const CLI::ConversionError& e) {
+    if (const std::string narrow = roofline::cli::narrow_integer_message(e.what());
+        !narrow.empty()) {
+      std::fprintf(stderr, "roofline: %s\n", narrow.c_str());
+      return 2;
+    }
+    return app.exit(e) == 0 ? 0 : 2;
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
