@@ -197,7 +197,7 @@ if "$bin" bench --dummy-weights llama-tiny --batch 1 --context 8 --steps 2 2>&1 
 expect bench_cpu_mid_context 0 "^step bytes .* at context 21 \(the timed steps' middle\)" -- bench --dummy-weights llama-tiny --batch 2 --context 16 --steps 4
 expect bench_cpu_mid_context_one 0 "^step bytes .* at context 20 \(" -- bench --dummy-weights llama-tiny --batch 1 --context 16 --steps 1
 expect bench_cpu_logits 0 "with logits +median" -- bench --dummy-weights llama-tiny --batch 1 --context 8 --steps 2
-expect bench_bad_steps 2 "--steps must be in \\[1, 40000\\]" -- bench --dummy-weights llama-tiny --steps 50000
+expect bench_bad_steps 2 "--steps must be in \\[1, 30000\\]" -- bench --dummy-weights llama-tiny --steps 30001
 
 # A flag's value out of its range is a bad command line (exit 2), refused before anything loads:
 # with a model path that does not exist, the flag is what the message names.
