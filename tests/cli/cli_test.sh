@@ -218,6 +218,8 @@ expect early_tput_requests 2 "--requests must be in" -- bench throughput "${nomo
 expect early_coldstart 2 "--prompt-tokens must be in" -- bench coldstart "${nomodel[@]}" --prompt-tokens 0
 printf '{"prompt_ids":[1,2],"max_tokens":3}\n{"prompt_ids":[3],"max_tokens":2}\n' > "$tmp/two.jsonl"
 expect batch_max_seqs_range 2 "--max-num-seqs must be in \\[1, 4096\\]" -- generate --dummy-weights llama-tiny --input "$tmp/two.jsonl" --output "$tmp/o.jsonl" --max-num-seqs 0
+expect serve_max_seqs_range 2 "--max-num-seqs must be in \\[1, 4096\\]" -- serve "${nomodel[@]}" --max-num-seqs 0
+expect tput_max_seqs_range 2 "--max-num-seqs must be in \\[1, 4096\\]" -- bench throughput "${nomodel[@]}" --max-num-seqs 4097
 # More requests at once than the default 512 tokens a step: the step grows to hold them (as serve).
 expect batch_max_seqs_above_step 0 "2 requests in" -- generate --dummy-weights llama-tiny --input "$tmp/two.jsonl" --output "$tmp/o.jsonl" --max-num-seqs 1000
 

@@ -93,8 +93,7 @@ Status emit(const json& result, const std::string& json_path, const std::string&
 int run_bench_throughput(CommonFlags& f, const ThroughputFlags& t) {
   if (t.requests < 1 || t.requests > 1000000)
     return usage_error(invalid_argument("--requests must be in [1, 1000000]"));
-  if (t.max_num_seqs < 1 || t.max_num_seqs > 4096)
-    return usage_error(invalid_argument("--max-num-seqs must be in [1, 4096]"));
+  if (Status s = check_max_num_seqs(t.max_num_seqs); !s.ok()) return usage_error(s);
   auto prompt_range = parse_range("--prompt-len", t.prompt_len);
   if (!prompt_range.ok()) return usage_error(prompt_range.status());
   auto output_range = parse_range("--output-len", t.output_len);

@@ -70,6 +70,9 @@ int fail(const roofline::Status& s);
 // The same for a command line refused before any work began (a flag's value out of its range):
 // returns 2, the exit status of a bad command line.
 int usage_error(const roofline::Status& s);
+// InvalidArgument unless --max-num-seqs (requests running at once: generate --input, serve,
+// bench throughput) is in [1, 4096].
+roofline::Status check_max_num_seqs(int64_t max_num_seqs);
 // The default model when neither --model nor --dummy-weights was given.
 roofline::Status resolve_model(CommonFlags& f);
 roofline::StatusOr<std::unique_ptr<roofline::ModelRunner>> create_runner(const CommonFlags& f);

@@ -84,6 +84,12 @@ int usage_error(const Status& s) {
   return 2;
 }
 
+Status check_max_num_seqs(int64_t max_num_seqs) {
+  if (max_num_seqs < 1 || max_num_seqs > 4096)
+    return roofline::invalid_argument("--max-num-seqs must be in [1, 4096]");
+  return roofline::ok_status();
+}
+
 roofline::StatusOr<std::unique_ptr<roofline::ModelRunner>> create_runner(const CommonFlags& f) {
   roofline::RunnerOptions ro = roofline::runner_options(f.model);
   auto runner = roofline::ModelRunner::create(ro);
@@ -1291,8 +1297,8 @@ int main(int argc, char** argv) {
       // Checked here, so that a bad flag is not reported as the first request's field.
       if (Status s = roofline::validate_sampling_params(batch_defaults, int64_t{1} << 31); !s.ok())
         return usage_error(s.with_context("the sampling flags (every request's defaults)"));
-      if (batch_max_seqs < 1 || batch_max_seqs > 4096)
-        return usage_error(roofline::invalid_argument("--max-num-seqs must be in [1, 4096]"));
+      if (Status s = roofline::cli::check_max_num_seqs(batch_max_seqs); !s.ok())
+        return usage_error(s);
       // Every running request decodes a token a step (as in serve).
       gen_flags.model.max_step_tokens =
           std::max<int64_t>(gen_flags.model.max_step_tokens, batch_max_seqs);
@@ -1333,10 +1339,8 @@ int main(int argc, char** argv) {
       return 2;
     }
     serve_opts.limits.max_body_bytes = static_cast<size_t>(*body);
-    if (serve_max_seqs < 1 || serve_max_seqs > 4096) {
-      std::fprintf(stderr, "roofline: --max-num-seqs must be in [1, 4096]\n");
-      return 2;
-    }
+    if (Status s = roofline::cli::check_max_num_seqs(serve_max_seqs); !s.ok())
+      return usage_error(s);
     // An empty key (e.g. --api-key "$KEY" with KEY unset) would serve without authentication.
     if (srv->count("--api-key") > 0 && serve_opts.api_key.empty()) {
       std::fprintf(stderr,
